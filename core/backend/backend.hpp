@@ -1,0 +1,132 @@
+// Backend: the compute interface every device implements (cpu/ on oneDNN + OpenMP,
+// cuda/ on cuDNN + cuBLAS). Layers, losses and optimizers call only this, so a new
+// device is a new Backend, not a change to them.
+//
+// Contracts shared by every op:
+//   - activations are NHWC; conv kernels are (kh, kw, in, out) as Keras stores them;
+//   - parameter gradients are accumulated (+=), input gradients are written (=);
+//   - all tensors live on this backend's device; float32 unless stated.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor/tensor.hpp"
+
+namespace distrain {
+
+struct Conv2DSpec {
+  int64_t in_h, in_w, in_c;
+  int64_t out_h, out_w, out_c;
+  int64_t kernel_h, kernel_w, stride_h, stride_w;
+  int64_t pad_top, pad_bottom, pad_left, pad_right;  // TensorFlow "same" padding is asymmetric
+  bool bias;
+  bool relu;  // fuse a ReLU into the forward pass
+};
+
+class Conv2DOp {
+ public:
+  virtual ~Conv2DOp() = default;
+  // x (N, H, W, Cin), w (kh, kw, Cin, Cout), b (Cout) or empty  ->  y (N, OH, OW, Cout)
+  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor y) = 0;
+  // dy (N, OH, OW, Cout)  ->  dx (N, H, W, Cin)   (written)
+  virtual void backward_data(const Tensor& dy, const Tensor& w, Tensor dx) = 0;
+  // dw (kh, kw, Cin, Cout) +=, db (Cout) += (db may be empty)
+  virtual void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) = 0;
+};
+
+enum class PoolKind { max, average };
+
+struct Pool2DSpec {
+  PoolKind kind;
+  int64_t in_h, in_w, channels;
+  int64_t out_h, out_w;
+  int64_t kernel_h, kernel_w, stride_h, stride_w;
+  int64_t pad_top, pad_bottom, pad_left, pad_right;  // padded cells never count (TF semantics)
+};
+
+class Pool2DOp {
+ public:
+  virtual ~Pool2DOp() = default;
+  // x (N, H, W, C) -> y (N, OH, OW, C). In training, max pooling remembers where maxima were.
+  virtual void forward(const Tensor& x, Tensor y, bool training) = 0;
+  // dy (N, OH, OW, C) -> dx (N, H, W, C) (written); follows the last training forward.
+  virtual void backward(const Tensor& dy, Tensor dx) = 0;
+};
+
+class BatchNormOp {
+ public:
+  virtual ~BatchNormOp() = default;
+  // Normalises over N, H, W per channel with the batch statistics; mean/variance (C) receive
+  // them (variance biased, divided by the count, as Keras 3).
+  virtual void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y, Tensor mean,
+                                Tensor variance) = 0;
+  virtual void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                                 const Tensor& variance, Tensor y) = 0;
+  // dx written; dgamma, dbeta accumulated. mean/variance are those the forward used: the
+  // batch statistics (which then depend on x), or with fixed_stats the moving ones (constants).
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& variance, bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+};
+
+struct SgdHyper {
+  float learning_rate, momentum, weight_decay;
+  bool nesterov;
+};
+
+struct AdamHyper {
+  float learning_rate, beta_1, beta_2, epsilon, weight_decay;  // weight_decay decoupled (AdamW)
+  int64_t step;                                                 // 1 for the first update
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu (oneDNN 2.6.3, 2 threads)"
+
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  // Host <-> device and device <-> device copies of whole tensors.
+  virtual void upload(const void* host, Tensor dst) = 0;
+  virtual void download(const Tensor& src, void* host) = 0;
+  virtual void copy(const Tensor& src, Tensor dst) = 0;
+  virtual void fill(Tensor t, float value) = 0;
+
+  virtual std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) = 0;
+  virtual std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) = 0;
+  virtual std::unique_ptr<BatchNormOp> make_batch_norm(int64_t channels, float epsilon) = 0;
+
+  // c = alpha * op(a) * op(b) + beta * c, row-major 2-D tensors.
+  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                    Tensor c) = 0;
+  virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
+  virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)
+  virtual void relu(const Tensor& x, Tensor y) = 0;               // may be in place
+  virtual void relu_backward(const Tensor& y, Tensor dy) = 0;     // dy *= (y > 0), in place
+  virtual void scale_shift(const Tensor& x, Tensor y, float scale, float shift) = 0;  // y = x*scale + shift
+  virtual void axpby(float a, const Tensor& x, float b, Tensor y) = 0;                 // y = a*x + b*y
+  // y = x * keep / (1 - rate), keep drawn from uniform_at(seed, i) >= rate. The same call
+  // with the same seed applied to dy gives dx, so no mask is stored.
+  virtual void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) = 0;
+
+  // Per-example losses of a batch, and their gradient times grad_scale (1 / global batch).
+  // stats (2,) receives {sum of losses, number of correct argmax predictions}.
+  virtual void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
+                                    Tensor dlogits, Tensor stats) = 0;
+  // Mean over classes of (pred - one_hot(label))^2 per example.
+  virtual void mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,
+                                  Tensor stats) = 0;
+
+  virtual void sgd_update(Tensor param, const Tensor& grad, Tensor velocity, const SgdHyper& h) = 0;
+  virtual void adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) = 0;
+};
+
+// The backend of a device; created once per device and shared.
+Backend& backend_for(const Device& device);
+
+// Threads the CPU backend uses (0 = OMP_NUM_THREADS or all cores). Call before first use.
+void set_cpu_threads(int threads);
+int cpu_threads();
+
+}  // namespace distrain

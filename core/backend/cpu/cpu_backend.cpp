@@ -1,0 +1,262 @@
+#include "core/backend/cpu/cpu_backend.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr int64_t kParallelThreshold = 1 << 14;  // below this, threads cost more than they save
+
+void check_cpu(const Tensor& t, const char* what) {
+  DT_CHECK(t.device.is_cpu(), "{} is on {}, expected a cpu tensor", what, t.device.str());
+}
+
+void check_same_numel(const Tensor& a, const Tensor& b) {
+  DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int index) : index_(index), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+std::string CpuBackend::name() const {
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("cpu (oneDNN {}.{}.{}, {} threads)", v->major, v->minor, v->patch, cpu_threads());
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
+  return p;
+}
+
+void CpuBackend::deallocate(void* p) { std::free(p); }
+
+void CpuBackend::upload(const void* host, Tensor dst) { std::memcpy(dst.data, host, dst.bytes()); }
+
+void CpuBackend::download(const Tensor& src, void* host) { std::memcpy(host, src.data, src.bytes()); }
+
+void CpuBackend::copy(const Tensor& src, Tensor dst) {
+  check_same_numel(src, dst);
+  DT_CHECK(src.dtype == dst.dtype, "copy between dtypes");
+  if (src.data != dst.data) std::memcpy(dst.data, src.data, src.bytes());
+}
+
+void CpuBackend::fill(Tensor t, float value) {
+  check_cpu(t, "fill target");
+  float* p = t.f32();
+  const int64_t n = t.numel();
+  std::fill(p, p + n, value);
+}
+
+void CpuBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor c) {
+  DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
+  const int64_t m = ta ? a.shape[1] : a.shape[0];
+  const int64_t k = ta ? a.shape[0] : a.shape[1];
+  const int64_t kb = tb ? b.shape[1] : b.shape[0];
+  const int64_t n = tb ? b.shape[0] : b.shape[1];
+  DT_CHECK(k == kb && c.shape[0] == m && c.shape[1] == n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
+           ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
+  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a.f32(), a.shape[1], b.f32(),
+                                          b.shape[1], beta, c.f32(), n);
+  DT_CHECK(status == dnnl_success, "dnnl_sgemm failed with status {}", static_cast<int>(status));
+}
+
+void CpuBackend::add_bias(Tensor y, const Tensor& bias) {
+  const int64_t c = bias.numel();
+  const int64_t rows = y.numel() / c;
+  float* py = y.f32();
+  const float* pb = bias.f32();
+#pragma omp parallel for if (rows * c > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c; ++j) py[r * c + j] += pb[j];
+}
+
+void CpuBackend::bias_grad(const Tensor& dy, Tensor dbias) {
+  const int64_t c = dbias.numel();
+  const int64_t rows = dy.numel() / c;
+  const float* pdy = dy.f32();
+  float* pdb = dbias.f32();
+  // Column sums in a fixed order (rows outer) so results do not depend on the thread count.
+  std::vector<double> acc(static_cast<size_t>(c), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += pdy[r * c + j];
+  for (int64_t j = 0; j < c; ++j) pdb[j] += static_cast<float>(acc[static_cast<size_t>(j)]);
+}
+
+void CpuBackend::relu(const Tensor& x, Tensor y) {
+  check_same_numel(x, y);
+  const float* px = x.f32();
+  float* py = y.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+}
+
+void CpuBackend::relu_backward(const Tensor& y, Tensor dy) {
+  check_same_numel(y, dy);
+  const float* py = y.f32();
+  float* pd = dy.f32();
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) pd[i] = py[i] > 0.0f ? pd[i] : 0.0f;
+}
+
+void CpuBackend::scale_shift(const Tensor& x, Tensor y, float scale, float shift) {
+  check_same_numel(x, y);
+  const float* px = x.f32();
+  float* py = y.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) py[i] = px[i] * scale + shift;
+}
+
+void CpuBackend::axpby(float a, const Tensor& x, float b, Tensor y) {
+  check_same_numel(x, y);
+  const float* px = x.f32();
+  float* py = y.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) py[i] = a * px[i] + b * py[i];
+}
+
+void CpuBackend::dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) {
+  check_same_numel(x, y);
+  const float* px = x.f32();
+  float* py = y.f32();
+  const int64_t n = x.numel();
+  const float keep_scale = 1.0f / (1.0f - rate);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) py[i] = uniform_at(seed, static_cast<uint64_t>(i)) >= rate ? px[i] * keep_scale : 0.0f;
+}
+
+void CpuBackend::sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
+                                      Tensor dlogits, Tensor stats) {
+  const int64_t n = logits.shape[0];
+  const int64_t k = logits.numel() / n;
+  DT_CHECK(labels.numel() == n, "{} labels for {} examples", labels.numel(), n);
+  const float* z = logits.f32();
+  const int32_t* y = labels.i32();
+  float* dz = dlogits.empty() ? nullptr : dlogits.f32();
+  constexpr float kEps = 1e-7f;  // Keras' clipping of probabilities
+  // Checked before the parallel loop: an exception must not leave an OpenMP region.
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(y[i] >= 0 && y[i] < k, "label {} outside [0, {})", y[i], k);
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+#pragma omp parallel for reduction(+ : loss_sum, correct) if (n * k > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = z + i * k;
+    const int32_t label = y[i];
+    const int64_t arg = std::max_element(row, row + k) - row;
+    correct += arg == label;
+    if (from_logits) {
+      const float m = row[arg];
+      double sum = 0.0;
+      for (int64_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(row[j] - m));
+      const double lse = m + std::log(sum);
+      loss_sum += lse - row[label];
+      if (dz)
+        for (int64_t j = 0; j < k; ++j)
+          dz[i * k + j] = static_cast<float>((std::exp(row[j] - lse) - (j == label)) * grad_scale);
+    } else {
+      // Inputs are probabilities: normalise to sum 1, clip, take -log (tf.keras semantics).
+      double s = 0.0;
+      for (int64_t j = 0; j < k; ++j) s += row[j];
+      const double q = row[label] / s;
+      const double qc = std::clamp(q, static_cast<double>(kEps), 1.0 - kEps);
+      loss_sum += -std::log(qc);
+      if (dz) {
+        const bool clipped = q != qc;
+        for (int64_t j = 0; j < k; ++j) {
+          const double g = clipped ? 0.0 : (1.0 / s - (j == label ? 1.0 / row[label] : 0.0));
+          dz[i * k + j] = static_cast<float>(g * grad_scale);
+        }
+      }
+    }
+  }
+  float* st = stats.f32();
+  st[0] = static_cast<float>(loss_sum);
+  st[1] = static_cast<float>(correct);
+}
+
+void CpuBackend::mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,
+                                    Tensor stats) {
+  const int64_t n = pred.shape[0];
+  const int64_t k = pred.numel() / n;
+  DT_CHECK(labels.numel() == n, "{} labels for {} examples", labels.numel(), n);
+  const float* p = pred.f32();
+  const int32_t* y = labels.i32();
+  float* dp = dpred.empty() ? nullptr : dpred.f32();
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = p + i * k;
+    DT_CHECK(y[i] >= 0 && y[i] < k, "label {} outside [0, {})", y[i], k);
+    correct += (std::max_element(row, row + k) - row) == y[i];
+    double l = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      const double diff = row[j] - (j == y[i] ? 1.0 : 0.0);
+      l += diff * diff;
+      if (dp) dp[i * k + j] = static_cast<float>(2.0 * diff / static_cast<double>(k) * grad_scale);
+    }
+    loss_sum += l / static_cast<double>(k);
+  }
+  float* st = stats.f32();
+  st[0] = static_cast<float>(loss_sum);
+  st[1] = static_cast<float>(correct);
+}
+
+void CpuBackend::sgd_update(Tensor param, const Tensor& grad, Tensor velocity, const SgdHyper& h) {
+  check_same_numel(param, grad);
+  float* p = param.f32();
+  const float* g = grad.f32();
+  float* m = velocity.empty() ? nullptr : velocity.f32();
+  const int64_t n = param.numel();
+  const float lr = h.learning_rate;
+  const float decay = h.weight_decay * lr;
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float w = p[i] - p[i] * decay;
+    if (m) {
+      m[i] = h.momentum * m[i] - lr * g[i];
+      w += h.nesterov ? h.momentum * m[i] - lr * g[i] : m[i];
+    } else {
+      w -= lr * g[i];
+    }
+    p[i] = w;
+  }
+}
+
+void CpuBackend::adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) {
+  check_same_numel(param, grad);
+  float* p = param.f32();
+  const float* g = grad.f32();
+  float* pm = m.f32();
+  float* pv = v.f32();
+  const int64_t n = param.numel();
+  const double t = static_cast<double>(h.step);
+  const float alpha = static_cast<float>(h.learning_rate * std::sqrt(1.0 - std::pow(h.beta_2, t)) /
+                                         (1.0 - std::pow(h.beta_1, t)));
+  const float decay = h.weight_decay * h.learning_rate;
+  const float b1 = 1.0f - h.beta_1, b2 = 1.0f - h.beta_2;
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = p[i] - p[i] * decay;
+    pm[i] += (g[i] - pm[i]) * b1;
+    pv[i] += (g[i] * g[i] - pv[i]) * b2;
+    p[i] = w - alpha * pm[i] / (std::sqrt(pv[i]) + h.epsilon);
+  }
+}
+
+}  // namespace distrain

@@ -1,0 +1,54 @@
+// The CPU backend: oneDNN primitives for convolution, pooling, batch norm and GEMM;
+// OpenMP loops for the element-wise work, losses and optimizer updates.
+#pragma once
+#include <dnnl.hpp>
+
+#include "core/backend/backend.hpp"
+
+namespace distrain {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int index);
+  Device device() const override { return Device{DeviceType::cpu, index_}; }
+  std::string name() const override;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void upload(const void* host, Tensor dst) override;
+  void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, Tensor dst) override;
+  void fill(Tensor t, float value) override;
+
+  std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
+  std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) override;
+  std::unique_ptr<BatchNormOp> make_batch_norm(int64_t channels, float epsilon) override;
+
+  void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+            Tensor c) override;
+  void add_bias(Tensor y, const Tensor& bias) override;
+  void bias_grad(const Tensor& dy, Tensor dbias) override;
+  void relu(const Tensor& x, Tensor y) override;
+  void relu_backward(const Tensor& y, Tensor dy) override;
+  void scale_shift(const Tensor& x, Tensor y, float scale, float shift) override;
+  void axpby(float a, const Tensor& x, float b, Tensor y) override;
+  void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;
+
+  void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
+                            Tensor dlogits, Tensor stats) override;
+  void mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,
+                          Tensor stats) override;
+
+  void sgd_update(Tensor param, const Tensor& grad, Tensor velocity, const SgdHyper& h) override;
+  void adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) override;
+
+  dnnl::engine& engine() { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+
+ private:
+  int index_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+};
+
+}  // namespace distrain

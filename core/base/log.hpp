@@ -1,0 +1,24 @@
+// Rank-aware logging: only rank 0 prints info; warnings and errors carry the rank.
+#pragma once
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace distrain::log {
+
+void set_rank(int rank);
+int rank();
+
+template <typename... Args>
+void info(fmt::format_string<Args...> f, Args&&... args) {
+  if (rank() != 0) return;
+  fmt::print(stdout, "{}\n", fmt::format(f, std::forward<Args>(args)...));
+  std::fflush(stdout);
+}
+
+template <typename... Args>
+void warn(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "[rank {}] warning: {}\n", rank(), fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace distrain::log

@@ -1,0 +1,53 @@
+// Shape: the extents of a tensor, outermost first (activations are NHWC).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t operator[](int i) const {
+    DT_CHECK(i >= 0 && i < rank(), "dimension {} of a rank-{} shape", i, rank());
+    return dims_[static_cast<size_t>(i)];
+  }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : dims_) n *= d;
+    return n;
+  }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  // The same shape with the outermost (batch) dimension replaced.
+  Shape with_batch(int64_t n) const {
+    Shape s = *this;
+    DT_CHECK(!s.dims_.empty(), "with_batch on a scalar shape");
+    s.dims_[0] = n;
+    return s;
+  }
+  // (n, dims...): prepend a batch dimension to a per-example shape.
+  Shape batched(int64_t n) const {
+    std::vector<int64_t> d{n};
+    d.insert(d.end(), dims_.begin(), dims_.end());
+    return Shape(std::move(d));
+  }
+  std::string str() const {
+    std::string s = "(";
+    for (size_t i = 0; i < dims_.size(); ++i) s += (i ? ", " : "") + std::to_string(dims_[i]);
+    return s + (dims_.size() == 1 ? ",)" : ")");
+  }
+  bool operator==(const Shape&) const = default;
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+}  // namespace distrain

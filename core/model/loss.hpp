@@ -1,0 +1,45 @@
+// Loss: per-example losses summed over the local batch; the gradient is scaled by
+// 1 / global batch (as tf.nn.compute_average_loss), never by the local batch, so that
+// replicas' gradients sum to the gradient of the global mean.
+#pragma once
+#include <string>
+
+#include "core/backend/backend.hpp"
+#include "core/tensor/buffer.hpp"
+
+namespace distrain {
+
+enum class LossType { sparse_categorical_crossentropy, mean_squared_error };
+
+struct LossSpec {
+  LossType type = LossType::sparse_categorical_crossentropy;
+  bool from_logits = true;
+};
+
+struct LossStats {
+  double loss_sum = 0.0;  // sum of per-example losses
+  int64_t correct = 0;    // argmax == label
+  int64_t count = 0;      // examples
+  LossStats& operator+=(const LossStats& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    count += o.count;
+    return *this;
+  }
+};
+
+class Loss {
+ public:
+  Loss(LossSpec spec, Backend& backend);
+  // output (N, K), labels (N) int32. Writes d(loss_sum * grad_scale)/d(output) into
+  // doutput unless it is empty (evaluation).
+  LossStats compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput);
+  const LossSpec& spec() const { return spec_; }
+
+ private:
+  LossSpec spec_;
+  Backend& backend_;
+  Buffer stats_;  // (2,): loss sum, correct count
+};
+
+}  // namespace distrain

@@ -1,0 +1,57 @@
+// Model: an ordered list of layers built from a recipe's [model] table, with shape
+// inference at build time and all variables in one ParamArena.
+//
+// Activations for a batch of N are kept per layer (backward needs each layer's input
+// and output); they are reallocated only when N changes.
+#pragma once
+#include <memory>
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "core/layers/layer.hpp"
+#include "core/tensor/buffer.hpp"
+
+namespace distrain {
+
+class Model {
+ public:
+  // `model` is the [model] table: input_shape and [[model.layers]]. `where` names the
+  // recipe file for errors. Throws UserError on a bad layer or a shape mismatch.
+  Model(const toml::table& model, const std::string& where, Backend& backend);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  void initialize(uint64_t seed) { arena_.initialize(seed); }
+
+  // x (N, input_shape...) -> the last layer's output (N, output_shape...), a view owned here.
+  Tensor forward(Ctx& ctx, const Tensor& x);
+  // Where the loss writes the gradient of the output before backward().
+  Tensor output_grad() const { return dacts_.back().view(); }
+  // Propagates output_grad() back; parameter gradients accumulate into the arena.
+  void backward(Ctx& ctx);
+  void zero_grads();
+
+  ParamArena& params() { return arena_; }
+  const ParamArena& params() const { return arena_; }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return shapes_.back(); }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  Backend& backend() const { return backend_; }
+  // A table: layer, type, output shape, parameters.
+  std::string summary() const;
+
+ private:
+  void ensure_activations(int64_t n);
+
+  Backend& backend_;
+  Shape input_shape_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_;  // per-example output shape of each layer
+  ParamArena arena_;
+  int64_t batch_ = -1;
+  Tensor input_;
+  std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)
+};
+
+}  // namespace distrain

@@ -1,0 +1,112 @@
+#include "core/model/param_arena.hpp"
+
+#include <cmath>
+
+#include "core/backend/backend.hpp"
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+int64_t round_up(int64_t n) { return (n + ParamArena::kAlign - 1) / ParamArena::kAlign * ParamArena::kAlign; }
+
+// Keras' initializers. he_normal is a truncated normal (|z| <= 2) with the stddev
+// corrected for truncation, as tf.keras.initializers.HeNormal.
+void draw(const Variable& v, uint64_t seed, std::vector<float>& out) {
+  Rng rng(derive_seed(seed, fnv1a(v.layer + "/" + v.name)));
+  switch (v.init) {
+    case Init::zeros: std::fill(out.begin(), out.end(), 0.0f); break;
+    case Init::ones: std::fill(out.begin(), out.end(), 1.0f); break;
+    case Init::glorot_uniform: {
+      const double limit = std::sqrt(6.0 / static_cast<double>(v.fan_in + v.fan_out));
+      for (float& x : out) x = static_cast<float>(rng.uniform(-limit, limit));
+      break;
+    }
+    case Init::he_normal: {
+      const double stddev = std::sqrt(2.0 / static_cast<double>(v.fan_in)) / 0.87962566103423978;
+      for (float& x : out) {
+        double z;
+        do z = rng.normal(); while (std::abs(z) > 2.0);
+        x = static_cast<float>(z * stddev);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Init parse_init(const std::string& name, const std::string& where) {
+  if (name == "glorot_uniform") return Init::glorot_uniform;
+  if (name == "he_normal") return Init::he_normal;
+  if (name == "zeros") return Init::zeros;
+  if (name == "ones") return Init::ones;
+  throw UserError(fmt::format("{}: unknown initializer '{}' (known: glorot_uniform, he_normal, zeros, ones)", where, name));
+}
+
+Tensor ParamRef::value() const { return arena->value(id); }
+Tensor ParamRef::grad() const { return arena->grad(id); }
+
+ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in,
+                             int64_t fan_out, bool trainable) {
+  DT_CHECK(!backend_, "variable {}/{} declared after allocation", layer, name);
+  int64_t& size = trainable ? values_size_ : state_size_;
+  Variable v{std::move(layer), std::move(name), std::move(shape), init, fan_in, fan_out, trainable, size};
+  size = round_up(size + v.shape.numel());
+  variables_.push_back(std::move(v));
+  return ParamRef{this, static_cast<int>(variables_.size()) - 1};
+}
+
+void ParamArena::allocate(Backend& backend) {
+  DT_CHECK(!backend_, "arena allocated twice");
+  backend_ = &backend;
+  values_ = Buffer(backend, Shape{values_size_});
+  grads_ = Buffer(backend, Shape{values_size_});
+  state_ = Buffer(backend, Shape{state_size_});
+  for (const Buffer* b : {&values_, &grads_, &state_})
+    if (!b->empty()) backend.fill(b->view(), 0.0f);
+}
+
+void ParamArena::initialize(uint64_t seed) {
+  DT_CHECK(backend_, "initialize before allocate");
+  std::vector<float> host;
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    host.resize(static_cast<size_t>(variables_[i].shape.numel()));
+    draw(variables_[i], seed, host);
+    backend_->upload(host.data(), value(static_cast<int>(i)));
+  }
+}
+
+Tensor ParamArena::value(int id) const {
+  const Variable& v = variables_.at(static_cast<size_t>(id));
+  const Tensor& arena = v.trainable ? values_.view() : state_.view();
+  return arena.range(v.offset, v.shape.numel()).reshaped(v.shape);
+}
+
+Tensor ParamArena::grad(int id) const {
+  const Variable& v = variables_.at(static_cast<size_t>(id));
+  DT_CHECK(v.trainable, "{}/{} is not trainable and has no gradient", v.layer, v.name);
+  return grads_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
+}
+
+const Variable* ParamArena::find(const std::string& layer, const std::string& name) const {
+  for (const Variable& v : variables_)
+    if (v.layer == layer && v.name == name) return &v;
+  return nullptr;
+}
+
+int64_t ParamArena::trainable_elements() const {
+  int64_t n = 0;
+  for (const Variable& v : variables_)
+    if (v.trainable) n += v.shape.numel();
+  return n;
+}
+
+}  // namespace distrain

@@ -1,0 +1,48 @@
+// Optimizers over a range of the parameter arena: the whole arena (replicated
+// strategies) or one rank's shard (ZeRO). Slots (momentum, Adam moments) live in arenas
+// of their own with the same offsets as the range they serve. Keras 3 defaults and
+// update rules; weight decay is decoupled (p -= p * weight_decay * lr) as in Keras.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend/backend.hpp"
+#include "core/tensor/buffer.hpp"
+
+namespace distrain {
+
+struct OptimizerSpec {
+  std::string type = "adam";  // sgd | adam | adamw
+  double learning_rate = 0.001;
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam, adamw
+  double weight_decay = 0.0;                           // adamw defaults to 0.004
+};
+
+// The spec with Keras' defaults for `type` (learning rate 0.01 for sgd, 0.001 for adam/adamw).
+OptimizerSpec default_optimizer_spec(const std::string& type);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Allocates zeroed slots for `count` elements on the backend's device.
+  virtual void bind(Backend& backend, int64_t count) = 0;
+  // One update of params (count) with grads (count) at learning rate lr.
+  virtual void update(Tensor params, const Tensor& grads, float lr) = 0;
+  // Named slot tensors, for checkpoints ("momentum"; "m", "v").
+  virtual std::vector<std::pair<std::string, Tensor>> slots() const = 0;
+  virtual std::string describe() const = 0;
+
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t n) { iterations_ = n; }
+
+ protected:
+  int64_t iterations_ = 0;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
+
+}  // namespace distrain

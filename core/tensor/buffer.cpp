@@ -1,0 +1,34 @@
+#include "core/tensor/buffer.hpp"
+
+#include <utility>
+
+#include "core/backend/backend.hpp"
+
+namespace distrain {
+
+Buffer::Buffer(Backend& backend, Shape shape, DType dtype) : backend_(&backend) {
+  view_.shape = std::move(shape);
+  view_.dtype = dtype;
+  view_.device = backend.device();
+  view_.data = view_.bytes() ? backend.allocate(view_.bytes()) : nullptr;
+}
+
+Buffer::~Buffer() { release(); }
+
+Buffer::Buffer(Buffer&& other) noexcept : backend_(other.backend_), view_(std::exchange(other.view_, Tensor{})) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    backend_ = other.backend_;
+    view_ = std::exchange(other.view_, Tensor{});
+  }
+  return *this;
+}
+
+void Buffer::release() {
+  if (backend_ && view_.data) backend_->deallocate(view_.data);
+  view_.data = nullptr;
+}
+
+}  // namespace distrain

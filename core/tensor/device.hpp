@@ -1,0 +1,23 @@
+// Device: where a buffer lives and a backend computes ("cpu:0", "cuda:1").
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace distrain {
+
+enum class DeviceType { cpu, cuda };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+
+  bool is_cpu() const { return type == DeviceType::cpu; }
+  bool is_cuda() const { return type == DeviceType::cuda; }
+  std::string str() const { return (type == DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(index); }
+  bool operator==(const Device&) const = default;
+
+  // Parses "cpu", "cpu:0", "cuda", "cuda:3"; throws UserError naming `what` otherwise.
+  static Device parse(std::string_view text, std::string_view what);
+};
+
+}  // namespace distrain

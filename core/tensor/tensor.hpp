@@ -1,0 +1,50 @@
+// Tensor: a non-owning view of device memory (data, shape, dtype, device).
+// It never allocates or frees; a Buffer (buffer.hpp) owns the memory it points into.
+#pragma once
+#include <cstdint>
+
+#include "core/base/dtype.hpp"
+#include "core/base/error.hpp"
+#include "core/base/shape.hpp"
+#include "core/tensor/device.hpp"
+
+namespace distrain {
+
+struct Tensor {
+  void* data = nullptr;
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+
+  int64_t numel() const { return shape.numel(); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool empty() const { return data == nullptr; }
+
+  float* f32() const {
+    DT_CHECK(dtype == DType::f32, "tensor is {}, not float32", dtype_name(dtype));
+    return static_cast<float*>(data);
+  }
+  int32_t* i32() const {
+    DT_CHECK(dtype == DType::i32, "tensor is {}, not int32", dtype_name(dtype));
+    return static_cast<int32_t*>(data);
+  }
+  // The same memory seen with another shape of the same element count.
+  Tensor reshaped(const Shape& s) const {
+    DT_CHECK(s.numel() == numel(), "reshape {} -> {} changes the element count", shape.str(), s.str());
+    return Tensor{data, s, dtype, device};
+  }
+  // Elements [begin, begin + count) of the flattened tensor, as a 1-D view.
+  Tensor range(int64_t begin, int64_t count) const {
+    DT_CHECK(begin >= 0 && count >= 0 && begin + count <= numel(), "range [{}, +{}) of {} elements", begin, count, numel());
+    return Tensor{static_cast<char*>(data) + begin * static_cast<int64_t>(dtype_size(dtype)), Shape{count}, dtype, device};
+  }
+  // Rows [begin, begin + count) along the outermost dimension.
+  Tensor rows(int64_t begin, int64_t count) const {
+    const int64_t row = shape.rank() ? numel() / shape[0] : 1;
+    DT_CHECK(begin >= 0 && count >= 0 && begin + count <= shape[0], "rows [{}, +{}) of {}", begin, count, shape[0]);
+    return Tensor{static_cast<char*>(data) + begin * row * static_cast<int64_t>(dtype_size(dtype)), shape.with_batch(count),
+                  dtype, device};
+  }
+};
+
+}  // namespace distrain
