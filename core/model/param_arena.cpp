@@ -96,10 +96,10 @@ Tensor ParamArena::grad(int id) const {
   return grads_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
 }
 
-const Variable* ParamArena::find(const std::string& layer, const std::string& name) const {
-  for (const Variable& v : variables_)
-    if (v.layer == layer && v.name == name) return &v;
-  return nullptr;
+int ParamArena::find(const std::string& layer, const std::string& name) const {
+  for (size_t i = 0; i < variables_.size(); ++i)
+    if (variables_[i].layer == layer && variables_[i].name == name) return static_cast<int>(i);
+  return -1;
 }
 
 int64_t ParamArena::trainable_elements() const {

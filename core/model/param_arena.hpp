@@ -54,7 +54,8 @@ class ParamArena {
   Tensor grads() const { return grads_.view(); }
   Tensor state() const { return state_.view(); }
   const std::vector<Variable>& variables() const { return variables_; }
-  const Variable* find(const std::string& layer, const std::string& name) const;
+  // The id of layer/name, or -1.
+  int find(const std::string& layer, const std::string& name) const;
   int64_t trainable_elements() const;  // without padding
   Backend& backend() const { return *backend_; }
 
