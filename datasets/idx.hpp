@@ -1,0 +1,14 @@
+// IDX files (MNIST, Fashion-MNIST), plain or gzip-compressed: magic numbers, dimensions
+// and lengths are checked, so a wrong or truncated file is an error, never garbage.
+#pragma once
+#include <string>
+
+#include "datasets/dataset.hpp"
+
+namespace distrain {
+
+// Reads <dir>/<prefix>-images-idx3-ubyte[.gz] and <dir>/<prefix>-labels-idx1-ubyte[.gz]
+// (prefix "train" or "t10k").
+Dataset read_idx_split(const std::string& dir, const std::string& prefix);
+
+}  // namespace distrain

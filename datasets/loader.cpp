@@ -1,0 +1,94 @@
+#include "datasets/loader.hpp"
+
+#include <numeric>
+
+#include "core/base/error.hpp"
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+Loader::Loader(const Dataset& data, LoaderSpec spec) : data_(data), spec_(spec) {
+  DT_CHECK(spec.per_replica_batch > 0 && spec.replicas > 0, "bad loader spec");
+  DT_USER_CHECK(data.size() >= (spec.drop_remainder ? global_batch() : 1),
+                "{}: {} examples, fewer than one global batch of {} with drop_remainder", data.source, data.size(),
+                global_batch());
+}
+
+Loader::~Loader() { stop(); }
+
+int64_t Loader::batches_per_epoch() const {
+  const int64_t g = global_batch();
+  return spec_.drop_remainder ? data_.size() / g : (data_.size() + g - 1) / g;
+}
+
+void Loader::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  queue_.clear();
+  stopping_ = false;
+}
+
+void Loader::start(int64_t epoch, int64_t first_batch) {
+  stop();
+  done_ = false;
+  worker_ = std::thread([this, epoch, first_batch] { produce(epoch, first_batch); });
+}
+
+std::optional<Batch> Loader::next() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return !queue_.empty() || done_; });
+  if (queue_.empty()) return std::nullopt;
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  cv_.notify_all();
+  return b;
+}
+
+void Loader::produce(int64_t epoch, int64_t first_batch) {
+  std::vector<int64_t> order(static_cast<size_t>(data_.size()));
+  std::iota(order.begin(), order.end(), 0);
+  if (spec_.shuffle) {
+    Rng rng(derive_seed(spec_.seed, 0x5eed0000ULL + static_cast<uint64_t>(epoch)));
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  }
+  for (int64_t b = first_batch; b < batches_per_epoch(); ++b) {
+    Batch batch = make_batch(order, epoch, b);
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopping_ || static_cast<int>(queue_.size()) < spec_.prefetch; });
+    if (stopping_) break;
+    queue_.push_back(std::move(batch));
+    cv_.notify_all();
+  }
+  std::lock_guard lock(mutex_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
+  const int64_t begin = index * global_batch();
+  const int64_t count = std::min(global_batch(), data_.size() - begin);
+  const int64_t per = data_.example_shape.numel();
+  Batch batch{epoch, index, count, std::vector<ReplicaSlice>(static_cast<size_t>(spec_.replicas))};
+  // A full batch gives each replica per_replica_batch examples; a partial one is split evenly.
+  int64_t at = begin;
+  for (int r = 0; r < spec_.replicas; ++r) {
+    ReplicaSlice& s = batch.replicas[static_cast<size_t>(r)];
+    s.count = count / spec_.replicas + (r < count % spec_.replicas ? 1 : 0);
+    s.images.resize(static_cast<size_t>(s.count * per));
+    s.labels.resize(static_cast<size_t>(s.count));
+    for (int64_t i = 0; i < s.count; ++i, ++at) {
+      const int64_t src = order[static_cast<size_t>(at)];
+      const uint8_t* px = data_.pixels.data() + src * per;
+      float* dst = s.images.data() + i * per;
+      for (int64_t j = 0; j < per; ++j) dst[j] = px[j];
+      s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
+    }
+  }
+  return batch;
+}
+
+}  // namespace distrain

@@ -1,0 +1,69 @@
+// Loader: cuts each epoch into global batches and each global batch into per-replica
+// slices (the semantics of tf.distribute's experimental_distribute_dataset), with a seeded
+// per-epoch shuffle and a background thread that prepares the next batches.
+//
+// Epoch e's order depends only on (seed, e), so a run resumed at (epoch, batch) sees
+// exactly the batches an uninterrupted run would. A partial last batch is dropped
+// (drop_remainder) or kept and split as evenly as possible across replicas.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "datasets/dataset.hpp"
+
+namespace distrain {
+
+struct ReplicaSlice {
+  std::vector<float> images;    // (count, H, W, C), raw values in [0, 255]
+  std::vector<int32_t> labels;  // (count)
+  int64_t count = 0;
+};
+
+struct Batch {
+  int64_t epoch = 0, index = 0;  // index within the epoch
+  int64_t global_count = 0;      // examples in this global batch (all replicas)
+  std::vector<ReplicaSlice> replicas;
+};
+
+struct LoaderSpec {
+  int64_t per_replica_batch = 64;
+  int replicas = 1;
+  bool shuffle = true;
+  bool drop_remainder = false;
+  uint64_t seed = 0;
+  int prefetch = 2;  // batches prepared ahead
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& data, LoaderSpec spec);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t global_batch() const { return spec_.per_replica_batch * spec_.replicas; }
+  int64_t batches_per_epoch() const;
+  // Starts producing epoch `epoch` from batch `first_batch` (0 unless resuming).
+  void start(int64_t epoch, int64_t first_batch = 0);
+  // The next batch of the current epoch, or nullopt when it is over.
+  std::optional<Batch> next();
+
+ private:
+  void produce(int64_t epoch, int64_t first_batch);
+  Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const;
+  void stop();
+
+  const Dataset& data_;
+  LoaderSpec spec_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool done_ = true, stopping_ = false;
+};
+
+}  // namespace distrain

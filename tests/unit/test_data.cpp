@@ -1,0 +1,146 @@
+// IDX reading (valid, gzipped, truncated, wrong magic), synthetic data, the loader's
+// sharding, shuffling and resumption.
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "datasets/idx.hpp"
+#include "datasets/loader.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> idx_images(uint32_t n, uint32_t rows, uint32_t cols) {
+  std::vector<uint8_t> d{0, 0, 8, 3};
+  for (uint32_t v : {n, rows, cols})
+    for (int s = 24; s >= 0; s -= 8) d.push_back(static_cast<uint8_t>(v >> s));
+  for (uint32_t i = 0; i < n * rows * cols; ++i) d.push_back(static_cast<uint8_t>(i));
+  return d;
+}
+
+std::vector<uint8_t> idx_labels(uint32_t n) {
+  std::vector<uint8_t> d{0, 0, 8, 1};
+  for (int s = 24; s >= 0; s -= 8) d.push_back(static_cast<uint8_t>(n >> s));
+  for (uint32_t i = 0; i < n; ++i) d.push_back(static_cast<uint8_t>(i % 10));
+  return d;
+}
+
+void write(const fs::path& p, const std::vector<uint8_t>& d, bool gzip = false) {
+  if (gzip) {
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, d.data(), static_cast<unsigned>(d.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(d.data()), static_cast<std::streamsize>(d.size()));
+  }
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("distrain_test_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("IDX: plain and gzipped files read back; bad files are named errors") {
+  const fs::path dir = temp_dir("idx");
+  write(dir / "train-images-idx3-ubyte", idx_images(5, 3, 2));
+  write(dir / "train-labels-idx1-ubyte.gz", idx_labels(5), true);
+  const Dataset d = read_idx_split(dir, "train");
+  CHECK(d.size() == 5);
+  CHECK(d.example_shape == Shape{3, 2, 1});
+  CHECK(d.pixels[7] == 7);
+  CHECK(d.labels[4] == 4);
+
+  auto truncated = idx_images(5, 3, 2);
+  truncated.resize(truncated.size() - 3);
+  write(dir / "train-images-idx3-ubyte", truncated);
+  CHECK_THROWS_WITH_AS(read_idx_split(dir, "train"), doctest::Contains("(truncated)"), UserError);
+
+  auto magic = idx_images(5, 3, 2);
+  magic[3] = 1;
+  write(dir / "train-images-idx3-ubyte", magic);
+  CHECK_THROWS_WITH_AS(read_idx_split(dir, "train"), doctest::Contains("not an IDX image file"), UserError);
+
+  write(dir / "train-images-idx3-ubyte", idx_images(4, 3, 2));
+  CHECK_THROWS_WITH_AS(read_idx_split(dir, "train"), doctest::Contains("5 labels for 4 images"), UserError);
+
+  fs::remove(dir / "train-images-idx3-ubyte");
+  CHECK_THROWS_WITH_AS(read_idx_split(dir, "train"), doctest::Contains("train-images-idx3-ubyte[.gz]: not found"), UserError);
+
+  // A gzip file cut in the middle of its stream.
+  write(dir / "train-images-idx3-ubyte.gz", idx_images(500, 28, 28), true);
+  const auto size = fs::file_size(dir / "train-images-idx3-ubyte.gz");
+  fs::resize_file(dir / "train-images-idx3-ubyte.gz", size / 2);
+  CHECK_THROWS_AS(read_idx_split(dir, "train"), UserError);
+}
+
+TEST_CASE("missing dataset folder says how to install it") {
+  DataSpec spec;
+  spec.path = "/nonexistent/fashion";
+  CHECK_THROWS_WITH_AS(load_dataset(spec, 1), doctest::Contains("apt-get install dataset-fashion-mnist"), UserError);
+}
+
+TEST_CASE("synthetic data is reproducible from the seed") {
+  DataSpec spec;
+  spec.dataset = "synthetic";
+  spec.train_examples = 50;
+  const Splits a = load_dataset(spec, 3), b = load_dataset(spec, 3), c = load_dataset(spec, 4);
+  CHECK(a.train.pixels == b.train.pixels);
+  CHECK(a.train.pixels != c.train.pixels);
+  CHECK(a.test.size() == 512);
+}
+
+TEST_CASE("loader: replicas get distinct slices, every example once per epoch, partial batch split evenly") {
+  DataSpec spec;
+  spec.dataset = "synthetic";
+  spec.train_examples = 23;
+  spec.image_shape = Shape{1, 1, 1};
+  Dataset d = load_dataset(spec, 1).train;
+  for (int64_t i = 0; i < d.size(); ++i) d.pixels[static_cast<size_t>(i)] = static_cast<uint8_t>(i);  // value = index
+
+  Loader loader(d, LoaderSpec{4, 2, true, false, 7});
+  CHECK(loader.batches_per_epoch() == 3);
+  loader.start(0);
+  std::multiset<int> seen;
+  std::vector<std::vector<float>> epoch0;
+  while (auto b = loader.next()) {
+    if (b->index < 2) {
+      CHECK(b->global_count == 8);
+      CHECK(b->replicas[0].count == 4);
+      CHECK(b->replicas[1].count == 4);
+    } else {
+      CHECK(b->global_count == 7);
+      CHECK(b->replicas[0].count == 4);
+      CHECK(b->replicas[1].count == 3);
+    }
+    for (const auto& s : b->replicas) {
+      for (float v : s.images) seen.insert(static_cast<int>(v));
+      epoch0.push_back(s.images);
+    }
+  }
+  CHECK(seen.size() == 23);
+  CHECK(std::set<int>(seen.begin(), seen.end()).size() == 23);
+
+  // Resuming epoch 0 at batch 1 yields the same batches as the uninterrupted pass.
+  loader.start(0, 1);
+  auto b1 = loader.next();
+  REQUIRE(b1);
+  CHECK(b1->index == 1);
+  CHECK(b1->replicas[0].images == epoch0[2]);
+
+  // Another epoch has another order; drop_remainder drops the partial batch.
+  loader.start(1);
+  CHECK(loader.next()->replicas[0].images != epoch0[0]);
+  Loader dropping(d, LoaderSpec{4, 2, false, true, 7});
+  CHECK(dropping.batches_per_epoch() == 2);
+}
+
+}  // namespace distrain::test
