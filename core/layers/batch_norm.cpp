@@ -8,7 +8,7 @@ namespace distrain {
 
 class BatchNorm final : public Layer {
  public:
-  explicit BatchNorm(LayerConfig& c)
+  explicit BatchNorm(ConfigTable& c)
       : momentum_(static_cast<float>(c.get_float("momentum", 0.99))),
         epsilon_(static_cast<float>(c.get_float("epsilon", 1e-3))),
         center_(c.get_bool("center", true)),

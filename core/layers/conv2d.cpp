@@ -6,15 +6,14 @@ namespace distrain {
 
 class Conv2D final : public Layer {
  public:
-  explicit Conv2D(LayerConfig& c)
+  explicit Conv2D(ConfigTable& c)
       : filters_(c.get_int("filters")),
         kernel_(c.get_pair("kernel_size")),
         strides_(c.get_pair("strides", std::array<int64_t, 2>{1, 1})),
         same_(c.get_choice("padding", "valid", {"valid", "same"}) == "same"),
         use_bias_(c.get_bool("use_bias", true)),
         relu_(c.get_choice("activation", "none", {"none", "linear", "relu"}) == "relu"),
-        kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}),
-                                c.where())) {
+        kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}))) {
     if (filters_ <= 0) c.fail("filters", "must be positive");
     if (kernel_[0] <= 0 || kernel_[1] <= 0) c.fail("kernel_size", "must be positive");
     if (strides_[0] <= 0 || strides_[1] <= 0) c.fail("strides", "must be positive");

@@ -5,12 +5,11 @@ namespace distrain {
 
 class Dense final : public Layer {
  public:
-  explicit Dense(LayerConfig& c)
+  explicit Dense(ConfigTable& c)
       : units_(c.get_int("units")),
         use_bias_(c.get_bool("use_bias", true)),
         relu_(c.get_choice("activation", "none", {"none", "linear", "relu"}) == "relu"),
-        kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}),
-                                c.where())) {
+        kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}))) {
     if (units_ <= 0) c.fail("units", "must be positive");
   }
 

@@ -6,7 +6,7 @@ namespace distrain {
 
 class Relu final : public Layer {
  public:
-  explicit Relu(LayerConfig&) {}
+  explicit Relu(ConfigTable&) {}
   std::string type() const override { return "relu"; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.relu(in, out); }
@@ -20,7 +20,7 @@ class Relu final : public Layer {
 // Keras Rescaling: y = x * scale + offset (e.g. scale = 1/255 for raw pixels).
 class Rescaling final : public Layer {
  public:
-  explicit Rescaling(LayerConfig& c)
+  explicit Rescaling(ConfigTable& c)
       : scale_(static_cast<float>(c.get_float("scale"))), offset_(static_cast<float>(c.get_float("offset", 0.0))) {}
   std::string type() const override { return "rescaling"; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
@@ -37,7 +37,7 @@ class Rescaling final : public Layer {
 // The mask is a function of (step seed, layer index, element), so backward redraws it.
 class Dropout final : public Layer {
  public:
-  explicit Dropout(LayerConfig& c) : rate_(static_cast<float>(c.get_float("rate"))) {
+  explicit Dropout(ConfigTable& c) : rate_(static_cast<float>(c.get_float("rate"))) {
     if (rate_ < 0.0f || rate_ >= 1.0f) c.fail("rate", "must be in [0, 1)");
   }
   std::string type() const override { return "dropout"; }
@@ -64,7 +64,7 @@ class Dropout final : public Layer {
 // Flatten in NHWC order (H, then W, then C), as Keras with channels_last.
 class Flatten final : public Layer {
  public:
-  explicit Flatten(LayerConfig&) {}
+  explicit Flatten(ConfigTable&) {}
   std::string type() const override { return "flatten"; }
   Shape setup(const Shape& in, ParamArena&) override { return Shape{in.numel()}; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.copy(in, out); }

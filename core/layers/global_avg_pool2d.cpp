@@ -5,7 +5,7 @@ namespace distrain {
 
 class GlobalAvgPool2D final : public Layer {
  public:
-  explicit GlobalAvgPool2D(LayerConfig&) {}
+  explicit GlobalAvgPool2D(ConfigTable&) {}
   std::string type() const override { return "global_avg_pool2d"; }
 
   Shape setup(const Shape& in, ParamArena&) override {

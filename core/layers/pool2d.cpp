@@ -7,7 +7,7 @@ namespace distrain {
 
 class Pool2D : public Layer {
  public:
-  Pool2D(LayerConfig& c, PoolKind kind)
+  Pool2D(ConfigTable& c, PoolKind kind)
       : kind_(kind),
         pool_(c.get_pair("pool_size", std::array<int64_t, 2>{2, 2})),
         strides_(c.get_pair("strides", pool_)),
@@ -46,13 +46,13 @@ class Pool2D : public Layer {
 
 class MaxPool2D final : public Pool2D {
  public:
-  explicit MaxPool2D(LayerConfig& c) : Pool2D(c, PoolKind::max) {}
+  explicit MaxPool2D(ConfigTable& c) : Pool2D(c, PoolKind::max) {}
   std::string type() const override { return "max_pool2d"; }
 };
 
 class AvgPool2D final : public Pool2D {
  public:
-  explicit AvgPool2D(LayerConfig& c) : Pool2D(c, PoolKind::average) {}
+  explicit AvgPool2D(ConfigTable& c) : Pool2D(c, PoolKind::average) {}
   std::string type() const override { return "avg_pool2d"; }
 };
 

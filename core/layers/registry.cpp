@@ -26,13 +26,15 @@ std::vector<std::string> known_layer_types() {
   return names;
 }
 
-std::unique_ptr<Layer> create_layer(LayerConfig& config) {
-  const std::string type = config.type();
+std::unique_ptr<Layer> create_layer(ConfigTable& config) {
+  const std::string type = config.get_string("type");
   auto it = factories().find(type);
   if (it == factories().end())
     config.fail("type", fmt::format("unknown layer type '{}' (known: {})", type, fmt::join(known_layer_types(), ", ")));
+  const std::string name = config.get_string("name", "");
   auto layer = it->second(config);
   config.finish();
+  layer->set_name(name);
   return layer;
 }
 

@@ -7,19 +7,20 @@
 #include <vector>
 
 #include "core/layers/layer.hpp"
-#include "core/layers/layer_config.hpp"
+#include "core/io/config_table.hpp"
 
 namespace distrain {
 
-using LayerFactory = std::function<std::unique_ptr<Layer>(LayerConfig&)>;
+using LayerFactory = std::function<std::unique_ptr<Layer>(ConfigTable&)>;
 
 bool register_layer(const std::string& type, LayerFactory factory);
-// Builds a layer from its table; reads every attribute and rejects unknown ones.
-std::unique_ptr<Layer> create_layer(LayerConfig& config);
+// Builds a layer from its table (type, optional name, attributes); rejects unknown keys.
+// The layer's name is the table's `name`, or empty for the model to assign.
+std::unique_ptr<Layer> create_layer(ConfigTable& config);
 std::vector<std::string> known_layer_types();
 
 }  // namespace distrain
 
 #define DT_REGISTER_LAYER(type_name, Class)                                         \
   [[maybe_unused]] static const bool dt_registered_##Class = ::distrain::register_layer( \
-      type_name, [](::distrain::LayerConfig& config) { return std::make_unique<Class>(config); })
+      type_name, [](::distrain::ConfigTable& config) { return std::make_unique<Class>(config); })

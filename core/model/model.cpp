@@ -1,52 +1,38 @@
 #include "core/model/model.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
+
+#include "core/io/config_table.hpp"
 
 #include "core/layers/registry.hpp"
 
 namespace distrain {
 
-namespace {
-
-Shape parse_input_shape(const toml::table& model, const std::string& where) {
-  const toml::node* n = model.get("input_shape");
-  DT_USER_CHECK(n, "{}: model.input_shape is missing (e.g. input_shape = [28, 28, 1])", where);
-  const toml::array* a = n->as_array();
-  std::vector<int64_t> dims;
-  if (a)
-    for (const auto& d : *a)
-      if (d.is_integer() && d.as_integer()->get() > 0) dims.push_back(d.as_integer()->get());
-  DT_USER_CHECK(a && !a->empty() && dims.size() == a->size(), "{}: model.input_shape (line {}): expected an array of positive integers such as [28, 28, 1]",
-                where, n->source().begin.line);
-  return Shape(std::move(dims));
-}
-
-}  // namespace
-
-Model::Model(const toml::table& model, const std::string& where, Backend& backend)
-    : backend_(backend), input_shape_(parse_input_shape(model, where)) {
-  for (const auto& [k, v] : model) {
-    const std::string key(k.str());
-    DT_USER_CHECK(key == "input_shape" || key == "layers", "{}: model.{} (line {}): unknown key (expected input_shape, layers)",
-                  where, key, v.source().begin.line);
-  }
-  const toml::array* list = model["layers"].as_array();
-  DT_USER_CHECK(list && !list->empty(), "{}: model.layers is missing or empty (add [[model.layers]] tables)", where);
+Model::Model(const toml::table& model, const std::string& file, Backend& backend) : backend_(backend) {
+  ConfigTable config(model, file, "model.");
+  std::vector<int64_t> dims = config.get_int_list("input_shape");
+  if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
+    config.fail("input_shape", "expected an array of positive integers such as [28, 28, 1]");
+  input_shape_ = Shape(std::move(dims));
+  const toml::node* layers = config.raw("layers");
+  const toml::array* list = layers ? layers->as_array() : nullptr;
+  if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
+  config.finish();
 
   std::map<std::string, int> per_type;
   std::set<std::string> names;
   Shape shape = input_shape_;
   for (size_t i = 0; i < list->size(); ++i) {
+    const std::string prefix = fmt::format("model.layers[{}].", i);
     const toml::table* t = (*list)[i].as_table();
-    DT_USER_CHECK(t, "{}: model.layers[{}] is not a table", where, i);
-    LayerConfig config(*t, fmt::format("{}: model.layers[{}]", where, i));
-    const std::optional<std::string> given = config.name();
-    auto layer = create_layer(config);
-    layer->set_name(given ? *given : fmt::format("{}_{}", layer->type(), ++per_type[layer->type()]));
-    if (given) ++per_type[layer->type()];
-    DT_USER_CHECK(names.insert(layer->name()).second, "{}: model.layers[{}]: layer name '{}' is used twice", where, i,
-                  layer->name());
+    DT_USER_CHECK(t, "{}: {}: expected a table", file, prefix.substr(0, prefix.size() - 1));
+    ConfigTable layer_config(*t, file, prefix);
+    auto layer = create_layer(layer_config);
+    const int k = ++per_type[layer->type()];
+    if (layer->name().empty()) layer->set_name(fmt::format("{}_{}", layer->type(), k));
+    if (!names.insert(layer->name()).second) layer_config.fail("name", fmt::format("layer name '{}' is used twice", layer->name()));
     layer->set_index(static_cast<int>(i));
     shape = layer->setup(shape, arena_);
     shapes_.push_back(shape);

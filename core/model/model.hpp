@@ -16,9 +16,9 @@ namespace distrain {
 
 class Model {
  public:
-  // `model` is the [model] table: input_shape and [[model.layers]]. `where` names the
-  // recipe file for errors. Throws UserError on a bad layer or a shape mismatch.
-  Model(const toml::table& model, const std::string& where, Backend& backend);
+  // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
+  // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
+  Model(const toml::table& model, const std::string& file, Backend& backend);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 

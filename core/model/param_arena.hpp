@@ -16,7 +16,8 @@ class Backend;
 
 enum class Init { zeros, ones, glorot_uniform, he_normal };
 
-Init parse_init(const std::string& name, const std::string& where);
+// name: one of glorot_uniform, he_normal, zeros, ones (validated by the caller).
+Init parse_init(const std::string& name);
 
 struct Variable {
   std::string layer, name;  // checkpoint path /model/<layer>/<name>

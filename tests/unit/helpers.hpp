@@ -16,9 +16,9 @@ namespace distrain::test {
 inline Backend& cpu() { return backend_for(Device{DeviceType::cpu, 0}); }
 
 inline std::unique_ptr<Layer> make_layer(const std::string& toml_text) {
-  static std::vector<toml::table> keep;  // LayerConfig reads the table during construction only
+  static std::vector<toml::table> keep;  // ConfigTable reads the table during construction only
   keep.push_back(toml::parse(toml_text));
-  LayerConfig config(keep.back(), "test");
+  ConfigTable config(keep.back(), "test", "");
   auto layer = create_layer(config);
   layer->set_name("layer");
   return layer;

@@ -76,15 +76,15 @@ TEST_CASE("model errors name the file, the layer and what to do") {
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters=2\nkernel_size=5"),
                        doctest::Contains("layer 'conv2d_1': kernel 5x5 does not fit input (4, 4, 1)"), UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters=2\nkernel_size=3\nfilter=2"),
-                       doctest::Contains("test.toml: model.layers[0]: filter (line 6): unknown key"), UserError);
+                       doctest::Contains("test.toml:6: model.layers[0].filter: unknown key"), UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters='8'\nkernel_size=3"),
-                       doctest::Contains("filters (line 4): expected an integer"), UserError);
+                       doctest::Contains("test.toml:4: model.layers[0].filters: expected an integer"), UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters=2\nkernel_size=3\npadding='full'"),
                        doctest::Contains("'full' is not one of \"valid\", \"same\""), UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,0]\n[[layers]]\ntype='flatten'"),
-                       doctest::Contains("model.input_shape (line 1): expected an array of positive integers"), UserError);
+                       doctest::Contains("test.toml:1: model.input_shape: expected an array of positive integers"), UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4]\n[[layers]]\ntype='dense'\nunits=2\nname='x'\n[[layers]]\ntype='dense'\nunits=2\nname='x'"),
-                       doctest::Contains("layer name 'x' is used twice"), UserError);
+                       doctest::Contains("test.toml:9: model.layers[1].name: layer name 'x' is used twice"), UserError);
 }
 
 TEST_CASE("model forward/backward: gradients accumulate across calls (+= contract)") {

@@ -1,0 +1,155 @@
+#include "core/io/config_table.hpp"
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace {
+const toml::table& empty_table() {
+  static const toml::table t;
+  return t;
+}
+}  // namespace
+
+ConfigTable::ConfigTable(const toml::table& table, std::string file, std::string prefix)
+    : table_(table), file_(std::move(file)), prefix_(std::move(prefix)) {}
+
+void ConfigTable::fail(const std::string& key, const std::string& message) const {
+  const toml::node* n = table_.get(key);
+  const auto line = n ? n->source().begin.line : 0;
+  const std::string at = line ? fmt::format("{}:{}", file_, line) : file_;
+  throw UserError(fmt::format("{}: {}{}: {}", at, prefix_, key, message));
+}
+
+const toml::node* ConfigTable::lookup(const std::string& key) {
+  used_.insert(key);
+  return table_.get(key);
+}
+
+const toml::node* ConfigTable::raw(const std::string& key) { return lookup(key); }
+
+int64_t ConfigTable::get_int(const std::string& key, std::optional<int64_t> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) {
+    if (!fallback) fail(key, "missing (required)");
+    return *fallback;
+  }
+  if (!n->is_integer()) fail(key, "expected an integer");
+  return n->as_integer()->get();
+}
+
+double ConfigTable::get_float(const std::string& key, std::optional<double> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) {
+    if (!fallback) fail(key, "missing (required)");
+    return *fallback;
+  }
+  if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
+  if (!n->is_floating_point()) fail(key, "expected a number");
+  return n->as_floating_point()->get();
+}
+
+bool ConfigTable::get_bool(const std::string& key, bool fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) return fallback;
+  if (!n->is_boolean()) fail(key, "expected true or false");
+  return n->as_boolean()->get();
+}
+
+std::string ConfigTable::get_string(const std::string& key, std::optional<std::string> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) {
+    if (!fallback) fail(key, "missing (required)");
+    return *fallback;
+  }
+  if (!n->is_string()) fail(key, "expected a string");
+  return n->as_string()->get();
+}
+
+std::string ConfigTable::get_choice(const std::string& key, const std::string& fallback,
+                                    const std::vector<std::string>& allowed) {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+  const toml::node* n = lookup(key);
+  if (!n) return fallback;
+  if (!n->is_string()) fail(key, "expected one of " + list);
+  const std::string v = n->as_string()->get();
+  for (const auto& a : allowed)
+    if (a == v) return v;
+  fail(key, fmt::format("'{}' is not one of {}", v, list));
+}
+
+std::array<int64_t, 2> ConfigTable::get_pair(const std::string& key, std::optional<std::array<int64_t, 2>> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) {
+    if (!fallback) fail(key, "missing (required)");
+    return *fallback;
+  }
+  if (n->is_integer()) return {n->as_integer()->get(), n->as_integer()->get()};
+  const toml::array* a = n->as_array();
+  if (!a || a->size() != 2 || !(*a)[0].is_integer() || !(*a)[1].is_integer())
+    fail(key, "expected an integer or a pair of integers [h, w]");
+  return {(*a)[0].as_integer()->get(), (*a)[1].as_integer()->get()};
+}
+
+std::vector<int64_t> ConfigTable::get_int_list(const std::string& key, std::optional<std::vector<int64_t>> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) {
+    if (!fallback) fail(key, "missing (required)");
+    return *fallback;
+  }
+  const toml::array* a = n->as_array();
+  if (!a) fail(key, "expected an array of integers");
+  std::vector<int64_t> out;
+  for (const auto& e : *a) {
+    if (!e.is_integer()) fail(key, "expected an array of integers");
+    out.push_back(e.as_integer()->get());
+  }
+  return out;
+}
+
+std::vector<std::string> ConfigTable::get_string_list(const std::string& key, std::vector<std::string> fallback) {
+  const toml::node* n = lookup(key);
+  if (!n) return fallback;
+  if (n->is_string()) return {n->as_string()->get()};
+  const toml::array* a = n->as_array();
+  if (!a || a->empty()) fail(key, "expected a string or a non-empty array of strings");
+  std::vector<std::string> out;
+  for (const auto& e : *a) {
+    if (!e.is_string()) fail(key, "expected a string or a non-empty array of strings");
+    out.push_back(e.as_string()->get());
+  }
+  return out;
+}
+
+std::map<int64_t, double> ConfigTable::get_int_keyed_floats(const std::string& key) {
+  const toml::node* n = lookup(key);
+  std::map<int64_t, double> out;
+  if (!n) return out;
+  const toml::table* t = n->as_table();
+  if (!t) fail(key, "expected a table such as { 256 = 0.1, 1024 = 0.4 }");
+  for (const auto& [k, v] : *t) {
+    const std::string ks(k.str());
+    char* end = nullptr;
+    const long long batch = std::strtoll(ks.c_str(), &end, 10);
+    if (ks.empty() || *end || batch <= 0 || !(v.is_floating_point() || v.is_integer()))
+      fail(key, fmt::format("entry '{}': expected <global batch> = <learning rate>", ks));
+    out[batch] = v.is_integer() ? static_cast<double>(v.as_integer()->get()) : v.as_floating_point()->get();
+  }
+  return out;
+}
+
+ConfigTable ConfigTable::sub(const std::string& key) {
+  const toml::node* n = lookup(key);
+  if (n && !n->is_table()) fail(key, "expected a table");
+  return ConfigTable(n ? *n->as_table() : empty_table(), file_, prefix_ + key + ".");
+}
+
+void ConfigTable::finish() const {
+  for (const auto& [k, v] : table_) {
+    const std::string key(k.str());
+    if (!used_.count(key)) fail(key, "unknown key");
+  }
+}
+
+}  // namespace distrain
