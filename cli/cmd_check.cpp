@@ -1,1 +1,48 @@
+// distrain check RECIPE [--set KEY=VALUE]...: validates the recipe and its data, builds
+// the model, prints the resolved plan. Trains nothing.
+#include <fstream>
 
+#include "cli/commands.hpp"
+#include "core/io/recipe.hpp"
+#include "core/optim/lr_schedule.hpp"
+#include "core/strategy/strategy.hpp"
+
+namespace distrain::cli {
+
+void register_check(CLI::App& app) {
+  auto* cmd = app.add_subcommand("check", "Validate a recipe and print the resolved plan; trains nothing");
+  auto recipe_path = std::make_shared<std::string>();
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("recipe", *recipe_path, "Recipe file (TOML)")->required();
+  cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
+  cmd->callback([=] {
+    const Recipe recipe = load_recipe(*recipe_path, *overrides);
+    const Splits data = load_dataset(recipe.data, recipe.seed);
+    auto strategy = make_strategy(recipe);
+    const Model& model = strategy->model();
+    DT_USER_CHECK(model.input_shape() == data.train.example_shape, "{}: model.input_shape {} does not match the data's examples {}",
+                  recipe.file, model.input_shape().str(), data.train.example_shape.str());
+    const int64_t global = recipe.global_batch();
+    const int64_t per_epoch = recipe.data.drop_remainder ? data.train.size() / global : (data.train.size() + global - 1) / global;
+    const int64_t planned = per_epoch * recipe.train.epochs;
+    const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
+    const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, global, total);
+    fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
+    fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
+               data.test.size(), data.train.example_shape.str(), data.train.num_classes);
+    fmt::print("strategy    {}; {} replica(s) x {} per replica = global batch {}\n", strategy->describe(),
+               strategy->num_replicas(), recipe.strategy.per_replica_batch, global);
+    fmt::print("steps       {} per epoch x {} epochs = {}{}\n", per_epoch, recipe.train.epochs, planned,
+               total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
+    fmt::print("optimizer   {}\n", strategy->optimizer().describe());
+    fmt::print("learn rate  {}\n", schedule.describe());
+    fmt::print("loss        {}{}\n",
+               recipe.loss.type == LossType::mean_squared_error ? "mean_squared_error" : "sparse_categorical_crossentropy",
+               recipe.loss.from_logits ? " (from logits)" : "");
+    fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
+               recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
+    fmt::print("model\n{}\n", model.summary());
+  });
+}
+
+}  // namespace distrain::cli

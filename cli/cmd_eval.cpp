@@ -1,1 +1,42 @@
+// distrain eval --ckpt FILE [--data PATH] [--json]: rebuilds the model from the recipe
+// stored in the checkpoint, loads its weights, and evaluates the test split.
+#include "cli/commands.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/evaluate.hpp"
 
+namespace distrain::cli {
+
+void register_eval(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the test split of its dataset");
+  struct Args {
+    std::string ckpt, data, device = "cpu:0";
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5)")->required();
+  cmd->add_option("--data", a->data, "Folder of IDX files to evaluate on (default: the recipe's data.path)");
+  cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
+  cmd->callback([a] {
+    const CheckpointHeader header = read_checkpoint_header(a->ckpt);
+    Recipe recipe = parse_recipe(header.recipe, a->ckpt + " (stored recipe)");
+    recipe.strategy.name = "one_device";
+    recipe.strategy.devices = {a->device};
+    if (!a->data.empty()) recipe.data.path = a->data;
+    const Splits data = load_dataset(recipe.data, recipe.seed);
+    auto strategy = make_strategy(recipe);
+    load_weights(a->ckpt, strategy->model());
+    const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
+    const double loss = s.loss_sum / static_cast<double>(s.count);
+    const double accuracy = static_cast<double>(s.correct) / static_cast<double>(s.count);
+    if (a->json)
+      fmt::print("{{\"loss\": {:.6f}, \"accuracy\": {:.6f}, \"examples\": {}}}\n", loss, accuracy, s.count);
+    else
+      fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", a->ckpt, header.state.step,
+                 loss, accuracy, s.count, data.test.source);
+  });
+}
+
+}  // namespace distrain::cli

@@ -1,1 +1,64 @@
+// distrain info [--json]: version, build features and the devices this machine offers.
+#include <dnnl.hpp>
+#include <fstream>
+#include <hdf5.h>
+#include <thread>
 
+#include "cli/commands.hpp"
+#include "core/backend/backend.hpp"
+#include "core/backend/gpu_info.hpp"
+
+namespace distrain::cli {
+
+namespace {
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "\"" : ", \"") + i + "\"";
+  return "[" + s + "]";
+}
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Version, build features and devices");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->callback([json] {
+    const dnnl_version_t* d = dnnl_version();
+    unsigned h5_major = 0, h5_minor = 0, h5_release = 0;
+    H5get_libversion(&h5_major, &h5_minor, &h5_release);
+    const GpuInfo gpu = gpu_info();
+    const std::string onednn = fmt::format("{}.{}.{}", d->major, d->minor, d->patch);
+    const std::string hdf5 = fmt::format("{}.{}.{}", h5_major, h5_minor, h5_release);
+    std::vector<std::string> devices{fmt::format("cpu:0 {} ({} threads)", cpu_model(), cpu_threads())};
+    devices.insert(devices.end(), gpu.devices.begin(), gpu.devices.end());
+    if (*json) {
+      fmt::print(R"({{"version": "{}", "onednn": "{}", "hdf5": "{}", "cuda_built": {}, "cuda_runtime": "{}", )"
+                 R"("cudnn": "{}", "cublas": "{}", "nccl": "{}", "cuda_compute": false, "devices": {}}})"
+                 "\n",
+                 DISTRAIN_VERSION, onednn, hdf5, gpu.built, gpu.cuda_runtime, gpu.cudnn, gpu.cublas, gpu.nccl,
+                 quoted_list(devices));
+      return;
+    }
+    fmt::print("distrain {}\n", DISTRAIN_VERSION);
+    fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n", onednn, hdf5);
+    if (gpu.built) {
+      fmt::print("  CUDA     built with runtime {}, cuDNN {}, NCCL {}{}\n", gpu.cuda_runtime, gpu.cudnn, gpu.nccl,
+                 gpu.cublas.empty() ? "" : ", cuBLAS " + gpu.cublas);
+      fmt::print("           (the CUDA compute backend is not in this version yet: training runs on cpu devices)\n");
+    } else {
+      fmt::print("  CUDA     not built\n");
+    }
+    fmt::print("devices\n");
+    for (const auto& dev : devices) fmt::print("  {}\n", dev);
+    if (gpu.built && gpu.devices.empty()) fmt::print("  (no GPU: {})\n", gpu.problem);
+  });
+}
+
+}  // namespace distrain::cli

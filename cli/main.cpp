@@ -1,1 +1,32 @@
-int main(){}
+// distrain: train neural networks from TOML recipes on one device or many.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "core/base/error.hpp"
+#include "core/base/log.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"distrain: train neural networks from TOML recipes on one device or many"};
+  app.set_version_flag("--version", std::string("distrain ") + DISTRAIN_VERSION);
+  app.require_subcommand(1);
+  distrain::cli::register_train(app);
+  distrain::cli::register_eval(app);
+  distrain::cli::register_check(app);
+  distrain::cli::register_info(app);
+  distrain::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : distrain::cli::kExitUsage;
+  } catch (const distrain::UserError& e) {
+    fmt::print(stderr, "[rank {}] error: {}\n", distrain::log::rank(), e.what());
+    return distrain::cli::kExitUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "[rank {}] internal error: {}\n", distrain::log::rank(), e.what());
+    return distrain::cli::kExitInternal;
+  }
+  return 0;
+}

@@ -14,6 +14,7 @@ class Adam final : public Optimizer {
   void update(Tensor params, const Tensor& grads, float lr) override;
   std::vector<std::pair<std::string, Tensor>> slots() const override;
   std::string describe() const override;
+  std::string type() const override { return spec_.type; }
 
  private:
   OptimizerSpec spec_;

@@ -35,6 +35,7 @@ class Optimizer {
   // Named slot tensors, for checkpoints ("momentum"; "m", "v").
   virtual std::vector<std::pair<std::string, Tensor>> slots() const = 0;
   virtual std::string describe() const = 0;
+  virtual std::string type() const = 0;  // sgd | adam | adamw
 
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t n) { iterations_ = n; }

@@ -1,0 +1,23 @@
+// One registration function per subcommand (cli/cmd_<name>.cpp). Each adds its
+// subcommand and flags to the app and a callback that throws on failure; main.cpp
+// reports errors and sets the exit code.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace distrain::cli {
+
+void register_train(CLI::App& app);
+void register_eval(CLI::App& app);
+void register_check(CLI::App& app);
+void register_info(CLI::App& app);
+void register_bench(CLI::App& app);
+
+// Exit codes: 0 success, 1 internal error, 2 bad input (recipe, data, checkpoint, flags).
+constexpr int kExitInternal = 1;
+constexpr int kExitUsage = 2;
+
+bool stdout_is_terminal();
+
+}  // namespace distrain::cli

@@ -1,0 +1,297 @@
+#include "core/io/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <utility>
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "distrain-checkpoint";
+constexpr int64_t kFormatVersion = 1;
+
+// RAII for HDF5 ids; HDF5's own error printing is switched off, we report instead.
+class H5Id {
+ public:
+  H5Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  operator hid_t() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void quiet_hdf5() {
+  static const bool once = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
+void h5check(bool ok, const std::string& path, const std::string& what) {
+  if (!ok) throw UserError(fmt::format("{}: {}", path, what));
+}
+
+void write_attr_i64(hid_t obj, const char* name, int64_t v) {
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id attr(H5Acreate2(obj, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DT_CHECK(attr.ok() && H5Awrite(attr, H5T_NATIVE_INT64, &v) >= 0, "writing attribute {}", name);
+}
+
+void write_attr_f64(hid_t obj, const char* name, double v) {
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id attr(H5Acreate2(obj, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DT_CHECK(attr.ok() && H5Awrite(attr, H5T_NATIVE_DOUBLE, &v) >= 0, "writing attribute {}", name);
+}
+
+void write_attr_str(hid_t obj, const char* name, const std::string& v) {
+  H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type, std::max<size_t>(v.size(), 1));
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id attr(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  std::string padded = v.empty() ? std::string(1, '\0') : v;
+  DT_CHECK(attr.ok() && H5Awrite(attr, type, padded.data()) >= 0, "writing attribute {}", name);
+}
+
+bool read_attr_i64(hid_t obj, const char* name, int64_t& v) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  return attr.ok() && H5Aread(attr, H5T_NATIVE_INT64, &v) >= 0;
+}
+
+bool read_attr_f64(hid_t obj, const char* name, double& v) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  return attr.ok() && H5Aread(attr, H5T_NATIVE_DOUBLE, &v) >= 0;
+}
+
+bool read_attr_str(hid_t obj, const char* name, std::string& v) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) return false;
+  H5Id stored(H5Aget_type(attr), H5Tclose);
+  if (H5Tget_class(stored) != H5T_STRING || H5Tis_variable_str(stored) > 0) return false;
+  const size_t size = H5Tget_size(stored);
+  std::string buf(size, '\0');
+  H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mem, size);
+  if (H5Aread(attr, mem, buf.data()) < 0) return false;
+  buf.resize(std::min(buf.size(), buf.find('\0')));
+  v = std::move(buf);
+  return true;
+}
+
+hid_t ensure_group(hid_t parent, const std::string& name) {
+  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) > 0) return H5Gopen2(parent, name.c_str(), H5P_DEFAULT);
+  return H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+}
+
+// Writes a float32 dataset at group/name with the tensor's shape (copied to the host).
+void write_tensor(hid_t group, const std::string& name, const Tensor& t, Backend& backend) {
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  backend.download(t, host.data());
+  std::vector<hsize_t> dims(t.shape.dims().begin(), t.shape.dims().end());
+  H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  H5Id ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  DT_CHECK(ds.ok() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
+           "writing dataset {}", name);
+}
+
+// Reads dataset `path` into t; it must exist with t's shape.
+void read_tensor(hid_t file, const std::string& file_path, const std::string& path, Tensor t, Backend& backend) {
+  const std::string mismatch = "does not match this model (is it a checkpoint of another recipe?)";
+  // H5Lexists fails on a missing intermediate group, so walk the path.
+  std::string walked;
+  for (size_t pos = 1; pos != std::string::npos;) {
+    const size_t next = path.find('/', pos);
+    walked = path.substr(0, next);
+    if (H5Lexists(file, walked.c_str(), H5P_DEFAULT) <= 0)
+      throw UserError(fmt::format("{}: has no {}; the checkpoint {}", file_path, path, mismatch));
+    pos = next == std::string::npos ? next : next + 1;
+  }
+  H5Id ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose);
+  h5check(ds.ok(), file_path, "cannot open " + path);
+  H5Id space(H5Dget_space(ds), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  const Shape stored(std::vector<int64_t>(dims.begin(), dims.end()));
+  if (stored != t.shape)
+    throw UserError(fmt::format("{}: {} has shape {}, the model expects {}; the checkpoint {}", file_path, path,
+                                stored.str(), t.shape.str(), mismatch));
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  h5check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, file_path,
+          "cannot read " + path + " (file truncated or corrupt?)");
+  backend.upload(host.data(), t);
+}
+
+H5Id open_for_read(const std::string& path) {
+  quiet_hdf5();
+  DT_USER_CHECK(fs::is_regular_file(path), "{}: checkpoint not found", path);
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  DT_USER_CHECK(is_h5 > 0, "{}: not an HDF5 file (not a distrain checkpoint, or truncated)", path);
+  H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  DT_USER_CHECK(f.ok(), "{}: cannot open as HDF5 (truncated or corrupt?)", path);
+  return f;
+}
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// The slot tensor (count of the whole arena) seen with the variable's offset and shape.
+Tensor slot_view(const Tensor& slot, const Variable& v) { return slot.range(v.offset, v.shape.numel()).reshaped(v.shape); }
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Model& model, const Optimizer& optimizer,
+                     const TrainState& state, const std::string& recipe_text) {
+  quiet_hdf5();
+  const std::string tmp = path + ".tmp";
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty()) fs::create_directories(dir);
+  {
+    H5Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    DT_USER_CHECK(f.ok(), "{}: cannot create (is the folder writable?)", tmp);
+    write_attr_str(f, "format", kFormat);
+    write_attr_i64(f, "format_version", kFormatVersion);
+    write_attr_i64(f, "step", state.step);
+    write_attr_i64(f, "epoch", state.epoch);
+    write_attr_str(f, "recipe", recipe_text);
+    write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
+
+    const ParamArena& arena = model.params();
+    Backend& be = arena.backend();
+    {
+      H5Id g(ensure_group(f, "model"), H5Gclose);
+      for (size_t i = 0; i < arena.variables().size(); ++i) {
+        const Variable& v = arena.variables()[i];
+        H5Id lg(ensure_group(g, v.layer), H5Gclose);
+        write_tensor(lg, v.name, arena.value(static_cast<int>(i)), be);
+      }
+    }
+    {
+      H5Id g(ensure_group(f, "optimizer"), H5Gclose);
+      write_attr_str(g, "type", optimizer.type());
+      write_attr_i64(g, "iterations", optimizer.iterations());
+      for (const auto& [slot_name, slot] : optimizer.slots()) {
+        H5Id sg(ensure_group(g, slot_name), H5Gclose);
+        for (const Variable& v : arena.variables()) {
+          if (!v.trainable) continue;
+          H5Id lg(ensure_group(sg, v.layer), H5Gclose);
+          write_tensor(lg, v.name, slot_view(slot, v), be);
+        }
+      }
+    }
+    {
+      H5Id g(ensure_group(f, "state"), H5Gclose);
+      write_attr_i64(g, "epoch", state.epoch);
+      write_attr_i64(g, "batch_in_epoch", state.batch_in_epoch);
+      write_attr_f64(g, "epoch_loss_sum", state.epoch_stats.loss_sum);
+      write_attr_i64(g, "epoch_correct", state.epoch_stats.correct);
+      write_attr_i64(g, "epoch_count", state.epoch_stats.count);
+      write_attr_f64(g, "epoch_seconds", state.epoch_seconds);
+    }
+    DT_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "flushing {}", tmp);
+  }
+  fsync_path(tmp, O_RDONLY);
+  fs::rename(tmp, path);
+  fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
+}
+
+CheckpointHeader read_checkpoint_header(const std::string& path) {
+  H5Id f = open_for_read(path);
+  CheckpointHeader h;
+  h.path = path;
+  std::string format;
+  DT_USER_CHECK(read_attr_str(f, "format", format) && format == kFormat, "{}: HDF5 but not a distrain checkpoint (no format = \"{}\")",
+                path, kFormat);
+  int64_t version = 0;
+  DT_USER_CHECK(read_attr_i64(f, "format_version", version) && version == kFormatVersion,
+                "{}: checkpoint format_version {} is not supported (this distrain reads {})", path, version, kFormatVersion);
+  DT_USER_CHECK(read_attr_str(f, "recipe", h.recipe), "{}: checkpoint lacks its recipe attribute (corrupt?)", path);
+  read_attr_str(f, "distrain_version", h.distrain_version);
+  bool ok = read_attr_i64(f, "step", h.state.step);
+  H5Id g(H5Gopen2(f, "state", H5P_DEFAULT), H5Gclose);
+  DT_USER_CHECK(ok && g.ok(), "{}: checkpoint lacks /state (truncated or corrupt?)", path);
+  ok = read_attr_i64(g, "epoch", h.state.epoch) && read_attr_i64(g, "batch_in_epoch", h.state.batch_in_epoch) &&
+       read_attr_f64(g, "epoch_loss_sum", h.state.epoch_stats.loss_sum) &&
+       read_attr_i64(g, "epoch_correct", h.state.epoch_stats.correct) &&
+       read_attr_i64(g, "epoch_count", h.state.epoch_stats.count) && read_attr_f64(g, "epoch_seconds", h.state.epoch_seconds);
+  DT_USER_CHECK(ok, "{}: checkpoint /state is incomplete (corrupt?)", path);
+  return h;
+}
+
+void load_weights(const std::string& path, Model& model) {
+  H5Id f = open_for_read(path);
+  ParamArena& arena = model.params();
+  for (size_t i = 0; i < arena.variables().size(); ++i) {
+    const Variable& v = arena.variables()[i];
+    read_tensor(f, path, "/model/" + v.layer + "/" + v.name, arena.value(static_cast<int>(i)), arena.backend());
+  }
+}
+
+void load_optimizer(const std::string& path, const Model& model, Optimizer& optimizer) {
+  H5Id f = open_for_read(path);
+  H5Id g(H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose);
+  DT_USER_CHECK(g.ok(), "{}: checkpoint lacks /optimizer", path);
+  int64_t iterations = 0;
+  DT_USER_CHECK(read_attr_i64(g, "iterations", iterations), "{}: /optimizer lacks iterations", path);
+  std::string type;
+  DT_USER_CHECK(read_attr_str(g, "type", type) && type == optimizer.type(),
+                "{}: optimizer state is for '{}', the recipe uses '{}' (use checkpoint.init_from to load weights only)", path,
+                type, optimizer.type());
+  const ParamArena& arena = model.params();
+  for (const auto& [slot_name, slot] : optimizer.slots())
+    for (const Variable& v : arena.variables())
+      if (v.trainable)
+        read_tensor(f, path, "/optimizer/" + slot_name + "/" + v.layer + "/" + v.name, slot_view(slot, v), arena.backend());
+  optimizer.set_iterations(iterations);
+}
+
+std::string checkpoint_name(int64_t step) { return fmt::format("ckpt-{:06d}.h5", step); }
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  if (!fs::is_directory(dir)) return {};
+  static const std::regex pattern(R"(ckpt-(\d+)\.h5)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [step, p] : found) out.push_back(std::move(p));
+  return out;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  const auto all = list_checkpoints(dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove(all[i]);
+}
+
+}  // namespace distrain

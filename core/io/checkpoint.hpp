@@ -1,0 +1,49 @@
+// HDF5 checkpoints, format_version 1 (docs/checkpoint-format.md):
+//   /                 attrs format, format_version, step, epoch, recipe, distrain_version
+//   /model/<layer>/<variable>               float32, full Keras shapes
+//   /optimizer        attrs type, iterations; /optimizer/<slot>/<layer>/<variable>
+//   /state            attrs for an exact resume: next batch in the epoch, partial metrics
+// Saving is atomic: write <file>.tmp, flush, fsync, rename. A crash at any moment
+// leaves every earlier checkpoint intact.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/model/loss.hpp"
+#include "core/model/model.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace distrain {
+
+// Where training stands: enough to continue exactly where it stopped.
+struct TrainState {
+  int64_t step = 0;            // optimizer steps done
+  int64_t epoch = 0;           // current epoch (0-based)
+  int64_t batch_in_epoch = 0;  // next batch of that epoch
+  LossStats epoch_stats;       // metrics of the epoch so far
+  double epoch_seconds = 0.0;  // training time spent in the epoch so far
+};
+
+struct CheckpointHeader {
+  std::string path, recipe, distrain_version;
+  TrainState state;
+};
+
+void save_checkpoint(const std::string& path, const Model& model, const Optimizer& optimizer,
+                     const TrainState& state, const std::string& recipe_text);
+
+// Checks the file is a distrain checkpoint this version reads; UserError otherwise.
+CheckpointHeader read_checkpoint_header(const std::string& path);
+// Loads every variable of the model (trainable and state); the file must have each one
+// with the same shape, or the error names the first that differs.
+void load_weights(const std::string& path, Model& model);
+// Loads slots and iteration count; the optimizer must be bound and of the same type.
+void load_optimizer(const std::string& path, const Model& model, Optimizer& optimizer);
+
+// ckpt-<step>.h5 files of a run folder, oldest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+std::string checkpoint_name(int64_t step);
+// Deletes all but the newest `keep`.
+void prune_checkpoints(const std::string& dir, int64_t keep);
+
+}  // namespace distrain

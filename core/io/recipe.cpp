@@ -1,0 +1,220 @@
+#include "core/io/recipe.hpp"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/base/error.hpp"
+#include "core/io/config_table.hpp"
+
+namespace distrain {
+
+namespace {
+
+const std::vector<std::string> kStrategies{"one_device"};
+
+void parse_data(ConfigTable c, DataSpec& d) {
+  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic"});
+  d.path = c.get_string("path", "");
+  d.shuffle = c.get_bool("shuffle", true);
+  d.drop_remainder = c.get_bool("drop_remainder", false);
+  if (d.dataset == "synthetic") {
+    d.train_examples = c.get_int("train_examples", d.train_examples);
+    d.test_examples = c.get_int("test_examples", d.test_examples);
+    d.num_classes = c.get_int("num_classes", d.num_classes);
+    d.image_shape = Shape(c.get_int_list("image_shape", d.image_shape.dims()));
+    if (d.train_examples <= 0) c.fail("train_examples", "must be positive");
+    if (d.test_examples <= 0) c.fail("test_examples", "must be positive");
+    if (d.num_classes < 2) c.fail("num_classes", "must be at least 2");
+    if (d.image_shape.rank() != 3 || d.image_shape.numel() <= 0)
+      c.fail("image_shape", "expected [height, width, channels] of positive integers");
+  }
+  c.finish();
+}
+
+void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, int64_t per_replica_batch) {
+  const std::string type = c.get_choice("type", "adam", {"sgd", "adam", "adamw"});
+  o = default_optimizer_spec(type);
+  o.learning_rate = c.get_float("learning_rate", o.learning_rate);
+  if (!(o.learning_rate > 0)) c.fail("learning_rate", "must be positive");
+  o.weight_decay = c.get_float("weight_decay", o.weight_decay);
+  if (o.weight_decay < 0) c.fail("weight_decay", "must be >= 0");
+  if (type == "sgd") {
+    o.momentum = c.get_float("momentum", 0.0);
+    o.nesterov = c.get_bool("nesterov", false);
+    if (o.momentum < 0 || o.momentum >= 1) c.fail("momentum", "must be in [0, 1)");
+  } else {
+    o.beta_1 = c.get_float("beta_1", o.beta_1);
+    o.beta_2 = c.get_float("beta_2", o.beta_2);
+    o.epsilon = c.get_float("epsilon", o.epsilon);
+    if (o.beta_1 < 0 || o.beta_1 >= 1) c.fail("beta_1", "must be in [0, 1)");
+    if (o.beta_2 < 0 || o.beta_2 >= 1) c.fail("beta_2", "must be in [0, 1)");
+    if (!(o.epsilon > 0)) c.fail("epsilon", "must be positive");
+  }
+  ConfigTable sc = c.sub("schedule");
+  s.base_batch = sc.get_int("base_batch", per_replica_batch);
+  if (s.base_batch <= 0) sc.fail("base_batch", "must be positive");
+  s.scaling = sc.get_choice("scaling", "linear", {"linear", "sqrt", "none"});
+  s.warmup_steps = sc.get_int("warmup_steps", 0);
+  if (s.warmup_steps < 0) sc.fail("warmup_steps", "must be >= 0");
+  s.decay = sc.get_choice("decay", "none", {"none", "cosine", "step", "exponential"});
+  s.decay_steps = sc.get_int("decay_steps", 0);
+  if (s.decay_steps < 0) sc.fail("decay_steps", "must be >= 0");
+  if ((s.decay == "step" || s.decay == "exponential") && s.decay_steps == 0)
+    sc.fail("decay_steps", "must be positive with decay = \"" + s.decay + "\"");
+  s.decay_rate = sc.get_float("decay_rate", s.decay_rate);
+  if (!(s.decay_rate > 0)) sc.fail("decay_rate", "must be positive");
+  s.alpha = sc.get_float("alpha", 0.0);
+  if (s.alpha < 0 || s.alpha > 1) sc.fail("alpha", "must be in [0, 1]");
+  s.table = sc.get_int_keyed_floats("table");
+  sc.finish();
+  c.finish();
+}
+
+void parse_strategy(ConfigTable c, StrategySpec& s) {
+  s.name = c.get_string("name", "one_device");
+  if (std::find(kStrategies.begin(), kStrategies.end(), s.name) == kStrategies.end())
+    c.fail("name", fmt::format("unknown strategy '{}' (available in this version: one_device)", s.name));
+  s.devices = c.get_string_list("devices", {"cpu:0"});
+  for (const auto& d : s.devices) Device::parse(d, c.file() + ": strategy.devices");
+  if (s.name == "one_device" && s.devices.size() != 1)
+    c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
+  s.per_replica_batch = c.get_int("per_replica_batch", 64);
+  if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
+  const int64_t threads = c.get_int("threads", 0);
+  if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
+  s.threads = static_cast<int>(threads);
+  c.finish();
+}
+
+void parse_train(ConfigTable c, TrainSpec& t) {
+  t.epochs = c.get_int("epochs", 1);
+  if (t.epochs <= 0) c.fail("epochs", fmt::format("must be positive, got {}", t.epochs));
+  t.steps = c.get_int("steps", 0);
+  if (t.steps < 0) c.fail("steps", "must be >= 0 (0 = no cap)");
+  t.validate = c.get_bool("validate", true);
+  t.eval_batch = c.get_int("eval_batch", 500);
+  if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
+  c.finish();
+}
+
+void parse_checkpoint(ConfigTable c, CheckpointSpec& k, const std::string& name) {
+  k.dir = c.get_string("dir", "runs/" + name);
+  if (k.dir.empty()) c.fail("dir", "must not be empty");
+  k.every_epochs = c.get_int("every_epochs", 1);
+  k.every_steps = c.get_int("every_steps", 0);
+  k.keep = c.get_int("keep", 3);
+  k.init_from = c.get_string("init_from", "");
+  if (k.every_epochs < 0) c.fail("every_epochs", "must be >= 0 (0 = never)");
+  if (k.every_steps < 0) c.fail("every_steps", "must be >= 0 (0 = never)");
+  if (k.keep <= 0) c.fail("keep", "must be positive");
+  c.finish();
+}
+
+toml::table parse_text(const std::string& text, const std::string& file) {
+  try {
+    return toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("{}:{}: malformed TOML: {}", file, e.source().begin.line, e.description()));
+  }
+}
+
+}  // namespace
+
+std::string Recipe::resolved_text() const {
+  std::ostringstream out;
+  out << toml::toml_formatter(resolved);
+  return out.str();
+}
+
+Recipe recipe_from_table(toml::table table, const std::string& file) {
+  Recipe r;
+  r.file = file;
+  r.resolved = table;
+  ConfigTable root(r.resolved, file, "");
+  r.name = root.get_string("name", std::filesystem::path(file).stem().string());
+  if (r.name.empty()) root.fail("name", "must not be empty");
+  const int64_t seed = root.get_int("seed", 0);
+  if (seed < 0) root.fail("seed", "must be >= 0");
+  r.seed = static_cast<uint64_t>(seed);
+  parse_data(root.sub("data"), r.data);
+  const toml::node* model = root.raw("model");
+  if (!model || !model->is_table()) root.fail("model", "missing: add a [model] table with input_shape and [[model.layers]]");
+  r.model = *model->as_table();
+  {
+    ConfigTable loss = root.sub("loss");
+    const std::string type =
+        loss.get_choice("type", "sparse_categorical_crossentropy", {"sparse_categorical_crossentropy", "mean_squared_error"});
+    r.loss.type = type == "mean_squared_error" ? LossType::mean_squared_error : LossType::sparse_categorical_crossentropy;
+    r.loss.from_logits = loss.get_bool("from_logits", true);
+    loss.finish();
+  }
+  parse_strategy(root.sub("strategy"), r.strategy);
+  parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy.per_replica_batch);
+  parse_train(root.sub("train"), r.train);
+  parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
+  root.finish();
+  return r;
+}
+
+Recipe parse_recipe(const std::string& text, const std::string& file) { return recipe_from_table(parse_text(text, file), file); }
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: recipe not found", path);
+  std::ifstream in(path);
+  DT_USER_CHECK(in, "{}: cannot read", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  toml::table table = parse_text(text.str(), path);
+  for (const auto& o : overrides) apply_override(table, o, path);
+  return recipe_from_table(std::move(table), path);
+}
+
+void apply_override(toml::table& table, const std::string& assignment, const std::string& file) {
+  const auto eq = assignment.find('=');
+  DT_USER_CHECK(eq != std::string::npos && eq > 0, "--set {}: expected KEY=VALUE", assignment);
+  const std::string key = assignment.substr(0, eq);
+  const std::string value_text = assignment.substr(eq + 1);
+  toml::table parsed;
+  toml::node_view<toml::node> value;
+  try {
+    parsed = toml::parse("v = " + value_text);
+    value = parsed["v"];
+  } catch (const toml::parse_error&) {
+  }
+
+  std::vector<std::string> parts;
+  std::stringstream ks(key);
+  for (std::string part; std::getline(ks, part, '.');) {
+    DT_USER_CHECK(!part.empty(), "--set {}: empty component in key '{}'", assignment, key);
+    parts.push_back(part);
+  }
+  toml::node* node = &table;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (toml::table* t = node->as_table()) {
+      if (!t->contains(parts[i])) t->insert(parts[i], toml::table{});
+      node = t->get(parts[i]);
+    } else if (toml::array* a = node->as_array()) {
+      char* end = nullptr;
+      const long idx = std::strtol(parts[i].c_str(), &end, 10);
+      DT_USER_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set {}: '{}' is not an index of {} (0..{})",
+                    assignment, parts[i], fmt::join(parts.begin(), parts.begin() + static_cast<long>(i), "."), a->size() - 1);
+      node = a->get(static_cast<size_t>(idx));
+    } else {
+      throw UserError(fmt::format("--set {}: {} is not a table in {}", assignment,
+                                  fmt::join(parts.begin(), parts.begin() + static_cast<long>(i), "."), file));
+    }
+  }
+  toml::table* target = node->as_table();
+  DT_USER_CHECK(target, "--set {}: {} is not a table in {}", assignment,
+                fmt::join(parts.begin(), parts.end() - 1, "."), file);
+  if (value)
+    target->insert_or_assign(parts.back(), *value.node());
+  else
+    target->insert_or_assign(parts.back(), value_text);  // not TOML: a plain string
+}
+
+}  // namespace distrain

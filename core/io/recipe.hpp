@@ -1,0 +1,66 @@
+// Recipe: the TOML file that describes a training job, parsed into typed structs.
+// Every key is checked (type, range, unknown keys rejected) before anything is allocated;
+// errors name the file, the line and the key. docs/recipe.md is the reference.
+#pragma once
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "core/model/loss.hpp"
+#include "core/optim/lr_schedule.hpp"
+#include "core/optim/optimizer.hpp"
+#include "datasets/dataset.hpp"
+
+namespace distrain {
+
+struct StrategySpec {
+  std::string name = "one_device";
+  std::vector<std::string> devices{"cpu:0"};
+  int64_t per_replica_batch = 64;
+  int threads = 0;  // CPU threads; 0 = OMP_NUM_THREADS or all cores
+};
+
+struct TrainSpec {
+  int64_t epochs = 1;
+  int64_t steps = 0;  // 0 = no cap; > 0 stops after that many optimizer steps
+  bool validate = true;
+  int64_t eval_batch = 500;
+};
+
+struct CheckpointSpec {
+  std::string dir;  // default runs/<name>
+  int64_t every_epochs = 1, every_steps = 0, keep = 3;
+  std::string init_from;  // weights only, then train
+};
+
+struct Recipe {
+  std::string file;  // for messages
+  std::string name;
+  uint64_t seed = 0;
+  DataSpec data;
+  toml::table model;  // [model], built by Model
+  LossSpec loss;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  StrategySpec strategy;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+  toml::table resolved;  // the whole table after --set, stored in checkpoints
+
+  int64_t replicas() const { return static_cast<int64_t>(strategy.devices.size()); }
+  int64_t global_batch() const { return strategy.per_replica_batch * replicas(); }
+  std::string resolved_text() const;
+};
+
+// Reads and validates a recipe file, applying KEY=VALUE overrides first (dotted keys;
+// the value is TOML, or a plain string when it does not parse as TOML).
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// Parses recipe text (e.g. stored in a checkpoint); `file` names it in errors.
+Recipe parse_recipe(const std::string& text, const std::string& file);
+// Validates an already parsed table.
+Recipe recipe_from_table(toml::table table, const std::string& file);
+
+// Sets `key` (dotted, array items by index: model.layers.1.filters) to `value`.
+void apply_override(toml::table& table, const std::string& assignment, const std::string& file);
+
+}  // namespace distrain

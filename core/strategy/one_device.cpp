@@ -1,0 +1,51 @@
+// one_device: a single replica on a single device (tf.distribute.OneDeviceStrategy).
+#include "core/backend/backend.hpp"
+#include "core/strategy/replica.hpp"
+#include "core/strategy/strategy.hpp"
+
+namespace distrain {
+
+namespace {
+
+class OneDevice final : public Strategy {
+ public:
+  explicit OneDevice(const Recipe& recipe)
+      : device_(Device::parse(recipe.strategy.devices.at(0), recipe.file + ": strategy.devices")),
+        replica_(recipe, backend_for(device_)),
+        optimizer_(make_optimizer(recipe.optimizer)) {
+    optimizer_->bind(replica_.backend(), replica_.model().params().values().numel());
+  }
+
+  std::string name() const override { return "one_device"; }
+  int num_replicas() const override { return 1; }
+  std::string describe() const override { return "one_device on " + device_.str(); }
+  Model& model() override { return replica_.model(); }
+  Optimizer& optimizer() override { return *optimizer_; }
+
+  LossStats evaluate(const Batch& batch) override { return replica_.evaluate(batch.replicas.at(0)); }
+
+ protected:
+  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
+    replica_.model().zero_grads();
+    return replica_.forward_backward(batch.replicas.at(0), 1.0f / static_cast<float>(batch.global_count), info.seed);
+  }
+  void reduce_gradients() override {}  // one replica: its gradients are the global ones
+  void apply_update(const StepInfo& info) override {
+    optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate);
+  }
+
+ private:
+  Device device_;
+  Replica replica_;
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
+  if (recipe.strategy.threads > 0) set_cpu_threads(recipe.strategy.threads);
+  if (recipe.strategy.name == "one_device") return std::make_unique<OneDevice>(recipe);
+  throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, recipe.strategy.name));
+}
+
+}  // namespace distrain

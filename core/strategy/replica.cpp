@@ -1,0 +1,40 @@
+#include "core/strategy/replica.hpp"
+
+namespace distrain {
+
+Replica::Replica(const Recipe& recipe, Backend& backend)
+    : backend_(backend), model_(std::make_unique<Model>(recipe.model, recipe.file, backend)), loss_(recipe.loss, backend) {
+  DT_USER_CHECK(model_->output_shape().rank() == 1,
+                "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
+                model_->output_shape().str());
+}
+
+void Replica::upload(const ReplicaSlice& slice) {
+  if (images_.empty() || images_.shape()[0] != slice.count) {
+    images_ = Buffer(backend_, model_->input_shape().batched(slice.count));
+    labels_ = Buffer(backend_, Shape{slice.count}, DType::i32);
+  }
+  DT_CHECK(static_cast<int64_t>(slice.images.size()) == images_.view().numel(), "slice of {} values for input {}",
+           slice.images.size(), images_.shape().str());
+  backend_.upload(slice.images.data(), images_.view());
+  backend_.upload(slice.labels.data(), labels_.view());
+}
+
+LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
+  if (slice.count == 0) return {};
+  upload(slice);
+  Ctx ctx{backend_, true, step_seed};
+  const Tensor out = model_->forward(ctx, images_.view());
+  const LossStats stats = loss_.compute(out, labels_.view(), grad_scale, model_->output_grad());
+  model_->backward(ctx);
+  return stats;
+}
+
+LossStats Replica::evaluate(const ReplicaSlice& slice) {
+  if (slice.count == 0) return {};
+  upload(slice);
+  Ctx ctx{backend_, false, 0};
+  return loss_.compute(model_->forward(ctx, images_.view()), labels_.view(), 0.0f, Tensor{});
+}
+
+}  // namespace distrain

@@ -1,0 +1,36 @@
+// Replica: one copy of the model on one device with its loss and input buffers; runs
+// forward and backward on its slice of a global batch. Strategies own one or more.
+#pragma once
+#include <memory>
+
+#include "core/io/recipe.hpp"
+#include "core/model/loss.hpp"
+#include "core/model/model.hpp"
+#include "datasets/loader.hpp"
+
+namespace distrain {
+
+class Replica {
+ public:
+  Replica(const Recipe& recipe, Backend& backend);
+
+  // Forward and backward on `slice`; gradients accumulate into the model's arena.
+  // grad_scale is 1 / (examples in the global batch). An empty slice does nothing.
+  LossStats forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed);
+  // Loss and accuracy in inference mode; no gradients.
+  LossStats evaluate(const ReplicaSlice& slice);
+
+  Model& model() { return *model_; }
+  Backend& backend() { return backend_; }
+
+ private:
+  void upload(const ReplicaSlice& slice);
+
+  Backend& backend_;
+  std::unique_ptr<Model> model_;
+  Loss loss_;
+  Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
+  Tensor x_, y_;
+};
+
+}  // namespace distrain

@@ -1,0 +1,10 @@
+// Loss and accuracy of a strategy's current variables over a whole dataset, in
+// inference mode, accumulated as sums and counts.
+#pragma once
+#include "core/strategy/strategy.hpp"
+
+namespace distrain {
+
+LossStats evaluate_dataset(Strategy& strategy, const Dataset& data, int64_t batch_size);
+
+}  // namespace distrain

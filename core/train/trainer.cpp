@@ -1,0 +1,197 @@
+#include "core/train/trainer.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/base/log.hpp"
+#include "core/base/rng.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/optim/lr_schedule.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/evaluate.hpp"
+#include "core/train/progress.hpp"
+
+namespace distrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double mean(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
+double acc(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Keeps the lines of epochs a checkpoint has completed; later ones are redone on resume.
+void trim_metrics(const fs::path& file, int64_t completed_epochs) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file);
+  std::string kept, line;
+  static const std::regex epoch_field(R"("epoch": (\d+))");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, epoch_field) && std::stoll(m[1]) <= completed_epochs) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(file, std::ios::trunc) << kept;
+}
+
+void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data) {
+  DT_USER_CHECK(model.input_shape() == data.example_shape,
+                "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
+                model.input_shape().str(), data.example_shape.str(), data.source);
+  DT_USER_CHECK(model.output_shape()[0] >= data.num_classes,
+                "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
+                model.output_shape()[0], data.num_classes, data.num_classes);
+}
+
+}  // namespace
+
+TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
+  using clock = std::chrono::steady_clock;
+  const std::string run_dir = options.run_dir.empty() ? recipe.checkpoint.dir : options.run_dir;
+  const fs::path metrics_file = fs::path(run_dir) / "metrics.jsonl";
+
+  const Splits data = load_dataset(recipe.data, recipe.seed);
+  auto strategy = make_strategy(recipe);
+  Model& model = strategy->model();
+  check_data_fits(recipe, model, data.train);
+
+  fs::create_directories(run_dir);
+  for (const auto& e : fs::directory_iterator(run_dir))
+    if (e.path().extension() == ".tmp") fs::remove(e.path());  // a save cut short by a crash
+  if (options.fresh) {
+    for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
+    fs::remove(metrics_file);
+    fs::remove(fs::path(run_dir) / "summary.json");
+  }
+
+  TrainState state;
+  const auto existing = list_checkpoints(run_dir);
+  if (!existing.empty()) {
+    const std::string& newest = existing.back();
+    const CheckpointHeader header = read_checkpoint_header(newest);
+    load_weights(newest, model);
+    load_optimizer(newest, model, strategy->optimizer());
+    state = header.state;
+    trim_metrics(metrics_file, state.epoch);
+    log::info("resuming from {} (step {}, epoch {}, batch {})", newest, state.step, state.epoch + 1, state.batch_in_epoch);
+  } else if (!recipe.checkpoint.init_from.empty()) {
+    read_checkpoint_header(recipe.checkpoint.init_from);
+    model.initialize(recipe.seed);  // variables the file lacks would be an error, so this only fills the arena
+    load_weights(recipe.checkpoint.init_from, model);
+    log::info("initialised weights from {}", recipe.checkpoint.init_from);
+  } else {
+    model.initialize(recipe.seed);
+  }
+
+  LoaderSpec loader_spec{recipe.strategy.per_replica_batch, strategy->num_replicas(), recipe.data.shuffle,
+                         recipe.data.drop_remainder, recipe.seed};
+  Loader loader(data.train, loader_spec);
+  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t planned = recipe.train.epochs * per_epoch;
+  const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
+  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, loader.global_batch(), total_steps);
+  Progress progress(options.out, options.interactive, recipe.train.epochs, per_epoch);
+
+  TrainSummary summary;
+  summary.run_dir = run_dir;
+  std::string last_saved;
+  auto save = [&] {
+    const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
+    save_checkpoint(path, model, strategy->optimizer(), state, recipe.resolved_text());
+    prune_checkpoints(run_dir, recipe.checkpoint.keep);
+    last_saved = path;
+  };
+
+  if (state.step >= total_steps || state.epoch >= recipe.train.epochs) {
+    log::info("{}: run already complete at step {} ({}); use --fresh to start over", run_dir, state.step,
+              existing.empty() ? "nothing to train" : existing.back());
+    summary.steps = state.step;
+    summary.epochs = state.epoch;
+    summary.last_checkpoint = existing.empty() ? "" : existing.back();
+    return summary;
+  }
+
+  double train_seconds = 0;
+  int64_t trained_examples = 0;
+  while (state.epoch < recipe.train.epochs && state.step < total_steps) {
+    loader.start(state.epoch, state.batch_in_epoch);
+    progress.begin_epoch(state.epoch);
+    double lr = 0;
+    while (state.step < total_steps) {
+      std::optional<Batch> batch = loader.next();
+      if (!batch) break;
+      lr = schedule.at(state.step);
+      const auto t0 = clock::now();
+      const LossStats stats = strategy->train_step(
+          *batch, StepInfo{state.step, static_cast<float>(lr), derive_seed(recipe.seed, static_cast<uint64_t>(state.step))});
+      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      state.epoch_stats += stats;
+      state.epoch_seconds += dt;
+      train_seconds += dt;
+      trained_examples += stats.count;
+      ++state.step;
+      ++state.batch_in_epoch;
+      progress.update(state.batch_in_epoch, state.epoch_stats,
+                      static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds);
+      if (recipe.checkpoint.every_steps && state.step % recipe.checkpoint.every_steps == 0 && state.step < total_steps) save();
+    }
+
+    const bool epoch_done = state.batch_in_epoch == per_epoch;
+    EpochReport report{state.epoch + 1, state.step, state.epoch_stats, {}, lr,
+                       static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds};
+    if (recipe.train.validate) report.validation = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
+    progress.end_epoch(report);
+    std::ofstream(metrics_file, std::ios::app) << fmt::format(
+        R"({{"epoch": {}, "step": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, "val_accuracy": {}, )"
+        R"("learning_rate": {:.6g}, "images_per_sec": {:.1f}, "seconds": {:.3f}, "complete": {}}})"
+        "\n",
+        report.epoch, report.step, mean(report.train), acc(report.train),
+        report.validation.count ? fmt::format("{:.6f}", mean(report.validation)) : "null",
+        report.validation.count ? fmt::format("{:.6f}", acc(report.validation)) : "null", lr, report.images_per_sec,
+        report.seconds, epoch_done);
+
+    summary.loss = mean(report.train);
+    summary.accuracy = acc(report.train);
+    summary.validated = report.validation.count > 0;
+    summary.val_loss = mean(report.validation);
+    summary.val_accuracy = acc(report.validation);
+    if (!epoch_done) break;  // the step cap ended the run inside this epoch
+    state = TrainState{state.step, state.epoch + 1, 0, {}, 0.0};
+    const bool last = state.epoch == recipe.train.epochs || state.step == total_steps;
+    if (recipe.checkpoint.every_epochs && (state.epoch % recipe.checkpoint.every_epochs == 0) && !last) save();
+  }
+  save();  // the final state; periodic saves skip the last step so this is never a duplicate
+
+  summary.last_checkpoint = last_saved;
+  summary.steps = state.step;
+  summary.epochs = state.epoch;
+  summary.train_seconds = train_seconds;
+  summary.images_per_sec = static_cast<double>(trained_examples) / std::max(train_seconds, 1e-9);
+  std::ofstream(fs::path(run_dir) / "summary.json") << fmt::format(
+      R"({{"name": "{}", "steps": {}, "epochs_completed": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, )"
+      R"("val_accuracy": {}, "train_seconds": {:.3f}, "images_per_sec": {:.1f}, "last_checkpoint": "{}"}})"
+      "\n",
+      json_escape(recipe.name), summary.steps, summary.epochs, summary.loss, summary.accuracy,
+      summary.validated ? fmt::format("{:.6f}", summary.val_loss) : "null",
+      summary.validated ? fmt::format("{:.6f}", summary.val_accuracy) : "null", summary.train_seconds,
+      summary.images_per_sec, json_escape(summary.last_checkpoint));
+  return summary;
+}
+
+}  // namespace distrain

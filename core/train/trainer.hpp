@@ -1,0 +1,32 @@
+// Trainer: the step loop, and the only place that sequences the others: data, strategy,
+// schedule, validation, metrics, progress and checkpoints.
+//
+// A run folder holds ckpt-<step>.h5 (the last checkpoint.keep), metrics.jsonl (one JSON
+// object per epoch) and summary.json (written at the end). A run resumes from its newest
+// checkpoint unless `fresh`, and then continues exactly as if never interrupted.
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "core/io/recipe.hpp"
+
+namespace distrain {
+
+struct TrainOptions {
+  std::string run_dir;  // empty: the recipe's checkpoint.dir
+  bool fresh = false;   // ignore and delete earlier checkpoints and metrics of the run folder
+  std::FILE* out = stdout;
+  bool interactive = false;  // progress bars redrawn in place (stdout is a terminal)
+};
+
+struct TrainSummary {
+  std::string run_dir, last_checkpoint;
+  int64_t steps = 0, epochs = 0;
+  double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
+  bool validated = false;
+  double train_seconds = 0, images_per_sec = 0;
+};
+
+TrainSummary train(const Recipe& recipe, const TrainOptions& options);
+
+}  // namespace distrain
