@@ -65,6 +65,7 @@ void write_attr_f64(hid_t obj, const char* name, double v) {
 void write_attr_str(hid_t obj, const char* name, const std::string& v) {
   H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type, std::max<size_t>(v.size(), 1));
+  H5Tset_strpad(type, H5T_STR_NULLPAD);  // the full text, no terminator: h5py reads it as bytes/str
   H5Tset_cset(type, H5T_CSET_UTF8);
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Id attr(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
@@ -92,9 +93,7 @@ bool read_attr_str(hid_t obj, const char* name, std::string& v) {
   if (H5Tget_class(stored) != H5T_STRING || H5Tis_variable_str(stored) > 0) return false;
   const size_t size = H5Tget_size(stored);
   std::string buf(size, '\0');
-  H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mem, size);
-  if (H5Aread(attr, mem, buf.data()) < 0) return false;
+  if (H5Aread(attr, stored, buf.data()) < 0) return false;  // as stored: HDF5 does not convert UTF-8 to ASCII
   buf.resize(std::min(buf.size(), buf.find('\0')));
   v = std::move(buf);
   return true;

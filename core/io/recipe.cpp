@@ -126,15 +126,15 @@ toml::table parse_text(const std::string& text, const std::string& file) {
 
 std::string Recipe::resolved_text() const {
   std::ostringstream out;
-  out << toml::toml_formatter(resolved);
+  out << toml::toml_formatter(*table);
   return out.str();
 }
 
-Recipe recipe_from_table(toml::table table, const std::string& file) {
+Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file) {
   Recipe r;
   r.file = file;
-  r.resolved = table;
-  ConfigTable root(r.resolved, file, "");
+  r.table = std::move(table);
+  ConfigTable root(*r.table, file, "");
   r.name = root.get_string("name", std::filesystem::path(file).stem().string());
   if (r.name.empty()) root.fail("name", "must not be empty");
   const int64_t seed = root.get_int("seed", 0);
@@ -143,7 +143,6 @@ Recipe recipe_from_table(toml::table table, const std::string& file) {
   parse_data(root.sub("data"), r.data);
   const toml::node* model = root.raw("model");
   if (!model || !model->is_table()) root.fail("model", "missing: add a [model] table with input_shape and [[model.layers]]");
-  r.model = *model->as_table();
   {
     ConfigTable loss = root.sub("loss");
     const std::string type =
@@ -160,7 +159,9 @@ Recipe recipe_from_table(toml::table table, const std::string& file) {
   return r;
 }
 
-Recipe parse_recipe(const std::string& text, const std::string& file) { return recipe_from_table(parse_text(text, file), file); }
+Recipe parse_recipe(const std::string& text, const std::string& file) {
+  return recipe_from_table(std::make_shared<const toml::table>(parse_text(text, file)), file);
+}
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
   DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: recipe not found", path);
@@ -170,7 +171,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   text << in.rdbuf();
   toml::table table = parse_text(text.str(), path);
   for (const auto& o : overrides) apply_override(table, o, path);
-  return recipe_from_table(std::move(table), path);
+  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), path);
 }
 
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file) {

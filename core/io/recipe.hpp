@@ -2,6 +2,7 @@
 // Every key is checked (type, range, unknown keys rejected) before anything is allocated;
 // errors name the file, the line and the key. docs/recipe.md is the reference.
 #pragma once
+#include <memory>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
@@ -38,15 +39,17 @@ struct Recipe {
   std::string name;
   uint64_t seed = 0;
   DataSpec data;
-  toml::table model;  // [model], built by Model
   LossSpec loss;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   StrategySpec strategy;
   TrainSpec train;
   CheckpointSpec checkpoint;
-  toml::table resolved;  // the whole table after --set, stored in checkpoints
+  // The parsed file after --set, shared by copies. Kept as parsed (not copied) so that
+  // errors raised later, e.g. by a layer in [model], still know their line.
+  std::shared_ptr<const toml::table> table;
 
+  const toml::table& model() const { return *(*table)["model"].as_table(); }
   int64_t replicas() const { return static_cast<int64_t>(strategy.devices.size()); }
   int64_t global_batch() const { return strategy.per_replica_batch * replicas(); }
   std::string resolved_text() const;
@@ -58,7 +61,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
 // Parses recipe text (e.g. stored in a checkpoint); `file` names it in errors.
 Recipe parse_recipe(const std::string& text, const std::string& file);
 // Validates an already parsed table.
-Recipe recipe_from_table(toml::table table, const std::string& file);
+Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file);
 
 // Sets `key` (dotted, array items by index: model.layers.1.filters) to `value`.
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file);

@@ -3,7 +3,7 @@
 namespace distrain {
 
 Replica::Replica(const Recipe& recipe, Backend& backend)
-    : backend_(backend), model_(std::make_unique<Model>(recipe.model, recipe.file, backend)), loss_(recipe.loss, backend) {
+    : backend_(backend), model_(std::make_unique<Model>(recipe.model(), recipe.file, backend)), loss_(recipe.loss, backend) {
   DT_USER_CHECK(model_->output_shape().rank() == 1,
                 "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
                 model_->output_shape().str());

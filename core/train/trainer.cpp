@@ -150,6 +150,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       progress.update(state.batch_in_epoch, state.epoch_stats,
                       static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds);
       if (recipe.checkpoint.every_steps && state.step % recipe.checkpoint.every_steps == 0 && state.step < total_steps) save();
+      if (state.step == options.crash_after_step) {
+        summary.steps = state.step;
+        return summary;
+      }
     }
 
     const bool epoch_done = state.batch_in_epoch == per_epoch;

@@ -17,6 +17,9 @@ struct TrainOptions {
   bool fresh = false;   // ignore and delete earlier checkpoints and metrics of the run folder
   std::FILE* out = stdout;
   bool interactive = false;  // progress bars redrawn in place (stdout is a terminal)
+  // > 0: stop abruptly after this optimizer step, saving nothing, as a crash would.
+  // Lets tests check that a resumed run ends exactly where an uninterrupted one does.
+  int64_t crash_after_step = 0;
 };
 
 struct TrainSummary {

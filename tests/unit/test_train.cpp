@@ -1,0 +1,176 @@
+// The training loop end to end in-process: exact resume after a crash, checkpoint
+// round trips and checkpoint errors, run-folder files.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/trainer.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Small synthetic job with batch norm and dropout, so resume must restore moving
+// statistics, optimizer slots and the per-step dropout seeds.
+const char* kRecipe = R"(
+name = "resume"
+seed = 5
+[data]
+dataset = "synthetic"
+train_examples = 300
+test_examples = 64
+image_shape = [8, 8, 1]
+[model]
+input_shape = [8, 8, 1]
+layers = [
+  { type = "rescaling", scale = 0.00392156862745098 },
+  { type = "conv2d", filters = 4, kernel_size = 3, padding = "same", use_bias = false },
+  { type = "batch_norm" },
+  { type = "relu" },
+  { type = "max_pool2d" },
+  { type = "flatten" },
+  { type = "dense", units = 16, activation = "relu" },
+  { type = "dropout", rate = 0.25 },
+  { type = "dense", units = 10 },
+]
+[optimizer]
+type = "adam"
+[optimizer.schedule]
+warmup_steps = 3
+decay = "cosine"
+[strategy]
+per_replica_batch = 32
+[train]
+epochs = 3
+[checkpoint]
+every_steps = 4
+keep = 2
+)";
+
+std::vector<float> final_weights(const Recipe& recipe, const std::string& ckpt) {
+  auto s = make_strategy(recipe);
+  load_weights(ckpt, s->model());
+  std::vector<float> all = to_host(s->model().params().values());
+  const auto st = to_host(s->model().params().state());
+  all.insert(all.end(), st.begin(), st.end());
+  return all;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TrainOptions quiet(const std::string& dir) {
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("exact resume: a run crashed mid-epoch and resumed ends bitwise identical to an uninterrupted one") {
+  const Recipe recipe = parse_recipe(kRecipe, "resume.toml");
+  const fs::path a = fs::temp_directory_path() / "distrain_resume_a", b = fs::temp_directory_path() / "distrain_resume_b";
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const TrainSummary full = train(recipe, quiet(a));
+  CHECK(full.steps == 30);  // 10 batches (the last partial) x 3 epochs
+
+  TrainOptions crash = quiet(b);
+  crash.crash_after_step = 14;  // after the checkpoint of step 12, inside epoch 2
+  train(recipe, crash);
+  CHECK(list_checkpoints(b).back() == (b / "ckpt-000012.h5").string());
+  const TrainSummary resumed = train(recipe, quiet(b));
+  CHECK(resumed.steps == 30);
+  CHECK(final_weights(recipe, full.last_checkpoint) == final_weights(recipe, resumed.last_checkpoint));
+  CHECK(read(a / "metrics.jsonl") .size() > 0);
+  // Same per-epoch metrics, except the timing fields.
+  auto strip = [](std::string s) {
+    s = std::regex_replace(s, std::regex(R"("images_per_sec": [0-9.]+, "seconds": [0-9.]+)"), "");
+    return s;
+  };
+  CHECK(strip(read(a / "metrics.jsonl")) == strip(read(b / "metrics.jsonl")));
+  CHECK(list_checkpoints(a).size() == 2);  // keep = 2
+}
+
+TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the file") {
+  Recipe recipe = parse_recipe(kRecipe, "ckpt.toml");
+  const fs::path dir = fs::temp_directory_path() / "distrain_ckpt";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto s = make_strategy(recipe);
+  s->model().initialize(3);
+  s->optimizer().set_iterations(7);
+  TrainState st{11, 1, 2, LossStats{3.5, 4, 5}, 1.25};
+  const std::string path = (dir / checkpoint_name(11)).string();
+  save_checkpoint(path, s->model(), s->optimizer(), st, recipe.resolved_text());
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  const CheckpointHeader h = read_checkpoint_header(path);
+  CHECK(h.state.step == 11);
+  CHECK(h.state.batch_in_epoch == 2);
+  CHECK(h.state.epoch_stats.loss_sum == 3.5);
+  CHECK(parse_recipe(h.recipe, "stored").name == "resume");
+
+  auto t = make_strategy(recipe);
+  load_weights(path, t->model());
+  load_optimizer(path, t->model(), t->optimizer());
+  CHECK(to_host(t->model().params().values()) == to_host(s->model().params().values()));
+  CHECK(t->optimizer().iterations() == 7);
+
+  // A model of another shape: the first differing variable is named.
+  Recipe other = parse_recipe(std::regex_replace(std::string(kRecipe), std::regex("units = 16"), "units = 17"), "other.toml");
+  auto o = make_strategy(other);
+  CHECK_THROWS_WITH_AS(load_weights(path, o->model()), doctest::Contains("/model/dense_1/kernel has shape (64, 16), the model expects (64, 17)"),
+                       UserError);
+  // Another optimizer type cannot take the slots.
+  Recipe sgd = parse_recipe(std::string(kRecipe) + "", "sgd.toml");
+  sgd.optimizer = default_optimizer_spec("sgd");
+  sgd.optimizer.momentum = 0.9;
+  auto g = make_strategy(sgd);
+  CHECK_THROWS_WITH_AS(load_optimizer(path, g->model(), g->optimizer()), doctest::Contains("optimizer state is for 'adam'"), UserError);
+
+  // Truncated, not HDF5, missing.
+  const fs::path cut = dir / "cut.h5";
+  fs::copy_file(path, cut);
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  CHECK_THROWS_AS(read_checkpoint_header(cut.string()), UserError);
+  std::ofstream(dir / "text.h5") << "not a checkpoint";
+  CHECK_THROWS_WITH_AS(read_checkpoint_header((dir / "text.h5").string()), doctest::Contains("not an HDF5 file"), UserError);
+  CHECK_THROWS_WITH_AS(read_checkpoint_header((dir / "none.h5").string()), doctest::Contains("checkpoint not found"), UserError);
+}
+
+TEST_CASE("recipe: --set overrides, unknown keys, wrong types, bad values, all with file and line") {
+  const fs::path p = fs::temp_directory_path() / "distrain_recipe.toml";
+  std::ofstream(p) << kRecipe;
+  const Recipe r = load_recipe(p.string(), {"optimizer.learning_rate=0.01", "strategy.devices=[\"cpu:0\"]",
+                                            "model.layers.6.units=20", "name=renamed run"});
+  CHECK(r.optimizer.learning_rate == 0.01);
+  CHECK(r.name == "renamed run");  // not TOML: taken as a string
+  CHECK(r.model()["layers"][6]["units"].value<int64_t>() == 20);
+  CHECK(r.resolved_text().find("learning_rate = 0.01") != std::string::npos);
+
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"optimizer.learning_rat=0.01"}), doctest::Contains("optimizer.learning_rat: unknown key"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"strategy.per_replica_batch=0"}), doctest::Contains("strategy.per_replica_batch: must be positive, got 0"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"train.epochs=-1"}), doctest::Contains("train.epochs: must be positive"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"train.epochs=\"ten\""}), doctest::Contains("train.epochs: expected an integer"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"strategy.name=mirrored"}), doctest::Contains("unknown strategy 'mirrored'"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"model.layers.99.units=3"}), doctest::Contains("'99' is not an index"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"novalue"}), doctest::Contains("expected KEY=VALUE"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe("seed = 1\n[model\n", "bad.toml"), doctest::Contains("bad.toml:2: malformed TOML"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe("seed = 1\n[data]\ndataset = 'cifar'\n", "bad.toml"),
+                       doctest::Contains("bad.toml:3: data.dataset: 'cifar' is not one of"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe("/nonexistent.toml"), doctest::Contains("/nonexistent.toml: recipe not found"), UserError);
+}
+
+}  // namespace distrain::test
