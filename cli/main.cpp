@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : distrain::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    fmt::print(stderr, "[rank {}] error: {} (see distrain --help)\n", distrain::log::rank(), e.what());
+    return distrain::cli::kExitUsage;
   } catch (const distrain::UserError& e) {
     fmt::print(stderr, "[rank {}] error: {}\n", distrain::log::rank(), e.what());
     return distrain::cli::kExitUsage;

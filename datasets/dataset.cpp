@@ -14,14 +14,14 @@ namespace {
 
 // Each class is a fixed random prototype image; examples are the prototype plus noise,
 // so the task is learnable and every value is reproducible from the seed.
-Dataset make_synthetic(const DataSpec& spec, int64_t count, uint64_t seed) {
+Dataset make_synthetic(const DataSpec& spec, int64_t count, uint64_t prototype_seed, uint64_t seed) {
   Dataset d;
   d.source = "synthetic";
   d.example_shape = spec.image_shape;
   d.num_classes = spec.num_classes;
   const int64_t per = spec.image_shape.numel();
   std::vector<float> prototypes(static_cast<size_t>(per * spec.num_classes));
-  Rng proto(derive_seed(seed, 1));  // shared by both splits
+  Rng proto(prototype_seed);  // the same for both splits: test examples come from the same classes
   for (float& v : prototypes) v = static_cast<float>(proto.uniform(0, 255));
   Rng rng(seed);
   d.pixels.resize(static_cast<size_t>(per * count));
@@ -49,8 +49,8 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
   if (spec.dataset == "synthetic") {
     DT_USER_CHECK(spec.train_examples > 0 && spec.test_examples > 0 && spec.num_classes >= 2,
                   "data: synthetic needs train_examples > 0, test_examples > 0 and num_classes >= 2");
-    return Splits{make_synthetic(spec, spec.train_examples, derive_seed(seed, 100)),
-                  make_synthetic(spec, spec.test_examples, derive_seed(seed, 200))};
+    return Splits{make_synthetic(spec, spec.train_examples, derive_seed(seed, 1), derive_seed(seed, 100)),
+                  make_synthetic(spec, spec.test_examples, derive_seed(seed, 1), derive_seed(seed, 200))};
   }
   DT_USER_CHECK(spec.dataset == "fashion_mnist" || spec.dataset == "mnist",
                 "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic)", spec.dataset);

@@ -39,6 +39,11 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     layers_.push_back(std::move(layer));
   }
   arena_.allocate(backend_);
+  first_trainable_ = layers_.size();
+  for (const Variable& v : arena_.variables())
+    if (v.trainable)
+      for (size_t i = 0; i < layers_.size(); ++i)
+        if (layers_[i]->name() == v.layer) first_trainable_ = std::min(first_trainable_, i);
 }
 
 void Model::ensure_activations(int64_t n) {
@@ -62,9 +67,10 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
 }
 
 void Model::backward(Ctx& ctx) {
-  for (size_t i = layers_.size(); i-- > 0;) {
+  // Below the first layer with trainable variables no gradient is needed: stop there.
+  for (size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor in = i ? acts_[i - 1].view() : input_;
-    const Tensor din = i ? dacts_[i - 1].view() : Tensor{};
+    const Tensor din = i > first_trainable_ ? dacts_[i - 1].view() : Tensor{};
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
   }
 }

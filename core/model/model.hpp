@@ -48,6 +48,7 @@ class Model {
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;  // per-example output shape of each layer
+  size_t first_trainable_ = 0;  // layers up to this one need no input gradient
   ParamArena arena_;
   int64_t batch_ = -1;
   Tensor input_;

@@ -1,4 +1,4 @@
-// Convolution, pooling and batch norm on oneDNN primitives. Primitives depend on the
+// Convolution and batch norm on oneDNN primitives. Primitives depend on the
 // batch size, so each op keeps one set per batch size seen (training batch, last partial
 // batch, evaluation batch) and reuses it across steps.
 #include <map>
@@ -121,64 +121,6 @@ class OneDnnConv2D final : public Conv2DOp {
   std::vector<float> dw_scratch_, db_scratch_;
 };
 
-class OneDnnPool2D final : public Pool2DOp {
- public:
-  OneDnnPool2D(CpuBackend& be, const Pool2DSpec& s) : be_(be), s_(s) {}
-
-  void forward(const Tensor& x, Tensor y, bool training) override {
-    Prims& p = prims(x.shape[0]);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(p.x, be_.engine(), x)},
-                                         {DNNL_ARG_DST, wrap(p.y, be_.engine(), y)}};
-    auto& prim = training ? p.fwd_train : p.fwd_infer;
-    if (training && s_.kind == PoolKind::max) args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
-    prim.execute(be_.stream(), args);
-    be_.stream().wait();
-  }
-
-  void backward(const Tensor& dy, Tensor dx) override {
-    Prims& p = prims(dy.shape[0]);
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(p.y, be_.engine(), dy)},
-                                         {DNNL_ARG_DIFF_SRC, wrap(p.x, be_.engine(), dx)}};
-    if (s_.kind == PoolKind::max) args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
-    p.bwd.execute(be_.stream(), args);
-    be_.stream().wait();
-  }
-
- private:
-  struct Prims {
-    memory::desc x, y;
-    dnnl::pooling_forward fwd_train, fwd_infer;
-    dnnl::pooling_backward bwd;
-    memory workspace;
-  };
-
-  Prims& prims(int64_t n) {
-    auto it = cache_.find(n);
-    if (it != cache_.end()) return it->second;
-    Prims p;
-    p.x = memory::desc({n, s_.channels, s_.in_h, s_.in_w}, f32, tag::nhwc);
-    p.y = memory::desc({n, s_.channels, s_.out_h, s_.out_w}, f32, tag::nhwc);
-    const auto alg =
-        s_.kind == PoolKind::max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
-    const memory::dims strides{s_.stride_h, s_.stride_w}, kernel{s_.kernel_h, s_.kernel_w},
-        pad_l{s_.pad_top, s_.pad_left}, pad_r{s_.pad_bottom, s_.pad_right};
-    dnnl::pooling_forward::desc train_d(dnnl::prop_kind::forward_training, alg, p.x, p.y, strides, kernel, pad_l, pad_r);
-    dnnl::pooling_forward::desc infer_d(dnnl::prop_kind::forward_inference, alg, p.x, p.y, strides, kernel, pad_l,
-                                        pad_r);
-    dnnl::pooling_forward::primitive_desc train_pd(train_d, be_.engine());
-    p.fwd_train = dnnl::pooling_forward(train_pd);
-    p.fwd_infer = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(infer_d, be_.engine()));
-    if (s_.kind == PoolKind::max) p.workspace = memory(train_pd.workspace_desc(), be_.engine());
-    dnnl::pooling_backward::desc bwd_d(alg, p.x, p.y, strides, kernel, pad_l, pad_r);
-    p.bwd = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bwd_d, be_.engine(), train_pd));
-    return cache_.emplace(n, std::move(p)).first->second;
-  }
-
-  CpuBackend& be_;
-  Pool2DSpec s_;
-  std::map<int64_t, Prims> cache_;
-};
-
 class OneDnnBatchNorm final : public BatchNormOp {
  public:
   OneDnnBatchNorm(CpuBackend& be, int64_t channels, float epsilon) : be_(be), c_(channels), eps_(epsilon) {}
@@ -273,10 +215,6 @@ class OneDnnBatchNorm final : public BatchNormOp {
 
 std::unique_ptr<Conv2DOp> CpuBackend::make_conv2d(const Conv2DSpec& spec) {
   return std::make_unique<OneDnnConv2D>(*this, spec);
-}
-
-std::unique_ptr<Pool2DOp> CpuBackend::make_pool2d(const Pool2DSpec& spec) {
-  return std::make_unique<OneDnnPool2D>(*this, spec);
 }
 
 std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(int64_t channels, float epsilon) {

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# End-to-end tests of the real executable: cli_test.sh DISTRAIN SOURCE_DIR GROUP
+# GROUP: errors | train_eval | kill_resume | recipes. Prints "N passed, N failed".
+set -u
+distrain=$1
+src=$2
+group=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_e2e_${group}.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=2
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+# expect_error NAME SUBSTRING CMD...: exit code 2, exactly one line on stderr containing SUBSTRING.
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$work/err")
+  if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" "$work/err"; then
+    ok "$name"
+  else
+    bad "$name (exit $rc, $lines stderr lines, wanted '$want'): $(head -c 400 "$work/err")"
+  fi
+}
+
+# A small, fast recipe on synthetic data, written next to the other test files.
+tiny="$work/tiny.toml"
+cat >"$tiny" <<'TOML'
+name = "tiny"
+seed = 3
+[data]
+dataset = "synthetic"
+train_examples = 256
+test_examples = 128
+image_shape = [12, 12, 1]
+[model]
+input_shape = [12, 12, 1]
+[[model.layers]]
+type = "rescaling"
+scale = 0.00392156862745098
+[[model.layers]]
+type = "conv2d"
+filters = 4
+kernel_size = 3
+activation = "relu"
+[[model.layers]]
+type = "max_pool2d"
+[[model.layers]]
+type = "flatten"
+[[model.layers]]
+type = "dense"
+units = 10
+[strategy]
+per_replica_batch = 32
+[train]
+epochs = 3
+[checkpoint]
+dir = "runs/tiny"
+TOML
+
+case "$group" in
+errors)
+  expect_error "missing recipe" "nope.toml: recipe not found" "$distrain" train "$work/nope.toml"
+  printf 'name = "x"\n[model\ninput_shape = [1]\n' >"$work/malformed.toml"
+  expect_error "malformed TOML names the line" "malformed.toml:2: malformed TOML" "$distrain" check "$work/malformed.toml"
+  sed 's/^seed = 3/seed = 3\nsead = 4/' "$tiny" >"$work/unknown.toml"
+  expect_error "unknown key names file and line" "unknown.toml:3: sead: unknown key" "$distrain" check "$work/unknown.toml"
+  expect_error "unknown key from --set" "strategy.per_replica_bach: unknown key" "$distrain" check "$tiny" --set strategy.per_replica_bach=3
+  expect_error "wrong type" "train.epochs: expected an integer" "$distrain" check "$tiny" --set 'train.epochs="three"'
+  expect_error "zero batch" "strategy.per_replica_batch: must be positive, got 0" "$distrain" check "$tiny" --set strategy.per_replica_batch=0
+  expect_error "negative epochs" "train.epochs: must be positive, got -2" "$distrain" train "$tiny" --set train.epochs=-2
+  sed 's/type = "max_pool2d"/type = "maxpool"/' "$tiny" >"$work/layer.toml"
+  expect_error "unknown layer type lists the known ones" "unknown layer type 'maxpool' (known: avg_pool2d, batch_norm, conv2d" "$distrain" check "$work/layer.toml"
+  sed 's/type = "flatten"/type = "relu"/' "$tiny" >"$work/shape.toml"
+  expect_error "shape mismatch names the layer" "layer 'dense_1': expects a flat input" "$distrain" check "$work/shape.toml"
+  expect_error "model/data mismatch" "model.input_shape (12, 12, 1) does not match the data's examples (10, 10, 1)" "$distrain" train "$tiny" --set 'data.image_shape=[10,10,1]' --run-dir "$work/r0"
+  # The same job on IDX files: synthetic-only keys removed (they are errors elsewhere).
+  grep -v -E '^(train_examples|test_examples|image_shape) =' "$tiny" | sed 's/dataset = "synthetic"/dataset = "fashion_mnist"/' >"$work/idx.toml"
+  expect_error "synthetic keys are rejected for IDX data" "data.image_shape: unknown key" "$distrain" check "$tiny" --set data.dataset=mnist
+  expect_error "dataset folder missing" "apt-get install dataset-fashion-mnist or set data.path" "$distrain" train "$work/idx.toml" --set data.path=/nonexistent/fmnist --run-dir "$work/r1"
+  mkdir -p "$work/idx"
+  printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02' >"$work/idx/train-images-idx3-ubyte"
+  printf '\x00\x00\x08\x01\x00\x00\x00\x02\x01\x02' >"$work/idx/train-labels-idx1-ubyte"
+  expect_error "truncated IDX" "train-images-idx3-ubyte: 18 bytes, expected 24 for 2 images of 2x2 (truncated)" "$distrain" check "$work/idx.toml" --set data.path="$work/idx"
+  printf '\x00\x00\x08\x04\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02' >"$work/idx/train-images-idx3-ubyte"
+  expect_error "wrong IDX magic" "not an IDX image file (magic 0x00000804" "$distrain" check "$work/idx.toml" --set data.path="$work/idx"
+  expect_error "checkpoint missing" "nope.h5: checkpoint not found" "$distrain" eval --ckpt "$work/nope.h5"
+  echo "plain text" >"$work/text.h5"
+  expect_error "checkpoint not HDF5" "text.h5: not an HDF5 file" "$distrain" eval --ckpt "$work/text.h5"
+  (cd "$work" && "$distrain" train "$tiny" --set train.epochs=1 >/dev/null 2>&1)
+  ckpt=$(ls "$work"/runs/tiny/ckpt-*.h5 | tail -n 1)
+  head -c 3000 "$ckpt" >"$work/truncated.h5"
+  expect_error "checkpoint truncated" "truncated.h5:" "$distrain" eval --ckpt "$work/truncated.h5"
+  sed 's/filters = 4/filters = 5/' "$tiny" >"$work/other.toml"
+  expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
+    "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
+  expect_error "bad flag" "--nope" "$distrain" train "$tiny" --nope
+  ;;
+train_eval)
+  cd "$work" || exit 1
+  if "$distrain" train "$tiny" >"$work/train.log" 2>&1; then ok "train exits 0"; else bad "train: $(tail -n 3 "$work/train.log")"; fi
+  [ "$(wc -l <runs/tiny/metrics.jsonl)" -eq 3 ] && ok "metrics.jsonl has one line per epoch" || bad "metrics.jsonl: $(cat runs/tiny/metrics.jsonl)"
+  for key in epoch step loss accuracy val_loss val_accuracy learning_rate images_per_sec; do
+    grep -q "\"$key\": " runs/tiny/metrics.jsonl || bad "metrics.jsonl lacks $key"
+  done
+  [ -f runs/tiny/summary.json ] && ok "summary.json written" || bad "no summary.json"
+  grep -q "^epoch 3/3 step 24 " "$work/train.log" && ok "one plain line per epoch when not a terminal" || bad "train log: $(cat "$work/train.log")"
+  ckpt=runs/tiny/ckpt-000024.h5
+  [ -f "$ckpt" ] && ok "final checkpoint" || bad "no $ckpt: $(ls runs/tiny)"
+  "$distrain" eval --ckpt "$ckpt" --json >"$work/eval.json" 2>"$work/eval.err"
+  if [ "$(wc -l <"$work/eval.json")" -eq 1 ] && grep -qE '^\{"loss": [0-9.]+, "accuracy": [0-9.]+, "examples": 128\}$' "$work/eval.json"; then
+    ok "eval --json prints exactly one JSON object"
+  else
+    bad "eval --json: $(cat "$work/eval.json" "$work/eval.err")"
+  fi
+  val=$(tail -n 1 runs/tiny/metrics.jsonl | grep -oE '"val_accuracy": [0-9.]+' | grep -oE '[0-9.]+$')
+  grep -q "\"accuracy\": $val" "$work/eval.json" && ok "eval agrees with the last validation" || bad "eval $(cat "$work/eval.json") vs val_accuracy $val"
+  "$distrain" train "$tiny" >"$work/again.log" 2>&1
+  grep -q "run already complete at step 24" "$work/again.log" && ok "rerun of a finished run trains nothing" || bad "rerun: $(cat "$work/again.log")"
+  "$distrain" train "$tiny" --fresh --set train.epochs=1 --set checkpoint.keep=1 >/dev/null 2>&1
+  [ "$(ls runs/tiny/ckpt-*.h5 | wc -l)" -eq 1 ] && [ -f runs/tiny/ckpt-000008.h5 ] && ok "--fresh starts over; keep = 1" || bad "after --fresh: $(ls runs/tiny)"
+  "$distrain" info --json | grep -q '"version": ' && ok "info --json" || bad "info --json"
+  "$distrain" bench "$tiny" --steps 5 --warmup 1 --json | grep -qE '"images_per_sec": [0-9.]+, "step_ms": \{"min"' && ok "bench --json" || bad "bench --json"
+  "$distrain" check "$tiny" | grep -q "global batch 32" && ok "check prints the plan" || bad "check"
+  ;;
+kill_resume)
+  # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
+  # ends with the same weights (compared through eval) as an uninterrupted run.
+  cd "$work" || exit 1
+  "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir full >/dev/null 2>&1
+  "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir killed >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    [ -f killed/ckpt-000060.h5 ] && break
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  if [ -f killed/summary.json ]; then
+    bad "the run finished before it could be killed; nothing tested"
+  else
+    ok "killed mid-run with SIGKILL"
+    "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir killed >"$work/resume.log" 2>&1
+    grep -q "resuming from killed/ckpt-" "$work/resume.log" && ok "rerun resumes from the newest checkpoint" || bad "resume log: $(cat "$work/resume.log")"
+    a=$("$distrain" eval --ckpt full/ckpt-000240.h5 --json)
+    b=$("$distrain" eval --ckpt killed/ckpt-000240.h5 --json)
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "resumed run ends where the uninterrupted one does ($a)" || bad "eval differs: $a vs $b"
+    cmp -s <(grep -oE '"val_loss": [0-9.]+' full/metrics.jsonl) <(grep -oE '"val_loss": [0-9.]+' killed/metrics.jsonl) &&
+      ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
+  fi
+  ;;
+recipes)
+  # Every shipped recipe is checked and trains a few steps on the real data.
+  cd "$work" || exit 1
+  for r in "$src"/recipes/*.toml; do
+    n=$(basename "$r")
+    if "$distrain" check "$r" >"$work/check.log" 2>&1; then ok "check $n"; else bad "check $n: $(tail -n 2 "$work/check.log")"; fi
+    if "$distrain" train "$r" --set train.steps=30 --set train.validate=false --run-dir "$work/$n" >"$work/train.log" 2>&1 &&
+      [ -f "$work/$n/ckpt-000030.h5" ]; then
+      ok "train $n for 30 steps"
+    else
+      bad "train $n: $(tail -n 2 "$work/train.log")"
+    fi
+  done
+  ;;
+*)
+  echo "unknown group $group"
+  exit 2
+  ;;
+esac
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
