@@ -2,6 +2,7 @@
 // batch size, so each op keeps one set per batch size seen (training batch, last partial
 // batch, evaluation batch) and reuses it across steps.
 #include <map>
+#include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
 
@@ -24,65 +25,103 @@ void accumulate(const std::vector<float>& scratch, const Tensor& acc) {
   for (size_t i = 0; i < scratch.size(); ++i) p[i] += scratch[i];
 }
 
+// Convolutions let oneDNN pick its layouts (format "any"): on AVX2 it then runs its
+// blocked direct kernels instead of GEMM-based ones on NHWC, and the reorders to and from
+// our NHWC / (kh, kw, in, out) tensors cost less than they save (measured with
+// `distrain bench` on the default CNN).
 class OneDnnConv2D final : public Conv2DOp {
  public:
   OneDnnConv2D(CpuBackend& be, const Conv2DSpec& s) : be_(be), s_(s) {}
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor y) override {
     Prims& p = prims(x.shape[0]);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(p.x, eng(), x)},
-                                         {DNNL_ARG_WEIGHTS, wrap(p.w, eng(), w)},
-                                         {DNNL_ARG_DST, wrap(p.y, eng(), y)}};
-    if (s_.bias) args.emplace(DNNL_ARG_BIAS, wrap(p.b, eng(), b));
-    p.fwd.execute(be_.stream(), args);
-    be_.stream().wait();
+    std::vector<Arg> args{{DNNL_ARG_SRC, p.x, x, false}, {DNNL_ARG_WEIGHTS, p.w, w, false}, {DNNL_ARG_DST, p.y, y, true}};
+    if (s_.bias) args.push_back({DNNL_ARG_BIAS, p.b, b, false});
+    run(p.fwd, p.fwd_pd, args, p.staging_fwd);
   }
 
   void backward_data(const Tensor& dy, const Tensor& w, Tensor dx) override {
     Prims& p = prims(dy.shape[0]);
     if (!p.bwd_data) {
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, p.x, p.w, p.y, strides(), pad_l(),
-                                              pad_r());
-      p.bwd_data = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(d, eng(), p.fwd_pd));
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(p.x), any(p.w), any(p.y),
+                                              strides(), pad_l(), pad_r());
+      p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, eng(), p.fwd_pd);
+      p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
     }
-    p.bwd_data.execute(be_.stream(), {{DNNL_ARG_DIFF_DST, wrap(p.y, eng(), dy)},
-                                      {DNNL_ARG_WEIGHTS, wrap(p.w, eng(), w)},
-                                      {DNNL_ARG_DIFF_SRC, wrap(p.x, eng(), dx)}});
-    be_.stream().wait();
+    run(p.bwd_data, p.bwd_data_pd,
+        {{DNNL_ARG_DIFF_DST, p.y, dy, false}, {DNNL_ARG_WEIGHTS, p.w, w, false}, {DNNL_ARG_DIFF_SRC, p.x, dx, true}},
+        p.staging_bwd_data);
   }
 
   void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) override {
     Prims& p = prims(x.shape[0]);
     if (!p.bwd_weights) {
-      auto d = s_.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.x, p.w, p.b,
-                                                                  p.y, strides(), pad_l(), pad_r())
-                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.x, p.w, p.y,
-                                                                  strides(), pad_l(), pad_r());
-      p.bwd_weights =
-          dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(d, eng(), p.fwd_pd));
+      auto d = s_.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(p.x), any(p.w),
+                                                                  p.b, any(p.y), strides(), pad_l(), pad_r())
+                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(p.x), any(p.w),
+                                                                  any(p.y), strides(), pad_l(), pad_r());
+      p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, eng(), p.fwd_pd);
+      p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
     }
     dw_scratch_.resize(static_cast<size_t>(dw.numel()));
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(p.x, eng(), x)},
-                                         {DNNL_ARG_DIFF_DST, wrap(p.y, eng(), dy)},
-                                         {DNNL_ARG_DIFF_WEIGHTS, memory(p.w, eng(), dw_scratch_.data())}};
+    Tensor dw_out{dw_scratch_.data(), dw.shape, DType::f32, dw.device};
+    std::vector<Arg> args{{DNNL_ARG_SRC, p.x, x, false}, {DNNL_ARG_DIFF_DST, p.y, dy, false},
+                          {DNNL_ARG_DIFF_WEIGHTS, p.w, dw_out, true}};
     if (s_.bias) {
       db_scratch_.resize(static_cast<size_t>(s_.out_c));
-      args.emplace(DNNL_ARG_DIFF_BIAS, memory(p.b, eng(), db_scratch_.data()));
+      args.push_back({DNNL_ARG_DIFF_BIAS, p.b, Tensor{db_scratch_.data(), Shape{s_.out_c}, DType::f32, dw.device}, true});
     }
-    p.bwd_weights.execute(be_.stream(), args);
-    be_.stream().wait();
+    run(p.bwd_weights, p.bwd_weights_pd, args, p.staging_bwd_weights);
     accumulate(dw_scratch_, dw);
     if (s_.bias && !db.empty()) accumulate(db_scratch_, db);
   }
 
  private:
+  // One argument of a primitive: our tensor and its layout; `output` ones are copied
+  // back from the primitive's layout after it ran.
+  struct Arg {
+    int id;
+    memory::desc plain;
+    Tensor tensor;
+    bool output;
+  };
+
   struct Prims {
-    memory::desc x, w, b, y;
+    memory::desc x, w, b, y;  // our layouts
     dnnl::convolution_forward::primitive_desc fwd_pd;
     dnnl::convolution_forward fwd;
+    dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
     dnnl::convolution_backward_data bwd_data;
+    dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
     dnnl::convolution_backward_weights bwd_weights;
+    std::map<int, memory> staging_fwd, staging_bwd_data, staging_bwd_weights;  // buffers in oneDNN's layouts
   };
+
+  static memory::desc any(const memory::desc& d) { return memory::desc(d.dims(), f32, tag::any); }
+
+  void run(dnnl::primitive& prim, const dnnl::primitive_desc& pd, const std::vector<Arg>& args,
+           std::map<int, memory>& staging) {
+    std::unordered_map<int, memory> exec;
+    std::vector<std::pair<memory, memory>> copy_back;
+    for (const Arg& a : args) {
+      memory ours = wrap(a.plain, eng(), a.tensor);
+      const memory::desc wanted = pd.query_md(dnnl::query::exec_arg_md, a.id);
+      if (wanted == a.plain) {
+        exec.emplace(a.id, ours);
+        continue;
+      }
+      memory& staged = staging[a.id];
+      if (!staged || staged.get_desc() != wanted) staged = memory(wanted, eng());
+      if (a.output)
+        copy_back.emplace_back(staged, ours);
+      else
+        dnnl::reorder(ours, staged).execute(be_.stream(), ours, staged);
+      exec.emplace(a.id, staged);
+    }
+    prim.execute(be_.stream(), exec);
+    for (auto& [from, to] : copy_back) dnnl::reorder(from, to).execute(be_.stream(), from, to);
+    be_.stream().wait();
+  }
 
   const dnnl::engine& eng() { return be_.engine(); }
   memory::dims strides() const { return {s_.stride_h, s_.stride_w}; }
@@ -99,11 +138,11 @@ class OneDnnConv2D final : public Conv2DOp {
     p.b = memory::desc({s_.out_c}, f32, tag::x);
     p.y = memory::desc({n, s_.out_c, s_.out_h, s_.out_w}, f32, tag::nhwc);
     auto d = s_.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, p.x, p.w, p.b, p.y,
-                                                       strides(), pad_l(), pad_r())
+                                                       dnnl::algorithm::convolution_direct, any(p.x), any(p.w), p.b,
+                                                       any(p.y), strides(), pad_l(), pad_r())
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, p.x, p.w, p.y, strides(),
-                                                       pad_l(), pad_r());
+                                                       dnnl::algorithm::convolution_direct, any(p.x), any(p.w), any(p.y),
+                                                       strides(), pad_l(), pad_r());
     dnnl::primitive_attr attr;
     if (s_.relu) {
       dnnl::post_ops ops;
