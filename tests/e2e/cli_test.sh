@@ -133,11 +133,11 @@ kill_resume)
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
   # ends with the same weights (compared through eval) as an uninterrupted run.
   cd "$work" || exit 1
-  "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir full >/dev/null 2>&1
-  "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir killed >/dev/null 2>&1 &
+  "$distrain" train "$tiny" --set train.epochs=400 --set checkpoint.every_steps=100 --set checkpoint.every_epochs=0 --set checkpoint.keep=50 --run-dir full >/dev/null 2>&1
+  "$distrain" train "$tiny" --set train.epochs=400 --set checkpoint.every_steps=100 --set checkpoint.every_epochs=0 --set checkpoint.keep=50 --run-dir killed >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 1 600); do
-    [ -f killed/ckpt-000060.h5 ] && break
+    [ -f killed/ckpt-000200.h5 ] && break
     sleep 0.05
   done
   kill -9 "$pid" 2>/dev/null
@@ -146,10 +146,10 @@ kill_resume)
     bad "the run finished before it could be killed; nothing tested"
   else
     ok "killed mid-run with SIGKILL"
-    "$distrain" train "$tiny" --set train.epochs=30 --set checkpoint.every_steps=20 --run-dir killed >"$work/resume.log" 2>&1
+    "$distrain" train "$tiny" --set train.epochs=400 --set checkpoint.every_steps=100 --set checkpoint.every_epochs=0 --set checkpoint.keep=50 --run-dir killed >"$work/resume.log" 2>&1
     grep -q "resuming from killed/ckpt-" "$work/resume.log" && ok "rerun resumes from the newest checkpoint" || bad "resume log: $(cat "$work/resume.log")"
-    a=$("$distrain" eval --ckpt full/ckpt-000240.h5 --json)
-    b=$("$distrain" eval --ckpt killed/ckpt-000240.h5 --json)
+    a=$("$distrain" eval --ckpt full/ckpt-003200.h5 --json)
+    b=$("$distrain" eval --ckpt killed/ckpt-003200.h5 --json)
     [ -n "$a" ] && [ "$a" = "$b" ] && ok "resumed run ends where the uninterrupted one does ($a)" || bad "eval differs: $a vs $b"
     cmp -s <(grep -oE '"val_loss": [0-9.]+' full/metrics.jsonl) <(grep -oE '"val_loss": [0-9.]+' killed/metrics.jsonl) &&
       ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"

@@ -1,4 +1,4 @@
-// Convolution and batch norm on oneDNN primitives. Primitives depend on the
+// Convolution on oneDNN primitives. Primitives depend on the
 // batch size, so each op keeps one set per batch size seen (training batch, last partial
 // batch, evaluation batch) and reuses it across steps.
 #include <map>
@@ -160,104 +160,11 @@ class OneDnnConv2D final : public Conv2DOp {
   std::vector<float> dw_scratch_, db_scratch_;
 };
 
-class OneDnnBatchNorm final : public BatchNormOp {
- public:
-  OneDnnBatchNorm(CpuBackend& be, int64_t channels, float epsilon) : be_(be), c_(channels), eps_(epsilon) {}
-
-  void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y, Tensor mean,
-                        Tensor variance) override {
-    Prims& p = prims(x);
-    p.fwd_train.execute(be_.stream(), {{DNNL_ARG_SRC, wrap(p.x, eng(), x)},
-                                       {DNNL_ARG_DST, wrap(p.x, eng(), y)},
-                                       {DNNL_ARG_SCALE, wrap(p.c, eng(), gamma)},
-                                       {DNNL_ARG_SHIFT, wrap(p.c, eng(), beta)},
-                                       {DNNL_ARG_MEAN, wrap(p.c, eng(), mean)},
-                                       {DNNL_ARG_VARIANCE, wrap(p.c, eng(), variance)}});
-    be_.stream().wait();
-  }
-
-  void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
-                         const Tensor& variance, Tensor y) override {
-    Prims& p = prims(x);
-    p.fwd_infer.execute(be_.stream(), {{DNNL_ARG_SRC, wrap(p.x, eng(), x)},
-                                       {DNNL_ARG_DST, wrap(p.x, eng(), y)},
-                                       {DNNL_ARG_SCALE, wrap(p.c, eng(), gamma)},
-                                       {DNNL_ARG_SHIFT, wrap(p.c, eng(), beta)},
-                                       {DNNL_ARG_MEAN, wrap(p.c, eng(), mean)},
-                                       {DNNL_ARG_VARIANCE, wrap(p.c, eng(), variance)}});
-    be_.stream().wait();
-  }
-
-  void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& variance,
-                bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta) override {
-    Prims& p = prims(x);
-    dgamma_scratch_.assign(static_cast<size_t>(c_), 0.0f);
-    dbeta_scratch_.assign(static_cast<size_t>(c_), 0.0f);
-    // oneDNN 2.6 wants a shift input for use_shift backward although the result does not
-    // depend on it; gamma's memory stands in.
-    (fixed_stats ? p.bwd_fixed : p.bwd).execute(be_.stream(), {{DNNL_ARG_SRC, wrap(p.x, eng(), x)},
-                                 {DNNL_ARG_DIFF_DST, wrap(p.x, eng(), dy)},
-                                 {DNNL_ARG_SCALE, wrap(p.c, eng(), gamma)},
-                                 {DNNL_ARG_SHIFT, wrap(p.c, eng(), gamma)},
-                                 {DNNL_ARG_MEAN, wrap(p.c, eng(), mean)},
-                                 {DNNL_ARG_VARIANCE, wrap(p.c, eng(), variance)},
-                                 {DNNL_ARG_DIFF_SRC, wrap(p.x, eng(), dx)},
-                                 {DNNL_ARG_DIFF_SCALE, memory(p.c, eng(), dgamma_scratch_.data())},
-                                 {DNNL_ARG_DIFF_SHIFT, memory(p.c, eng(), dbeta_scratch_.data())}});
-    be_.stream().wait();
-    accumulate(dgamma_scratch_, dgamma);
-    accumulate(dbeta_scratch_, dbeta);
-  }
-
- private:
-  struct Prims {
-    memory::desc x, c;
-    dnnl::batch_normalization_forward fwd_train, fwd_infer;
-    dnnl::batch_normalization_backward bwd, bwd_fixed;
-  };
-
-  const dnnl::engine& eng() { return be_.engine(); }
-
-  // Keyed by the element count: batch norm sees (N, H, W, C) or (N, C) inputs.
-  Prims& prims(const Tensor& x) {
-    const int64_t rows = x.numel() / c_;
-    auto it = cache_.find(rows);
-    if (it != cache_.end()) return it->second;
-    Prims p;
-    p.x = memory::desc({rows, c_, 1, 1}, f32, tag::nhwc);
-    p.c = memory::desc({c_}, f32, tag::x);
-    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-    dnnl::batch_normalization_forward::desc train_d(dnnl::prop_kind::forward_training, p.x, eps_, flags);
-    dnnl::batch_normalization_forward::primitive_desc train_pd(train_d, eng());
-    p.fwd_train = dnnl::batch_normalization_forward(train_pd);
-    dnnl::batch_normalization_forward::desc infer_d(dnnl::prop_kind::forward_inference, p.x, eps_,
-                                                    flags | dnnl::normalization_flags::use_global_stats);
-    p.fwd_infer = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(infer_d, eng()));
-    dnnl::batch_normalization_backward::desc bwd_d(dnnl::prop_kind::backward, p.x, p.x, eps_, flags);
-    p.bwd = dnnl::batch_normalization_backward(
-        dnnl::batch_normalization_backward::primitive_desc(bwd_d, eng(), train_pd));
-    dnnl::batch_normalization_backward::desc fixed_d(dnnl::prop_kind::backward, p.x, p.x, eps_,
-                                                     flags | dnnl::normalization_flags::use_global_stats);
-    p.bwd_fixed = dnnl::batch_normalization_backward(
-        dnnl::batch_normalization_backward::primitive_desc(fixed_d, eng(), train_pd));
-    return cache_.emplace(rows, std::move(p)).first->second;
-  }
-
-  CpuBackend& be_;
-  int64_t c_;
-  float eps_;
-  std::map<int64_t, Prims> cache_;
-  std::vector<float> dgamma_scratch_, dbeta_scratch_;
-};
-
 }  // namespace
 
 std::unique_ptr<Conv2DOp> CpuBackend::make_conv2d(const Conv2DSpec& spec) {
   return std::make_unique<OneDnnConv2D>(*this, spec);
 }
 
-std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(int64_t channels, float epsilon) {
-  return std::make_unique<OneDnnBatchNorm>(*this, channels, epsilon);
-}
 
 }  // namespace distrain

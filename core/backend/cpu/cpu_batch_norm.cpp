@@ -1,0 +1,126 @@
+// Batch normalisation over (rows, C) = (N*H*W, C), channels innermost, with OpenMP.
+// Written by hand rather than on oneDNN: for the Keras convnet's first layer (C = 12,
+// 50176 rows) oneDNN 2.6 picked an SSE4.1 kernel taking 2.0 ms forward and 1.9 ms
+// backward (DNNL_VERBOSE), several times the memory-bound cost.
+//
+// Sums are taken over a fixed number of row blocks and combined in block order, in
+// double, so results do not depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.hpp"
+
+namespace distrain {
+
+namespace {
+
+constexpr int64_t kBlocks = 64;
+
+class CpuBatchNorm final : public BatchNormOp {
+ public:
+  CpuBatchNorm(int64_t channels, float epsilon) : c_(channels), eps_(epsilon) {}
+
+  void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y, Tensor mean,
+                        Tensor variance) override {
+    const int64_t rows = x.numel() / c_;
+    const float* px = x.f32();
+    // Two passes (mean, then squared deviations) for accuracy.
+    column_sums(rows, [&](int64_t r, int64_t k) { return static_cast<double>(px[r * c_ + k]); }, sums_);
+    float* m = mean.f32();
+    for (int64_t k = 0; k < c_; ++k) m[k] = static_cast<float>(sums_[k] / static_cast<double>(rows));
+    column_sums(rows, [&](int64_t r, int64_t k) {
+      const double d = static_cast<double>(px[r * c_ + k]) - m[k];
+      return d * d;
+    }, sums_);
+    float* v = variance.f32();
+    for (int64_t k = 0; k < c_; ++k) v[k] = static_cast<float>(sums_[k] / static_cast<double>(rows));
+    normalize(x, gamma, beta, mean, variance, y);
+  }
+
+  void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                         const Tensor& variance, Tensor y) override {
+    normalize(x, gamma, beta, mean, variance, y);
+  }
+
+  void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& variance,
+                bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+    const int64_t rows = x.numel() / c_;
+    const float *px = x.f32(), *pdy = dy.f32(), *g = gamma.f32(), *m = mean.f32(), *v = variance.f32();
+    std::vector<float> inv_std(static_cast<size_t>(c_));
+    for (int64_t k = 0; k < c_; ++k) inv_std[static_cast<size_t>(k)] = 1.0f / std::sqrt(v[k] + eps_);
+    // sum(dy) and sum(dy * xhat) per channel.
+    column_sums(rows, [&](int64_t r, int64_t k) { return static_cast<double>(pdy[r * c_ + k]); }, sums_);
+    std::vector<double> sum_dy = sums_;
+    column_sums(rows, [&](int64_t r, int64_t k) {
+      return static_cast<double>(pdy[r * c_ + k]) * (px[r * c_ + k] - m[k]) * inv_std[static_cast<size_t>(k)];
+    }, sums_);
+    const std::vector<double>& sum_dy_xhat = sums_;
+    float* pdg = dgamma.f32();
+    float* pdb = dbeta.f32();
+    for (int64_t k = 0; k < c_; ++k) {
+      pdg[k] += static_cast<float>(sum_dy_xhat[static_cast<size_t>(k)]);
+      pdb[k] += static_cast<float>(sum_dy[static_cast<size_t>(k)]);
+    }
+    // Batch statistics depend on x: dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    std::vector<float> scale(static_cast<size_t>(c_)), mean_dy(static_cast<size_t>(c_)), mean_dy_xhat(static_cast<size_t>(c_));
+    for (int64_t k = 0; k < c_; ++k) {
+      const auto kk = static_cast<size_t>(k);
+      scale[kk] = g[k] * inv_std[kk];
+      mean_dy[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy[kk] / static_cast<double>(rows));
+      mean_dy_xhat[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy_xhat[kk] / static_cast<double>(rows));
+    }
+    float* pdx = dx.f32();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < c_; ++k) {
+        const auto kk = static_cast<size_t>(k);
+        const float xhat = (px[r * c_ + k] - m[k]) * inv_std[kk];
+        pdx[r * c_ + k] = scale[kk] * (pdy[r * c_ + k] - mean_dy[kk] - xhat * mean_dy_xhat[kk]);
+      }
+  }
+
+ private:
+  void normalize(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& variance,
+                 Tensor y) const {
+    const int64_t rows = x.numel() / c_;
+    const float *px = x.f32(), *g = gamma.f32(), *b = beta.f32(), *m = mean.f32(), *v = variance.f32();
+    std::vector<float> scale(static_cast<size_t>(c_)), shift(static_cast<size_t>(c_));
+    for (int64_t k = 0; k < c_; ++k) {
+      scale[static_cast<size_t>(k)] = g[k] / std::sqrt(v[k] + eps_);
+      shift[static_cast<size_t>(k)] = b[k] - m[k] * scale[static_cast<size_t>(k)];
+    }
+    float* py = y.f32();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < c_; ++k)
+        py[r * c_ + k] = px[r * c_ + k] * scale[static_cast<size_t>(k)] + shift[static_cast<size_t>(k)];
+  }
+
+  // out[k] = sum over rows of f(r, k), in kBlocks fixed blocks added in order.
+  template <typename F>
+  void column_sums(int64_t rows, F f, std::vector<double>& out) const {
+    partial_.assign(static_cast<size_t>(kBlocks * c_), 0.0);
+#pragma omp parallel for
+    for (int64_t blk = 0; blk < kBlocks; ++blk) {
+      double* acc = partial_.data() + blk * c_;
+      for (int64_t r = rows * blk / kBlocks; r < rows * (blk + 1) / kBlocks; ++r)
+        for (int64_t k = 0; k < c_; ++k) acc[k] += f(r, k);
+    }
+    out.assign(static_cast<size_t>(c_), 0.0);
+    for (int64_t blk = 0; blk < kBlocks; ++blk)
+      for (int64_t k = 0; k < c_; ++k) out[static_cast<size_t>(k)] += partial_[static_cast<size_t>(blk * c_ + k)];
+  }
+
+  int64_t c_;
+  float eps_;
+  std::vector<double> sums_;
+  mutable std::vector<double> partial_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(int64_t channels, float epsilon) {
+  return std::make_unique<CpuBatchNorm>(channels, epsilon);
+}
+
+}  // namespace distrain
