@@ -34,9 +34,10 @@ void register_bench(CLI::App& app) {
     const int64_t per = model.input_shape().numel();
     const int64_t classes = model.output_shape()[0];
     Batch batch;
-    batch.global_count = recipe.global_batch();
-    Rng rng(recipe.seed);
-    for (int r = 0; r < strategy->num_replicas(); ++r) {
+    strategy->sync_replicas();
+    batch.global_count = recipe.strategy.per_replica_batch * strategy->num_replicas();
+    Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy->rank())));
+    for (int r = 0; r < strategy->local_replicas(); ++r) {
       ReplicaSlice s;
       s.count = recipe.strategy.per_replica_batch;
       for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));

@@ -22,7 +22,7 @@ void register_check(CLI::App& app) {
     const Model& model = strategy->model();
     DT_USER_CHECK(model.input_shape() == data.train.example_shape, "{}: model.input_shape {} does not match the data's examples {}",
                   recipe.file, model.input_shape().str(), data.train.example_shape.str());
-    const int64_t global = recipe.global_batch();
+    const int64_t global = recipe.strategy.per_replica_batch * strategy->num_replicas();
     const int64_t per_epoch = recipe.data.drop_remainder ? data.train.size() / global : (data.train.size() + global - 1) / global;
     const int64_t planned = per_epoch * recipe.train.epochs;
     const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;

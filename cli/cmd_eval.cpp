@@ -28,6 +28,7 @@ void register_eval(CLI::App& app) {
     const Splits data = load_dataset(recipe.data, recipe.seed);
     auto strategy = make_strategy(recipe);
     load_weights(a->ckpt, strategy->model());
+    strategy->sync_replicas();
     const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
     const double loss = s.loss_sum / static_cast<double>(s.count);
     const double accuracy = static_cast<double>(s.correct) / static_cast<double>(s.count);

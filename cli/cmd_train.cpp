@@ -18,8 +18,7 @@ void register_train(CLI::App& app) {
   cmd->callback([=] {
     const Recipe recipe = load_recipe(*recipe_path, *overrides);
     options->interactive = stdout_is_terminal();
-    log::info("distrain {}: training '{}' ({}), global batch {}", DISTRAIN_VERSION, recipe.name, recipe.file,
-              recipe.global_batch());
+    log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
     const TrainSummary s = train(recipe, *options);
     if (s.validated)
       log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} img/s; {}", s.steps,

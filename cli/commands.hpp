@@ -13,6 +13,12 @@ void register_eval(CLI::App& app);
 void register_check(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_compare(CLI::App& app);
+
+// Thrown by a command to end with a given exit code and no error message.
+struct ExitCode {
+  int code;
+};
 
 // Exit codes: 0 success, 1 internal error, 2 bad input (recipe, data, checkpoint, flags).
 constexpr int kExitInternal = 1;

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/base/error.hpp"
 #include "core/base/log.hpp"
+#include "core/comm/mpi_communicator.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"distrain: train neural networks from TOML recipes on one device or many"};
@@ -17,18 +18,35 @@ int main(int argc, char** argv) {
   distrain::cli::register_check(app);
   distrain::cli::register_info(app);
   distrain::cli::register_bench(app);
+  distrain::cli::register_compare(app);
+  // Under mpirun/srun every rank reports errors with its number, and one failing rank
+  // ends the job (MPI_Abort) so that no other waits forever in a collective.
+  const bool mpi = distrain::launched_by_mpi();
+  if (mpi) {
+    distrain::ensure_mpi();
+    distrain::log::set_rank(distrain::launcher_rank());
+  }
+  auto fail = [&](int code) {
+    if (mpi && distrain::launcher_size() > 1) distrain::mpi_abort(code);
+    distrain::mpi_finalize();
+    return code;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     fmt::print(stderr, "[rank {}] error: {} (see distrain --help)\n", distrain::log::rank(), e.what());
-    return distrain::cli::kExitUsage;
+    return fail(distrain::cli::kExitUsage);
+  } catch (const distrain::cli::ExitCode& e) {
+    distrain::mpi_finalize();
+    return e.code;
   } catch (const distrain::UserError& e) {
     fmt::print(stderr, "[rank {}] error: {}\n", distrain::log::rank(), e.what());
-    return distrain::cli::kExitUsage;
+    return fail(distrain::cli::kExitUsage);
   } catch (const std::exception& e) {
     fmt::print(stderr, "[rank {}] internal error: {}\n", distrain::log::rank(), e.what());
-    return distrain::cli::kExitInternal;
+    return fail(distrain::cli::kExitInternal);
   }
+  distrain::mpi_finalize();
   return 0;
 }

@@ -8,7 +8,10 @@
 namespace distrain {
 
 Loader::Loader(const Dataset& data, LoaderSpec spec) : data_(data), spec_(spec) {
-  DT_CHECK(spec.per_replica_batch > 0 && spec.replicas > 0, "bad loader spec");
+  if (spec_.local_replicas == 0) spec_.local_replicas = spec_.replicas - spec_.first_replica;
+  DT_CHECK(spec_.per_replica_batch > 0 && spec_.replicas > 0 && spec_.first_replica >= 0 &&
+               spec_.first_replica + spec_.local_replicas <= spec_.replicas,
+           "bad loader spec");
   DT_USER_CHECK(data.size() >= (spec.drop_remainder ? global_batch() : 1),
                 "{}: {} examples, fewer than one global batch of {} with drop_remainder", data.source, data.size(),
                 global_batch());
@@ -72,12 +75,14 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64
   const int64_t begin = index * global_batch();
   const int64_t count = std::min(global_batch(), data_.size() - begin);
   const int64_t per = data_.example_shape.numel();
-  Batch batch{epoch, index, count, std::vector<ReplicaSlice>(static_cast<size_t>(spec_.replicas))};
+  Batch batch{epoch, index, count, std::vector<ReplicaSlice>(static_cast<size_t>(spec_.local_replicas))};
   // A full batch gives each replica per_replica_batch examples; a partial one is split evenly.
+  auto share = [&](int r) { return count / spec_.replicas + (r < count % spec_.replicas ? 1 : 0); };
   int64_t at = begin;
-  for (int r = 0; r < spec_.replicas; ++r) {
-    ReplicaSlice& s = batch.replicas[static_cast<size_t>(r)];
-    s.count = count / spec_.replicas + (r < count % spec_.replicas ? 1 : 0);
+  for (int r = 0; r < spec_.first_replica; ++r) at += share(r);
+  for (int local = 0; local < spec_.local_replicas; ++local) {
+    ReplicaSlice& s = batch.replicas[static_cast<size_t>(local)];
+    s.count = share(spec_.first_replica + local);
     s.images.resize(static_cast<size_t>(s.count * per));
     s.labels.resize(static_cast<size_t>(s.count));
     for (int64_t i = 0; i < s.count; ++i, ++at) {

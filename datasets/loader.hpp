@@ -25,17 +25,19 @@ struct ReplicaSlice {
 
 struct Batch {
   int64_t epoch = 0, index = 0;  // index within the epoch
-  int64_t global_count = 0;      // examples in this global batch (all replicas)
-  std::vector<ReplicaSlice> replicas;
+  int64_t global_count = 0;      // examples in this global batch (all replicas, all workers)
+  std::vector<ReplicaSlice> replicas;  // this process's replicas only
 };
 
 struct LoaderSpec {
   int64_t per_replica_batch = 64;
-  int replicas = 1;
+  int replicas = 1;  // in the whole job
   bool shuffle = true;
   bool drop_remainder = false;
   uint64_t seed = 0;
   int prefetch = 2;  // batches prepared ahead
+  // This process's replicas: [first_replica, first_replica + local_replicas); 0 = all.
+  int first_replica = 0, local_replicas = 0;
 };
 
 class Loader {

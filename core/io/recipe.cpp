@@ -3,18 +3,20 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/base/error.hpp"
+#include "core/backend/gpu_info.hpp"
 #include "core/io/config_table.hpp"
 
 namespace distrain {
 
 namespace {
 
-const std::vector<std::string> kStrategies{"one_device"};
+const std::vector<std::string> kStrategies{"one_device", "mirrored", "multi_worker_mirrored", "central_storage"};
 
 void parse_data(ConfigTable c, DataSpec& d) {
   d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic"});
@@ -75,13 +77,34 @@ void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, int64_t p
 }
 
 void parse_strategy(ConfigTable c, StrategySpec& s) {
-  s.name = c.get_string("name", "one_device");
-  if (std::find(kStrategies.begin(), kStrategies.end(), s.name) == kStrategies.end())
-    c.fail("name", fmt::format("unknown strategy '{}' (available in this version: one_device)", s.name));
-  s.devices = c.get_string_list("devices", {"cpu:0"});
-  for (const auto& d : s.devices) Device::parse(d, c.file() + ": strategy.devices");
+  s.name = c.get_choice("name", "one_device", kStrategies);
+  s.devices = c.get_string_list("devices", {"auto"});
+  if (s.devices == std::vector<std::string>{"auto"}) {
+    // All GPUs when the build and machine have them; else one CPU device.
+    const GpuInfo gpus = gpu_info();
+    s.devices.clear();
+    for (size_t i = 0; i < gpus.devices.size() && s.name != "one_device"; ++i) s.devices.push_back(fmt::format("cuda:{}", i));
+    if (s.devices.empty()) s.devices.push_back(gpus.devices.empty() ? "cpu:0" : "cuda:0");
+  }
+  std::set<std::string> seen;
+  for (const auto& d : s.devices) {
+    const Device dev = Device::parse(d, c.file() + ": strategy.devices");
+    if (!seen.insert(dev.str()).second) c.fail("devices", fmt::format("{} is listed twice; one replica per device", dev.str()));
+  }
   if (s.name == "one_device" && s.devices.size() != 1)
     c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
+  s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
+  if (c.has("cross_device_ops") && s.name != "mirrored") c.fail("cross_device_ops", "applies to strategy \"mirrored\" only");
+  s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
+  if (c.has("communication") && s.name != "multi_worker_mirrored")
+    c.fail("communication", "applies to strategy \"multi_worker_mirrored\" only");
+  const bool all_cpu = std::all_of(s.devices.begin(), s.devices.end(), [](const std::string& d) { return d.rfind("cpu", 0) == 0; });
+  if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
+  if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
+  s.check_every = c.get_int("check_every", 100);
+  if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
+  if (c.get_bool("sync_batch_norm", false))
+    c.fail("sync_batch_norm", "cross-replica batch-norm statistics are not supported yet; remove the key (per-replica statistics)");
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);

@@ -15,10 +15,13 @@
 namespace distrain {
 
 struct StrategySpec {
-  std::string name = "one_device";
-  std::vector<std::string> devices{"cpu:0"};
+  std::string name = "one_device";  // one_device | mirrored | multi_worker_mirrored | central_storage
+  std::vector<std::string> devices{"cpu:0"};  // this process's replicas, one per device
   int64_t per_replica_batch = 64;
   int threads = 0;  // CPU threads; 0 = OMP_NUM_THREADS or all cores
+  std::string cross_device_ops = "auto";  // mirrored: auto | nccl | hierarchical_copy | reduce_to_one_device
+  std::string communication = "auto";     // multi_worker_mirrored: auto | ring | nccl
+  int64_t check_every = 100;              // replica consistency check period (steps; 0 = never)
 };
 
 struct TrainSpec {
@@ -50,8 +53,8 @@ struct Recipe {
   std::shared_ptr<const toml::table> table;
 
   const toml::table& model() const { return *(*table)["model"].as_table(); }
-  int64_t replicas() const { return static_cast<int64_t>(strategy.devices.size()); }
-  int64_t global_batch() const { return strategy.per_replica_batch * replicas(); }
+  // Replicas of this process; a multi-worker job has that many per worker.
+  int64_t local_replicas() const { return static_cast<int64_t>(strategy.devices.size()); }
   std::string resolved_text() const;
 };
 

@@ -1,7 +1,7 @@
-// one_device: a single replica on a single device (tf.distribute.OneDeviceStrategy).
+#include "core/strategy/one_device.hpp"
+
 #include "core/backend/backend.hpp"
 #include "core/strategy/replica.hpp"
-#include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
@@ -42,10 +42,6 @@ class OneDevice final : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
-  if (recipe.strategy.threads > 0) set_cpu_threads(recipe.strategy.threads);
-  if (recipe.strategy.name == "one_device") return std::make_unique<OneDevice>(recipe);
-  throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, recipe.strategy.name));
-}
+std::unique_ptr<Strategy> make_one_device(const Recipe& recipe) { return std::make_unique<OneDevice>(recipe); }
 
 }  // namespace distrain

@@ -1,9 +1,10 @@
 // Strategy: how replicas share a training step (tf.distribute's idea, chosen at run time
 // by [strategy] name). A step is always: every replica computes gradients on its slice of
 // the global batch (loss divided by the GLOBAL batch), the strategy reduces them (one
-// fused collective over the gradient arena, a reduce-scatter, or a push to servers), the
-// optimizer updates. Metrics come back as sums and counts over all replicas.
+// fused collective over the gradient arena, or a sum onto the host), the optimizer
+// updates. Metrics come back as sums and counts over all replicas of all workers.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -20,32 +21,60 @@ struct StepInfo {
   uint64_t seed = 0;           // this step's seed (dropout masks)
 };
 
+// Where the last step's time went, for `distrain bench`.
+struct StepTimes {
+  double compute = 0, reduce = 0, update = 0;  // seconds
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
-  virtual int num_replicas() const = 0;
+  virtual int num_replicas() const = 0;  // in the whole job
+  virtual int rank() const { return 0; }  // this worker's rank (MPI), 0 in one process
+  virtual int workers() const { return 1; }
+  // The replicas of the job this process runs: [first_local_replica(), + local_replicas()).
+  virtual int first_local_replica() const { return 0; }
+  virtual int local_replicas() const { return num_replicas(); }
   // One line: devices, replicas, how gradients travel.
   virtual std::string describe() const = 0;
 
-  // The model whose variables are the reference copy: initialised, checkpointed, evaluated.
+  // The reference copy of the variables: initialised, loaded, checkpointed, evaluated.
   virtual Model& model() = 0;
+  // The optimizer whose slots cover the whole arena (what checkpoints save and load).
   virtual Optimizer& optimizer() = 0;
+  // After model() or optimizer() were set (initialised, loaded): copies them to every
+  // replica and worker so all start identical.
+  virtual void sync_replicas() {}
+  // Before evaluating or saving: non-trainable state (batch-norm moving statistics, which
+  // each replica updates from its own batches) becomes the mean over replicas in model().
+  virtual void prepare_for_read() {}
 
   // The whole step: gradients, reduction, update. Returns metrics over all replicas.
   LossStats train_step(const Batch& batch, const StepInfo& info) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
     const LossStats stats = compute_gradients(batch, info);
+    const auto t1 = clock::now();
     reduce_gradients();
+    const auto t2 = clock::now();
     apply_update(info);
+    const auto t3 = clock::now();
+    times_ = StepTimes{seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
     return stats;
   }
-  // Loss and accuracy of the current variables on a batch, no update.
+  // Loss and accuracy of model() on this process's share of a batch, summed over workers.
   virtual LossStats evaluate(const Batch& batch) = 0;
+  const StepTimes& last_step_times() const { return times_; }
 
  protected:
   virtual LossStats compute_gradients(const Batch& batch, const StepInfo& info) = 0;
   virtual void reduce_gradients() = 0;
   virtual void apply_update(const StepInfo& info) = 0;
+
+ private:
+  static double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+  StepTimes times_;
 };
 
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.

@@ -3,7 +3,11 @@
 namespace distrain {
 
 LossStats evaluate_dataset(Strategy& strategy, const Dataset& data, int64_t batch_size) {
-  Loader loader(data, LoaderSpec{batch_size, 1, false, false, 0});
+  // Each worker evaluates its share; the strategy sums over workers.
+  LoaderSpec spec{batch_size, strategy.workers(), false, false, 0};
+  spec.first_replica = strategy.rank();
+  spec.local_replicas = 1;
+  Loader loader(data, spec);
   loader.start(0);
   LossStats total;
   while (auto batch = loader.next()) total += strategy.evaluate(*batch);

@@ -1,5 +1,6 @@
 // Loss and accuracy of a strategy's current variables over a whole dataset, in
-// inference mode, accumulated as sums and counts.
+// inference mode, accumulated as sums and counts; with several workers each evaluates a
+// share and the sums are combined.
 #pragma once
 #include "core/strategy/strategy.hpp"
 

@@ -39,7 +39,7 @@ void Progress::begin_epoch(int64_t epoch) {
 }
 
 void Progress::update(int64_t done, const LossStats& running, double images_per_sec, double seconds) {
-  if (!interactive_) return;
+  if (!out_ || !interactive_) return;
   const auto now = std::chrono::steady_clock::now();
   if (done < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;  // redraw at most 10 times a second
   last_draw_ = now;
@@ -51,6 +51,7 @@ void Progress::update(int64_t done, const LossStats& running, double images_per_
 }
 
 void Progress::end_epoch(const EpochReport& r) {
+  if (!out_) return;
   const std::string val = r.validation.count ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", mean_loss(r.validation),
                                                            accuracy(r.validation))
                                              : "";

@@ -20,6 +20,7 @@ struct EpochReport {
 
 class Progress {
  public:
+  // out == nullptr: print nothing (workers other than rank 0).
   Progress(std::FILE* out, bool interactive, int64_t epochs, int64_t batches_per_epoch);
   void begin_epoch(int64_t epoch);  // 0-based
   // After each batch: batches done in the epoch, the epoch's running metrics.

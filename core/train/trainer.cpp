@@ -71,24 +71,27 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   Model& model = strategy->model();
   check_data_fits(recipe, model, data.train);
 
+  // Worker 0 owns the run folder; every worker reads the same checkpoint to resume.
+  const bool writer = strategy->rank() == 0;
   fs::create_directories(run_dir);
-  for (const auto& e : fs::directory_iterator(run_dir))
-    if (e.path().extension() == ".tmp") fs::remove(e.path());  // a save cut short by a crash
-  if (options.fresh) {
+  if (writer)
+    for (const auto& e : fs::directory_iterator(run_dir))
+      if (e.path().extension() == ".tmp") fs::remove(e.path());  // a save cut short by a crash
+  if (options.fresh && writer) {
     for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
     fs::remove(metrics_file);
     fs::remove(fs::path(run_dir) / "summary.json");
   }
 
   TrainState state;
-  const auto existing = list_checkpoints(run_dir);
+  const auto existing = options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir);
   if (!existing.empty()) {
     const std::string& newest = existing.back();
     const CheckpointHeader header = read_checkpoint_header(newest);
     load_weights(newest, model);
     load_optimizer(newest, model, strategy->optimizer());
     state = header.state;
-    trim_metrics(metrics_file, state.epoch);
+    if (writer) trim_metrics(metrics_file, state.epoch);
     log::info("resuming from {} (step {}, epoch {}, batch {})", newest, state.step, state.epoch + 1, state.batch_in_epoch);
   } else if (!recipe.checkpoint.init_from.empty()) {
     read_checkpoint_header(recipe.checkpoint.init_from);
@@ -98,23 +101,30 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   } else {
     model.initialize(recipe.seed);
   }
+  strategy->sync_replicas();
 
   LoaderSpec loader_spec{recipe.strategy.per_replica_batch, strategy->num_replicas(), recipe.data.shuffle,
                          recipe.data.drop_remainder, recipe.seed};
+  loader_spec.first_replica = strategy->first_local_replica();
+  loader_spec.local_replicas = strategy->local_replicas();
   Loader loader(data.train, loader_spec);
   const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t planned = recipe.train.epochs * per_epoch;
   const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, loader.global_batch(), total_steps);
-  Progress progress(options.out, options.interactive, recipe.train.epochs, per_epoch);
+  std::FILE* out = writer ? options.out : nullptr;
+  Progress progress(out, options.interactive, recipe.train.epochs, per_epoch);
 
   TrainSummary summary;
   summary.run_dir = run_dir;
   std::string last_saved;
   auto save = [&] {
     const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
-    save_checkpoint(path, model, strategy->optimizer(), state, recipe.resolved_text());
-    prune_checkpoints(run_dir, recipe.checkpoint.keep);
+    strategy->prepare_for_read();  // every worker takes part
+    if (writer) {
+      save_checkpoint(path, model, strategy->optimizer(), state, recipe.resolved_text());
+      prune_checkpoints(run_dir, recipe.checkpoint.keep);
+    }
     last_saved = path;
   };
 
@@ -159,9 +169,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     const bool epoch_done = state.batch_in_epoch == per_epoch;
     EpochReport report{state.epoch + 1, state.step, state.epoch_stats, {}, lr,
                        static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds};
-    if (recipe.train.validate) report.validation = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
+    if (recipe.train.validate) {
+      strategy->prepare_for_read();
+      report.validation = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
+    }
     progress.end_epoch(report);
-    std::ofstream(metrics_file, std::ios::app) << fmt::format(
+    if (writer) std::ofstream(metrics_file, std::ios::app) << fmt::format(
         R"({{"epoch": {}, "step": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, "val_accuracy": {}, )"
         R"("learning_rate": {:.6g}, "images_per_sec": {:.1f}, "seconds": {:.3f}, "complete": {}}})"
         "\n",
@@ -187,7 +200,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   summary.epochs = state.epoch;
   summary.train_seconds = train_seconds;
   summary.images_per_sec = static_cast<double>(trained_examples) / std::max(train_seconds, 1e-9);
-  std::ofstream(fs::path(run_dir) / "summary.json") << fmt::format(
+  if (writer) std::ofstream(fs::path(run_dir) / "summary.json") << fmt::format(
       R"({{"name": "{}", "steps": {}, "epochs_completed": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, )"
       R"("val_accuracy": {}, "train_seconds": {:.3f}, "images_per_sec": {:.1f}, "last_checkpoint": "{}"}})"
       "\n",

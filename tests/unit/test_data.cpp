@@ -144,3 +144,29 @@ TEST_CASE("loader: replicas get distinct slices, every example once per epoch, p
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+TEST_CASE("loader: a worker materialises only its own replicas' slices, the same ones as the whole view") {
+  DataSpec spec;
+  spec.dataset = "synthetic";
+  spec.train_examples = 30;
+  spec.image_shape = Shape{1, 1, 1};
+  Dataset d = load_dataset(spec, 1).train;
+  for (int64_t i = 0; i < d.size(); ++i) d.pixels[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+  Loader all(d, LoaderSpec{4, 4, true, false, 3});
+  LoaderSpec part{4, 4, true, false, 3};
+  part.first_replica = 2;
+  part.local_replicas = 2;
+  Loader mine(d, part);
+  all.start(0);
+  mine.start(0);
+  while (auto a = all.next()) {
+    auto m = mine.next();
+    REQUIRE(m);
+    CHECK(m->global_count == a->global_count);
+    REQUIRE(m->replicas.size() == 2);
+    CHECK(m->replicas[0].images == a->replicas[2].images);
+    CHECK(m->replicas[1].labels == a->replicas[3].labels);
+  }
+}
+}  // namespace distrain::test

@@ -1,0 +1,102 @@
+#include "core/comm/local_communicator.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace {
+void check_host_f32(const Tensor& t, const char* what) {
+  DT_CHECK(t.device.is_cpu(), "local communicator: {} is on {}; it reduces host (cpu) memory only", what, t.device.str());
+  DT_CHECK(t.dtype == DType::f32, "local communicator: {} is {}, only float32 is reduced", what, dtype_name(t.dtype));
+}
+}  // namespace
+
+LocalGroup::LocalGroup(int size) : size_(size), inputs_(static_cast<size_t>(size), nullptr) {
+  DT_CHECK(size > 0, "local group of {} ranks", size);
+}
+
+void LocalGroup::abort(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (!aborted_) abort_reason_ = why;
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+void LocalGroup::barrier() {
+  std::unique_lock lock(mutex_);
+  if (aborted_) throw Error("stopped: " + abort_reason_);
+  const uint64_t gen = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  if (generation_ == gen) throw Error("stopped: " + abort_reason_);
+}
+
+void LocalCommunicator::reduce_range(int64_t begin, int64_t end, ReduceOp op) {
+  float* out = group_->scratch_.data();
+  const auto* first = static_cast<const float*>(group_->inputs_[0]);
+  std::copy(first + begin, first + end, out + begin);
+  for (int r = 1; r < size(); ++r) {
+    const auto* in = static_cast<const float*>(group_->inputs_[static_cast<size_t>(r)]);
+    if (op == ReduceOp::sum)
+      for (int64_t i = begin; i < end; ++i) out[i] += in[i];
+    else
+      for (int64_t i = begin; i < end; ++i) out[i] = std::max(out[i], in[i]);
+  }
+}
+
+void LocalCommunicator::all_reduce(Tensor inout, ReduceOp op) {
+  check_host_f32(inout, "all_reduce tensor");
+  const int64_t n = inout.numel();
+  group_->inputs_[static_cast<size_t>(rank_)] = inout.data;
+  if (rank_ == 0) group_->scratch_.resize(static_cast<size_t>(n));
+  group_->barrier();  // every input posted, scratch sized
+  // Each rank reduces its own block of elements; the sum order is the rank order anyway.
+  reduce_range(n * rank_ / size(), n * (rank_ + 1) / size(), op);
+  group_->barrier();  // scratch complete; nobody reads inputs any more
+  std::memcpy(inout.data, group_->scratch_.data(), inout.bytes());
+  group_->barrier();  // scratch free for the next collective
+}
+
+void LocalCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+  check_host_f32(in, "reduce_scatter input");
+  check_host_f32(out, "reduce_scatter output");
+  const int64_t n = out.numel();
+  DT_CHECK(in.numel() == n * size(), "reduce_scatter: input {} is not {} x output {}", in.numel(), size(), n);
+  group_->inputs_[static_cast<size_t>(rank_)] = in.data;
+  if (rank_ == 0) group_->scratch_.resize(static_cast<size_t>(in.numel()));
+  group_->barrier();
+  reduce_range(n * rank_, n * (rank_ + 1), op);
+  std::memcpy(out.data, group_->scratch_.data() + n * rank_, out.bytes());
+  group_->barrier();
+}
+
+void LocalCommunicator::all_gather(const Tensor& in, Tensor out) {
+  check_host_f32(in, "all_gather input");
+  check_host_f32(out, "all_gather output");
+  const int64_t n = in.numel();
+  DT_CHECK(out.numel() == n * size(), "all_gather: output {} is not {} x input {}", out.numel(), size(), n);
+  group_->inputs_[static_cast<size_t>(rank_)] = in.data;
+  group_->barrier();
+  for (int r = 0; r < size(); ++r)
+    std::memcpy(static_cast<float*>(out.data) + n * r, group_->inputs_[static_cast<size_t>(r)], in.bytes());
+  group_->barrier();
+}
+
+void LocalCommunicator::broadcast(Tensor t, int root) {
+  check_host_f32(t, "broadcast tensor");
+  DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
+  group_->inputs_[static_cast<size_t>(rank_)] = t.data;
+  group_->barrier();
+  if (rank_ != root) std::memcpy(t.data, group_->inputs_[static_cast<size_t>(root)], t.bytes());
+  group_->barrier();
+}
+
+}  // namespace distrain

@@ -1,0 +1,56 @@
+// The `local` communicator: N threads of one process exchanging through shared memory.
+// Reductions add the ranks' values in rank order 0, 1, ..., N-1 whatever the timing, so
+// results are identical run to run. If one thread fails, abort() wakes the others, which
+// throw instead of waiting forever.
+#pragma once
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+
+namespace distrain {
+
+class LocalGroup {
+ public:
+  explicit LocalGroup(int size);
+  int size() const { return size_; }
+  // Marks the group failed (by `who`, for the message) and wakes every waiting rank.
+  void abort(const std::string& why);
+
+ private:
+  friend class LocalCommunicator;
+  void barrier();  // throws once the group is aborted
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abort_reason_;
+  std::vector<const void*> inputs_;  // each rank's tensor for the collective in progress
+  std::vector<float> scratch_;       // the reduced result
+};
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
+  std::string backend_name() const override { return "local"; }
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  void all_reduce(Tensor inout, ReduceOp op) override;
+  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void all_gather(const Tensor& in, Tensor out) override;
+  void broadcast(Tensor t, int root) override;
+  void barrier() override { group_->barrier(); }
+
+ private:
+  // Reduces elements [begin, end) of every rank's input, in rank order, into scratch.
+  void reduce_range(int64_t begin, int64_t end, ReduceOp op);
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+};
+
+}  // namespace distrain

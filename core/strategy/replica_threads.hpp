@@ -1,0 +1,45 @@
+// ReplicaThreads: one long-lived thread per local replica (replica 0 runs on the caller),
+// each with its own OpenMP thread count, so replicas on CPU devices share the cores.
+// run(fn) calls fn(r) for every replica and returns when all are done; if any throws, the
+// local group is aborted (so no replica waits forever in a collective) and the first
+// error is rethrown with its replica's number.
+#pragma once
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/comm/local_communicator.hpp"
+
+namespace distrain {
+
+class ReplicaThreads {
+ public:
+  ReplicaThreads(int replicas, int omp_threads_each, std::shared_ptr<LocalGroup> group);
+  ~ReplicaThreads();
+  ReplicaThreads(const ReplicaThreads&) = delete;
+  ReplicaThreads& operator=(const ReplicaThreads&) = delete;
+
+  void run(const std::function<void(int)>& fn);
+  int size() const { return replicas_; }
+
+ private:
+  void worker(int r);
+  void call(int r);
+
+  int replicas_, omp_threads_;
+  std::shared_ptr<LocalGroup> group_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  std::vector<std::exception_ptr> errors_;
+};
+
+}  // namespace distrain

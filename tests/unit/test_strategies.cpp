@@ -1,0 +1,180 @@
+// Collectives of the local communicator (exact sums, as nccl-tests' verifiable), and the
+// central invariant: K steps of a synchronous strategy with R replicas x b examples give
+// the weights of one_device with batch R*b on the same data.
+#include <filesystem>
+#include <thread>
+
+#include "core/comm/local_communicator.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/trainer.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs fn(comm) on `ranks` threads sharing one local group.
+void on_ranks(int ranks, const std::function<void(LocalCommunicator&)>& fn) {
+  auto group = std::make_shared<LocalGroup>(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      LocalCommunicator comm(group, r);
+      fn(comm);
+    });
+  for (auto& t : threads) t.join();
+}
+
+Tensor host(std::vector<float>& v) { return Tensor{v.data(), Shape{static_cast<int64_t>(v.size())}, DType::f32, Device{}}; }
+
+}  // namespace
+
+TEST_CASE("local communicator: all_reduce, reduce_scatter, all_gather, broadcast are exact for 1..4 ranks") {
+  for (int n = 1; n <= 4; ++n) {
+    on_ranks(n, [n](LocalCommunicator& c) {
+      const int r = c.rank();
+      // Integers well inside float's exact range: sums are exact whatever the order.
+      std::vector<float> v(37);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * 1000 + static_cast<int>(i));
+      c.all_reduce(host(v), ReduceOp::sum);
+      for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == static_cast<float>(1000 * n * (n + 1) / 2 + n * static_cast<int>(i)));
+
+      std::vector<float> m{static_cast<float>(r), static_cast<float>(-r)};
+      c.all_reduce(host(m), ReduceOp::max);
+      CHECK(m == std::vector<float>{static_cast<float>(n - 1), 0.0f});
+
+      std::vector<float> in(static_cast<size_t>(3 * n)), out(3);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i * (r + 1));
+      c.reduce_scatter(host(in), host(out), ReduceOp::sum);
+      for (int i = 0; i < 3; ++i) CHECK(out[static_cast<size_t>(i)] == static_cast<float>((3 * r + i) * n * (n + 1) / 2));
+
+      std::vector<float> mine{static_cast<float>(r), static_cast<float>(10 * r)}, all(static_cast<size_t>(2 * n));
+      c.all_gather(host(mine), host(all));
+      for (int k = 0; k < n; ++k) {
+        CHECK(all[static_cast<size_t>(2 * k)] == static_cast<float>(k));
+        CHECK(all[static_cast<size_t>(2 * k + 1)] == static_cast<float>(10 * k));
+      }
+
+      std::vector<float> b{static_cast<float>(r + 5)};
+      c.broadcast(host(b), n - 1);
+      CHECK(b[0] == static_cast<float>(n + 4));
+      c.barrier();
+    });
+  }
+}
+
+TEST_CASE("local communicator: a failed rank wakes the others instead of leaving them waiting") {
+  auto group = std::make_shared<LocalGroup>(2);
+  std::thread waiter([&] {
+    LocalCommunicator c(group, 0);
+    std::vector<float> v{1};
+    CHECK_THROWS_WITH(c.all_reduce(host(v), ReduceOp::sum), doctest::Contains("replica 1 failed"));
+  });
+  group->abort("replica 1 failed");
+  waiter.join();
+}
+
+namespace {
+
+std::string recipe_text(const std::string& strategy, const std::string& devices, int per_replica) {
+  return fmt::format(R"(
+name = "equivalence"
+seed = 9
+[data]
+dataset = "synthetic"
+train_examples = 320
+test_examples = 32
+image_shape = [10, 10, 1]
+shuffle = false
+[model]
+input_shape = [10, 10, 1]
+layers = [
+  {{ type = "rescaling", scale = 0.00392156862745098 }},
+  {{ type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" }},
+  {{ type = "max_pool2d" }},
+  {{ type = "flatten" }},
+  {{ type = "dense", units = 16, activation = "relu" }},
+  {{ type = "dense", units = 10 }},
+]
+[optimizer]
+type = "sgd"
+learning_rate = 0.05
+momentum = 0.9
+[optimizer.schedule]
+base_batch = 16
+[strategy]
+name = "{}"
+devices = [{}]
+per_replica_batch = {}
+check_every = 1
+[train]
+steps = 6
+validate = false
+)",
+                     strategy, devices, per_replica);
+}
+
+std::vector<float> train_and_load(const std::string& text, const std::string& dir) {
+  const Recipe recipe = parse_recipe(text, dir + ".toml");
+  fs::remove_all(dir);
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  const TrainSummary s = train(recipe, o);
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  auto strategy = make_strategy(single);
+  load_weights(s.last_checkpoint, strategy->model());
+  return to_host(strategy->model().params().values());
+}
+
+void check_same(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  INFO("max |a - b| = " << diff << ", max |a| = " << scale);
+  CHECK(diff <= 1e-5 * scale);
+}
+
+}  // namespace
+
+TEST_CASE("mirrored and central_storage with R replicas x b match one_device with R*b (R = 1, 2, 4)") {
+  const fs::path tmp = fs::temp_directory_path();
+  for (int r : {1, 2, 4}) {
+    INFO("replicas " << r);
+    std::string devices;
+    for (int i = 0; i < r; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
+    const auto single = train_and_load(recipe_text("one_device", "\"cpu:0\"", 16 * r), (tmp / "distrain_eq_one").string());
+    const auto mirrored = train_and_load(recipe_text("mirrored", devices, 16), (tmp / "distrain_eq_mirrored").string());
+    check_same(single, mirrored);
+    const auto central = train_and_load(recipe_text("central_storage", devices, 16), (tmp / "distrain_eq_central").string());
+    check_same(single, central);
+  }
+}
+
+TEST_CASE("strategy options are checked") {
+  CHECK_THROWS_WITH_AS(parse_recipe(recipe_text("mirrored", "\"cpu:0\", \"cpu:0\"", 8), "x.toml"),
+                       doctest::Contains("cpu:0 is listed twice"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(recipe_text("one_device", "\"cpu:0\", \"cpu:1\"", 8), "x.toml"),
+                       doctest::Contains("one_device takes exactly one device"), UserError);
+  auto with = [](const std::string& strategy, const std::string& line) {
+    std::string t = recipe_text(strategy, "\"cpu:0\", \"cpu:1\"", 8);
+    return t.replace(t.find("check_every = 1"), 15, "check_every = 1\n" + line);
+  };
+  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "cross_device_ops = \"nccl\""), "x.toml"),
+                       doctest::Contains("nccl needs cuda devices"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "communication = \"ring\""), "x.toml"),
+                       doctest::Contains("applies to strategy \"multi_worker_mirrored\" only"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "sync_batch_norm = true"), "x.toml"),
+                       doctest::Contains("not supported yet"), UserError);
+  CHECK(parse_recipe(with("mirrored", "cross_device_ops = \"reduce_to_one_device\""), "x.toml").strategy.cross_device_ops ==
+        "reduce_to_one_device");
+}
+
+}  // namespace distrain::test
