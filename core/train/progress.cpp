@@ -57,7 +57,7 @@ void Progress::end_epoch(const EpochReport& r) {
                                              : "";
   if (interactive_) {
     fmt::print(out_, "\r\033[KEpoch {}/{}  {}/{} {} {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s\n", r.epoch, epochs_,
-               batches_, batches_, bar(1, 1), format_duration(r.seconds), mean_loss(r.train), accuracy(r.train), val,
+               r.batches, batches_, bar(r.batches, batches_), format_duration(r.seconds), mean_loss(r.train), accuracy(r.train), val,
                r.images_per_sec);
   } else {
     fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} img/s - {:.1f}s\n",

@@ -14,6 +14,7 @@ namespace distrain {
 struct EpochReport {
   int64_t epoch = 0;  // 1-based
   int64_t step = 0;
+  int64_t batches = 0;  // done in this epoch (fewer than the epoch's when train.steps ends it)
   LossStats train, validation;  // validation.count == 0 when not validated
   double learning_rate = 0.0, images_per_sec = 0.0, seconds = 0.0;
 };

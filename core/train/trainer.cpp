@@ -167,7 +167,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     }
 
     const bool epoch_done = state.batch_in_epoch == per_epoch;
-    EpochReport report{state.epoch + 1, state.step, state.epoch_stats, {}, lr,
+    EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, state.epoch_stats, {}, lr,
                        static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds};
     if (recipe.train.validate) {
       strategy->prepare_for_read();
