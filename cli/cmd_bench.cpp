@@ -1,69 +1,264 @@
-// distrain bench RECIPE [--steps N] [--warmup N] [--json]: training-step throughput of one
-// replica (forward, backward, gradient reduction, update) on a fixed synthetic batch of
-// the recipe's input shape, so the figure does not depend on disk or data loading.
+// distrain bench RECIPE [--strategy NAME --replicas 1,2,4 [--mode weak|strong]]
+//                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE]
+// Training-step throughput (forward, backward, gradient reduction, update) on a fixed
+// synthetic batch of the recipe's input shape, so figures do not depend on disk or data
+// loading: the median step after warm-up. With --replicas, one point per replica count
+// and a scaling table; multi_worker_mirrored points are run by `mpirun -np N` of this
+// executable.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/scaling_chart.hpp"
+#include "core/backend/backend.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/recipe.hpp"
-#include "core/backend/backend.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain::cli {
 
+namespace {
+
+struct Args {
+  std::string recipe, strategy, replicas, mode = "weak", csv, svg;
+  std::vector<std::string> overrides;
+  int64_t steps = 50, warmup = 5;
+  bool json = false;
+};
+
+struct Measured {
+  std::string strategy;
+  int replicas = 1, threads = 1;
+  int64_t global_batch = 0, steps = 0;
+  double images_per_sec = 0, min_ms = 0, median_ms = 0, max_ms = 0, comm_share = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// One point, in this process (and its MPI peers when launched so).
+Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
+  auto strategy = make_strategy(recipe);
+  rank = strategy->rank();
+  Model& model = strategy->model();
+  model.initialize(recipe.seed);
+  strategy->sync_replicas();
+  const int64_t per = model.input_shape().numel();
+  const int64_t classes = model.output_shape()[0];
+  Batch batch;
+  batch.global_count = recipe.strategy.per_replica_batch * strategy->num_replicas();
+  Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy->rank())));
+  for (int r = 0; r < strategy->local_replicas(); ++r) {
+    ReplicaSlice s;
+    s.count = recipe.strategy.per_replica_batch;
+    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
+    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
+    batch.replicas.push_back(std::move(s));
+  }
+  std::vector<double> ms, reduce_ms;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    strategy->train_step(batch, StepInfo{step, static_cast<float>(recipe.optimizer.learning_rate), static_cast<uint64_t>(step)});
+    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (step < warmup) continue;
+    ms.push_back(dt);
+    reduce_ms.push_back(strategy->last_step_times().reduce * 1000.0);
+  }
+  Measured m;
+  m.strategy = strategy->name();
+  m.replicas = strategy->num_replicas();
+  m.threads = cpu_threads();
+  m.global_batch = batch.global_count;
+  m.steps = steps;
+  m.median_ms = median(ms);
+  m.min_ms = *std::min_element(ms.begin(), ms.end());
+  m.max_ms = *std::max_element(ms.begin(), ms.end());
+  m.images_per_sec = static_cast<double>(batch.global_count) / (m.median_ms / 1000.0);
+  m.comm_share = median(reduce_ms) / m.median_ms;
+  return m;
+}
+
+std::string to_json(const Measured& m, const std::string& recipe_name) {
+  return fmt::format(R"({{"recipe": "{}", "strategy": "{}", "replicas": {}, "global_batch": {}, "threads": {}, )"
+                     R"("images_per_sec": {:.1f}, "step_ms": {{"min": {:.3f}, "median": {:.3f}, "max": {:.3f}}}, )"
+                     R"("comm_share": {:.4f}, "steps": {}}})",
+                     recipe_name, m.strategy, m.replicas, m.global_batch, m.threads, m.images_per_sec, m.min_ms, m.median_ms,
+                     m.max_ms, m.comm_share, m.steps);
+}
+
+double json_number(const std::string& text, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\": ([-0-9.eE+]+)");
+  DT_CHECK(std::regex_search(text, m, re), "no {} in {}", key, text);
+  return std::stod(m[1]);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  DT_CHECK(n > 0, "cannot find this executable's path");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// A multi_worker_mirrored point: this executable under `mpirun -np n`, one point, JSON.
+Measured measure_with_mpirun(const Args& a, const std::vector<std::string>& overrides, int n) {
+  const int threads = std::max(1, cpu_threads() / n);
+  std::string cmd = fmt::format("OMP_NUM_THREADS={} mpirun {}--oversubscribe --bind-to none -np {} {} bench {}", threads,
+                                ::geteuid() == 0 ? "--allow-run-as-root " : "", n, shell_quote(self_path()), shell_quote(a.recipe));
+  for (const auto& o : overrides) cmd += " --set " + shell_quote(o);
+  cmd += fmt::format(" --steps {} --warmup {} --json 2>&1", a.steps, a.warmup);
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  DT_CHECK(p, "cannot run {}", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
+  const int rc = ::pclose(p);
+  DT_USER_CHECK(rc == 0 && out.find("\"images_per_sec\"") != std::string::npos,
+                "bench: `mpirun -np {}` failed (is openmpi-bin installed?): {}", n, out.substr(0, 400));
+  Measured m;
+  m.strategy = "multi_worker_mirrored";
+  m.replicas = static_cast<int>(json_number(out, "replicas"));
+  m.threads = threads;
+  m.global_batch = static_cast<int64_t>(json_number(out, "global_batch"));
+  m.images_per_sec = json_number(out, "images_per_sec");
+  m.min_ms = json_number(out, "min");
+  m.median_ms = json_number(out, "median");
+  m.max_ms = json_number(out, "max");
+  m.comm_share = json_number(out, "comm_share");
+  m.steps = a.steps;
+  return m;
+}
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    DT_USER_CHECK(!item.empty() && *end == 0 && v > 0 && v <= 1024, "--replicas: '{}' is not a positive count (e.g. 1,2,4)", item);
+    out.push_back(static_cast<int>(v));
+  }
+  DT_USER_CHECK(!out.empty(), "--replicas: give counts such as 1,2,4");
+  return out;
+}
+
+void scaling(const Args& a) {
+  const Recipe base = load_recipe(a.recipe, a.overrides);
+  const std::string name = a.strategy.empty() ? base.strategy.name : a.strategy;
+  const std::vector<int> counts = parse_counts(a.replicas.empty() ? "1" : a.replicas);
+  const int64_t base_batch = base.strategy.per_replica_batch;
+  std::vector<ScalingPoint> points;
+  std::vector<std::string> strategies;
+  for (int n : counts) {
+    std::vector<std::string> o = a.overrides;
+    o.push_back("strategy.name=" + name);
+    int64_t per_replica = base_batch;
+    if (a.mode == "strong") {
+      // The global batch of the first point, shared by all replicas.
+      const int64_t global = base_batch * counts.front();
+      DT_USER_CHECK(global % n == 0, "--mode strong: global batch {} does not split over {} replicas", global, n);
+      per_replica = global / n;
+    }
+    o.push_back(fmt::format("strategy.per_replica_batch={}", per_replica));
+    Measured m;
+    if (name == "multi_worker_mirrored") {
+      o.push_back("strategy.devices=[\"cpu:0\"]");
+      m = measure_with_mpirun(a, o, n);
+    } else {
+      DT_USER_CHECK(name != "one_device" || n == 1, "--strategy one_device has exactly 1 replica; use mirrored for more");
+      std::string devices;
+      for (int i = 0; i < n; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? "," : "", i);
+      o.push_back("strategy.devices=[" + devices + "]");
+      int rank = 0;
+      m = measure(load_recipe(a.recipe, o), a.steps, a.warmup, rank);
+    }
+    ScalingPoint p{n, m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share};
+    points.push_back(p);
+  }
+  for (auto& p : points) {
+    p.speedup = p.images_per_sec / points.front().images_per_sec;
+    const double ideal = static_cast<double>(p.replicas) / points.front().replicas;
+    p.efficiency = p.speedup / ideal;  // weak: ips(N) / (N x ips(1)); strong: speed-up / N
+  }
+  if (a.json) {
+    std::string s = "[";
+    for (size_t i = 0; i < points.size(); ++i)
+      s += fmt::format(R"({}{{"strategy": "{}", "mode": "{}", "replicas": {}, "global_batch": {}, "images_per_sec": {:.1f}, )"
+                       R"("speedup": {:.4f}, "efficiency": {:.4f}, "step_ms": {:.3f}, "comm_share": {:.4f}}})",
+                       i ? ", " : "", name, a.mode, points[i].replicas, points[i].global_batch, points[i].images_per_sec,
+                       points[i].speedup, points[i].efficiency, points[i].step_ms, points[i].comm_share);
+    fmt::print("{}]\n", s);
+  } else {
+    fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all\n", a.mode, base.name, name, a.steps,
+               a.warmup, cpu_threads());
+    fmt::print("{:>8} {:>12} {:>12} {:>9} {:>11} {:>10} {:>7}\n", "replicas", "global batch", "images/s", "speed-up", "efficiency",
+               "step ms", "comm");
+    for (const auto& p : points)
+      fmt::print("{:>8} {:>12} {:>12.0f} {:>8.2f}x {:>10.1f}% {:>10.2f} {:>6.1f}%\n", p.replicas, p.global_batch,
+                 p.images_per_sec, p.speedup, 100 * p.efficiency, p.step_ms, 100 * p.comm_share);
+  }
+  if (!a.csv.empty()) {
+    std::ofstream f(a.csv);
+    DT_USER_CHECK(f, "--csv {}: cannot write", a.csv);
+    f << "strategy,mode,replicas,global_batch,images_per_sec,speedup,efficiency,step_ms,comm_share\n";
+    for (const auto& p : points)
+      f << fmt::format("{},{},{},{},{:.1f},{:.4f},{:.4f},{:.3f},{:.4f}\n", name, a.mode, p.replicas, p.global_batch,
+                       p.images_per_sec, p.speedup, p.efficiency, p.step_ms, p.comm_share);
+  }
+  if (!a.svg.empty()) {
+    std::ofstream f(a.svg);
+    DT_USER_CHECK(f, "--svg {}: cannot write", a.svg);
+    f << scaling_svg(fmt::format("{}: {} scaling, {}", base.name, a.mode, name), points);
+  }
+}
+
+}  // namespace
+
 void register_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Measure training-step throughput (median over steps after warm-up)");
-  struct Args {
-    std::string recipe;
-    std::vector<std::string> overrides;
-    int64_t steps = 50, warmup = 5;
-    bool json = false;
-  };
+  auto* cmd = app.add_subcommand("bench", "Measure training-step throughput; with --replicas, a scaling curve");
   auto a = std::make_shared<Args>();
   cmd->add_option("recipe", a->recipe, "Recipe file (TOML)")->required();
   cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");
+  cmd->add_option("--strategy", a->strategy, "Strategy for the scaling curve (default: the recipe's)");
+  cmd->add_option("--replicas", a->replicas, "Replica counts, e.g. 1,2,4 (one point each)");
+  cmd->add_option("--mode", a->mode, "weak: per-replica batch fixed; strong: global batch fixed")
+      ->check(CLI::IsMember({"weak", "strong"}))
+      ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->add_flag("--json", a->json, "Print JSON: one object, or a list of points with --replicas");
+  cmd->add_option("--csv", a->csv, "Write the scaling points as CSV");
+  cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
   cmd->callback([a] {
+    if (!a->replicas.empty() || !a->strategy.empty() || !a->csv.empty() || !a->svg.empty()) {
+      scaling(*a);
+      return;
+    }
     const Recipe recipe = load_recipe(a->recipe, a->overrides);
-    auto strategy = make_strategy(recipe);
-    Model& model = strategy->model();
-    model.initialize(recipe.seed);
-    const int64_t per = model.input_shape().numel();
-    const int64_t classes = model.output_shape()[0];
-    Batch batch;
-    strategy->sync_replicas();
-    batch.global_count = recipe.strategy.per_replica_batch * strategy->num_replicas();
-    Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy->rank())));
-    for (int r = 0; r < strategy->local_replicas(); ++r) {
-      ReplicaSlice s;
-      s.count = recipe.strategy.per_replica_batch;
-      for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
-      for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
-      batch.replicas.push_back(std::move(s));
-    }
-    std::vector<double> ms;
-    for (int64_t step = 0; step < a->warmup + a->steps; ++step) {
-      const auto t0 = std::chrono::steady_clock::now();
-      strategy->train_step(batch, StepInfo{step, static_cast<float>(recipe.optimizer.learning_rate), static_cast<uint64_t>(step)});
-      const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (step >= a->warmup) ms.push_back(dt);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
-    const double ips = static_cast<double>(batch.global_count) / (median / 1000.0);
+    int rank = 0;
+    const Measured m = measure(recipe, a->steps, a->warmup, rank);
+    if (rank != 0) return;  // under mpirun, worker 0 reports
     if (a->json) {
-      fmt::print(R"({{"recipe": "{}", "strategy": "{}", "replicas": {}, "global_batch": {}, "threads": {}, )"
-                 R"("images_per_sec": {:.1f}, "step_ms": {{"min": {:.3f}, "median": {:.3f}, "max": {:.3f}}}, "steps": {}}})"
-                 "\n",
-                 recipe.name, strategy->name(), strategy->num_replicas(), batch.global_count, cpu_threads(), ips,
-                 ms.front(), median, ms.back(), ms.size());
+      fmt::print("{}\n", to_json(m, recipe.name));
     } else {
-      fmt::print("{} on {}: global batch {}, {} timed steps after {} warm-up\n", recipe.name, strategy->describe(),
-                 batch.global_count, ms.size(), a->warmup);
-      fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}\n", ips, ms.front(), median, ms.back());
+      fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe.name, m.replicas,
+                 m.strategy, m.global_batch, m.steps, a->warmup);
+      fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
+                 m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
     }
   });
 }
