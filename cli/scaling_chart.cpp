@@ -35,7 +35,7 @@ std::string scaling_svg(const std::string& title, const std::vector<ScalingPoint
   double max_ips = 0;
   for (const auto& p : points) max_ips = std::max(max_ips, p.images_per_sec);
   const double y_max = nice_ceiling(max_ips * 1.1);
-  const double e_max = 1.2;
+  const double e_max = 1.25;  // ticks at 0, 0.25, ..., 1.25 on the grid lines
   const size_t n = points.size();
   auto x_at = [&](size_t i) { return kLeft + (n == 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / static_cast<double>(n - 1)); };
   auto y_ips = [&](double v) { return kTop + plot_h * (1 - v / y_max); };
@@ -51,7 +51,7 @@ std::string scaling_svg(const std::string& title, const std::vector<ScalingPoint
     const double v = y_max * k / 5, y = y_ips(v);
     s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", kLeft, y, kLeft + plot_w, y);
     s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f77b4\">{:.0f}</text>\n", kLeft - 6, y + 4, v);
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{:.1f}</text>\n", kLeft + plot_w + 6, y_eff(e_max * k / 5) + 4,
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{:.2f}</text>\n", kLeft + plot_w + 6, y_eff(e_max * k / 5) + 4,
                      e_max * k / 5);
   }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", kLeft, kTop, plot_w, plot_h);

@@ -128,6 +128,16 @@ train_eval)
   "$distrain" info --json | grep -q '"version": ' && ok "info --json" || bad "info --json"
   "$distrain" bench "$tiny" --steps 5 --warmup 1 --json | grep -qE '"images_per_sec": [0-9.]+, "step_ms": \{"min"' && ok "bench --json" || bad "bench --json"
   "$distrain" check "$tiny" | grep -q "global batch 32" && ok "check prints the plan" || bad "check"
+  "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' >"$work/check2.log"
+  grep -q "2 replica(s) x 32 per replica = global batch 64" "$work/check2.log" && grep -q "0.002 = 0.001 x linear rule for global batch 64 / base batch 32" "$work/check2.log" &&
+    ok "check shows replicas, global batch and the scaled learning rate" || bad "check mirrored: $(cat "$work/check2.log")"
+  "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --steps 3 --warmup 1 --json --csv "$work/s.csv" --svg "$work/s.svg" >"$work/s.json"
+  grep -qE '^\[\{"strategy": "mirrored", "mode": "weak", "replicas": 1, "global_batch": 32, .*"replicas": 2, "global_batch": 64, "images_per_sec": [0-9.]+, "speedup": [0-9.]+, "efficiency": [0-9.]+' "$work/s.json" &&
+    ok "bench --replicas --json lists the points" || bad "bench scaling json: $(cat "$work/s.json")"
+  [ "$(wc -l <"$work/s.csv")" -eq 3 ] && grep -q "<polyline" "$work/s.svg" && grep -q ">efficiency<" "$work/s.svg" &&
+    ok "bench writes CSV and SVG" || bad "bench csv/svg"
+  "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --mode strong --steps 3 --warmup 1 | grep -qE "^ +2 +32 " &&
+    ok "bench --mode strong keeps the global batch" || bad "bench strong"
   ;;
 kill_resume)
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
