@@ -1,5 +1,6 @@
 # Finds nvcc + CUDA runtime + cuDNN + NCCL (+ cuBLAS) and defines
-# distrain_add_cuda_sources(target), which adds core/backend/cuda/*.cu when enabled.
+# distrain_add_cuda_sources(target), which adds core/backend/cuda/ and core/comm/nccl/
+# when enabled.
 set(DISTRAIN_HAVE_CUDA OFF)
 if(NOT DISTRAIN_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -44,7 +45,8 @@ function(distrain_add_cuda_sources target)
   if(NOT DISTRAIN_HAVE_CUDA)
     return()
   endif()
-  file(GLOB _cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cu ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cpp)
+  file(GLOB _cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cu ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cpp
+       ${CMAKE_SOURCE_DIR}/core/comm/nccl/*.cpp)
   target_sources(${target} PRIVATE ${_cu})
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90")
   target_include_directories(${target} PRIVATE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})

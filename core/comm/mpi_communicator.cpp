@@ -107,6 +107,10 @@ void MpiCommunicator::broadcast(Tensor t, int root) {
 
 void MpiCommunicator::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
+void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
+  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
 void MpiCommunicator::all_reduce_f64(double* values, int count) {
   check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
 }

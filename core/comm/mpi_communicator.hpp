@@ -32,6 +32,8 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   // Reduction of a few doubles (metrics: sums and counts).
   void all_reduce_f64(double* values, int count);
+  // Raw bytes from root to every rank (e.g. an NCCL unique id).
+  void broadcast_bytes(void* data, size_t bytes, int root);
 
  private:
   int rank_ = 0, size_ = 1;

@@ -1,0 +1,37 @@
+// The `nccl` communicator: GPU collectives on a stream of its own. Built whenever CUDA,
+// cuDNN and NCCL are found; strategies use it once the CUDA compute backend exists.
+//   create_local: one process, several GPUs (ncclCommInitAll), one communicator each;
+//   create_world: one rank per process, the NCCL unique id broadcast over MPI.
+// NCCL refuses two ranks on one GPU; create_local says so before NCCL does.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+#include "core/comm/mpi_communicator.hpp"
+
+namespace distrain {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  static std::vector<std::unique_ptr<NcclCommunicator>> create_local(const std::vector<int>& devices);
+  static std::unique_ptr<NcclCommunicator> create_world(MpiCommunicator& mpi, int device);
+  ~NcclCommunicator() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce(Tensor inout, ReduceOp op) override;
+  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void all_gather(const Tensor& in, Tensor out) override;
+  void broadcast(Tensor t, int root) override;
+  void barrier() override;
+
+ private:
+  struct Impl;
+  explicit NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int size);
+  std::unique_ptr<Impl> impl_;
+  int rank_, size_;
+};
+
+}  // namespace distrain
