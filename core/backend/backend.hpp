@@ -8,6 +8,7 @@
 //   - all tensors live on this backend's device; float32 unless stated.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,19 +55,26 @@ class Pool2DOp {
   virtual void backward(const Tensor& dy, Tensor dx) = 0;
 };
 
+// Sums a small host float64 tensor over every replica of the job, in place (the same
+// order everywhere). Given to batch norm for cross-replica statistics (sync_batch_norm).
+using CrossReplicaSum = std::function<void(Tensor values)>;
+
 class BatchNormOp {
  public:
   virtual ~BatchNormOp() = default;
   // Normalises over N, H, W per channel with the batch statistics; mean/variance (C) receive
-  // them (variance biased, divided by the count, as Keras 3).
+  // them (variance biased, divided by the count, as Keras 3). With `sync`, the statistics
+  // are those of the global batch (all replicas).
   virtual void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y, Tensor mean,
-                                Tensor variance) = 0;
+                                Tensor variance, const CrossReplicaSum* sync) = 0;
   virtual void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
                                  const Tensor& variance, Tensor y) = 0;
-  // dx written; dgamma, dbeta accumulated. mean/variance are those the forward used: the
-  // batch statistics (which then depend on x), or with fixed_stats the moving ones (constants).
+  // dx written; dgamma, dbeta accumulated (this replica's share; the strategy reduces them).
+  // mean/variance are those the forward used: the batch statistics (which then depend on
+  // x, over all replicas with `sync`), or with fixed_stats the moving ones (constants).
   virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& variance, bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+                        const Tensor& variance, bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta,
+                        const CrossReplicaSum* sync) = 0;
 };
 
 struct SgdHyper {

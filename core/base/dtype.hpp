@@ -1,17 +1,19 @@
-// Element types. Only f32 is computed today; i32 carries labels. bf16 is declared so
-// interfaces already carry a DType and mixed precision does not change signatures.
+// Element types. Only f32 is computed today; i32 carries labels; f64 carries the small
+// cross-replica sums of batch-norm statistics. bf16 is declared so interfaces already
+// carry a DType and mixed precision does not change signatures.
 #pragma once
 #include <cstddef>
 #include <string_view>
 
 namespace distrain {
 
-enum class DType { f32, i32, bf16 };
+enum class DType { f32, i32, f64, bf16 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: return 4;
     case DType::i32: return 4;
+    case DType::f64: return 8;
     case DType::bf16: return 2;
   }
   return 0;
@@ -21,6 +23,7 @@ constexpr std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "float32";
     case DType::i32: return "int32";
+    case DType::f64: return "float64";
     case DType::bf16: return "bfloat16";
   }
   return "?";

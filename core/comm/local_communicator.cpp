@@ -8,9 +8,26 @@
 namespace distrain {
 
 namespace {
-void check_host_f32(const Tensor& t, const char* what) {
+void check_host(const Tensor& t, const char* what) {
   DT_CHECK(t.device.is_cpu(), "local communicator: {} is on {}; it reduces host (cpu) memory only", what, t.device.str());
-  DT_CHECK(t.dtype == DType::f32, "local communicator: {} is {}, only float32 is reduced", what, dtype_name(t.dtype));
+}
+void check_host_f32(const Tensor& t, const char* what) {
+  check_host(t, what);
+  DT_CHECK(t.dtype == DType::f32, "local communicator: {} is {}, only float32 here", what, dtype_name(t.dtype));
+}
+
+// Elements [begin, end) of every rank's input, in rank order, into out.
+template <typename T>
+void reduce_range(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end, ReduceOp op) {
+  const auto* first = static_cast<const T*>(inputs[0]);
+  std::copy(first + begin, first + end, out + begin);
+  for (size_t r = 1; r < inputs.size(); ++r) {
+    const auto* in = static_cast<const T*>(inputs[r]);
+    if (op == ReduceOp::sum)
+      for (int64_t i = begin; i < end; ++i) out[i] += in[i];
+    else
+      for (int64_t i = begin; i < end; ++i) out[i] = std::max(out[i], in[i]);
+  }
 }
 }  // namespace
 
@@ -39,27 +56,19 @@ void LocalGroup::barrier() {
   if (generation_ == gen) throw Error("stopped: " + abort_reason_);
 }
 
-void LocalCommunicator::reduce_range(int64_t begin, int64_t end, ReduceOp op) {
-  float* out = group_->scratch_.data();
-  const auto* first = static_cast<const float*>(group_->inputs_[0]);
-  std::copy(first + begin, first + end, out + begin);
-  for (int r = 1; r < size(); ++r) {
-    const auto* in = static_cast<const float*>(group_->inputs_[static_cast<size_t>(r)]);
-    if (op == ReduceOp::sum)
-      for (int64_t i = begin; i < end; ++i) out[i] += in[i];
-    else
-      for (int64_t i = begin; i < end; ++i) out[i] = std::max(out[i], in[i]);
-  }
-}
-
 void LocalCommunicator::all_reduce(Tensor inout, ReduceOp op) {
-  check_host_f32(inout, "all_reduce tensor");
+  check_host(inout, "all_reduce tensor");
+  DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "local all_reduce of {}", dtype_name(inout.dtype));
   const int64_t n = inout.numel();
   group_->inputs_[static_cast<size_t>(rank_)] = inout.data;
-  if (rank_ == 0) group_->scratch_.resize(static_cast<size_t>(n));
+  if (rank_ == 0) group_->scratch_.resize(inout.bytes() / sizeof(float));
   group_->barrier();  // every input posted, scratch sized
   // Each rank reduces its own block of elements; the sum order is the rank order anyway.
-  reduce_range(n * rank_ / size(), n * (rank_ + 1) / size(), op);
+  const int64_t begin = n * rank_ / size(), end = n * (rank_ + 1) / size();
+  if (inout.dtype == DType::f64)
+    reduce_range(group_->inputs_, reinterpret_cast<double*>(group_->scratch_.data()), begin, end, op);
+  else
+    reduce_range(group_->inputs_, group_->scratch_.data(), begin, end, op);
   group_->barrier();  // scratch complete; nobody reads inputs any more
   std::memcpy(inout.data, group_->scratch_.data(), inout.bytes());
   group_->barrier();  // scratch free for the next collective
@@ -73,7 +82,7 @@ void LocalCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op
   group_->inputs_[static_cast<size_t>(rank_)] = in.data;
   if (rank_ == 0) group_->scratch_.resize(static_cast<size_t>(in.numel()));
   group_->barrier();
-  reduce_range(n * rank_, n * (rank_ + 1), op);
+  reduce_range(group_->inputs_, group_->scratch_.data(), n * rank_, n * (rank_ + 1), op);
   std::memcpy(out.data, group_->scratch_.data() + n * rank_, out.bytes());
   group_->barrier();
 }
@@ -91,7 +100,7 @@ void LocalCommunicator::all_gather(const Tensor& in, Tensor out) {
 }
 
 void LocalCommunicator::broadcast(Tensor t, int root) {
-  check_host_f32(t, "broadcast tensor");
+  check_host(t, "broadcast tensor");
   DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
   group_->inputs_[static_cast<size_t>(rank_)] = t.data;
   group_->barrier();

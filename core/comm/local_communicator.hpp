@@ -1,4 +1,5 @@
 // The `local` communicator: N threads of one process exchanging through shared memory.
+// all_reduce takes float32 or float64, broadcast any type, the others float32.
 // Reductions add the ranks' values in rank order 0, 1, ..., N-1 whatever the timing, so
 // results are identical run to run. If one thread fails, abort() wakes the others, which
 // throw instead of waiting forever.
@@ -31,7 +32,7 @@ class LocalGroup {
   bool aborted_ = false;
   std::string abort_reason_;
   std::vector<const void*> inputs_;  // each rank's tensor for the collective in progress
-  std::vector<float> scratch_;       // the reduced result
+  std::vector<float> scratch_;       // the reduced result (float64 results use it as bytes)
 };
 
 class LocalCommunicator final : public Communicator {
@@ -47,8 +48,6 @@ class LocalCommunicator final : public Communicator {
   void barrier() override { group_->barrier(); }
 
  private:
-  // Reduces elements [begin, end) of every rank's input, in rank order, into scratch.
-  void reduce_range(int64_t begin, int64_t end, ReduceOp op);
   std::shared_ptr<LocalGroup> group_;
   int rank_;
 };

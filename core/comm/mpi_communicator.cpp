@@ -77,8 +77,10 @@ MpiCommunicator::MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
-  check_f32(inout, "all_reduce tensor");
-  check(MPI_Allreduce(MPI_IN_PLACE, inout.data, static_cast<int>(inout.numel()), MPI_FLOAT, mpi_op(op), MPI_COMM_WORLD),
+  DT_CHECK(inout.device.is_cpu(), "mpi communicator: all_reduce tensor is on {}", inout.device.str());
+  DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "mpi all_reduce of {}", dtype_name(inout.dtype));
+  check(MPI_Allreduce(MPI_IN_PLACE, inout.data, static_cast<int>(inout.numel()),
+                      inout.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT, mpi_op(op), MPI_COMM_WORLD),
         "MPI_Allreduce");
 }
 
@@ -101,8 +103,8 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor out) {
 }
 
 void MpiCommunicator::broadcast(Tensor t, int root) {
-  check_f32(t, "broadcast tensor");
-  check(MPI_Bcast(t.data, static_cast<int>(t.numel()), MPI_FLOAT, root, MPI_COMM_WORLD), "MPI_Bcast");
+  DT_CHECK(t.device.is_cpu(), "mpi communicator: broadcast tensor is on {}", t.device.str());
+  broadcast_bytes(t.data, t.bytes(), root);
 }
 
 void MpiCommunicator::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }

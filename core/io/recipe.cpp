@@ -103,8 +103,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
   s.check_every = c.get_int("check_every", 100);
   if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
-  if (c.get_bool("sync_batch_norm", false))
-    c.fail("sync_batch_norm", "cross-replica batch-norm statistics are not supported yet; remove the key (per-replica statistics)");
+  s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);

@@ -22,6 +22,7 @@ struct StrategySpec {
   std::string cross_device_ops = "auto";  // mirrored: auto | nccl | hierarchical_copy | reduce_to_one_device
   std::string communication = "auto";     // multi_worker_mirrored: auto | ring | nccl
   int64_t check_every = 100;              // replica consistency check period (steps; 0 = never)
+  bool sync_batch_norm = false;           // batch norm with statistics of the global batch
 };
 
 struct TrainSpec {

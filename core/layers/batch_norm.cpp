@@ -36,7 +36,7 @@ class BatchNorm final : public Layer {
       op_->forward_inference(in, gamma(), beta(), moving_mean_.value(), moving_var_.value(), out);
       return;
     }
-    op_->forward_training(in, gamma(), beta(), out, batch_mean_.view(), batch_var_.view());
+    op_->forward_training(in, gamma(), beta(), out, batch_mean_.view(), batch_var_.view(), ctx.cross_replica_sum);
     ctx.backend.axpby(1.0f - momentum_, batch_mean_.view(), momentum_, moving_mean_.value());
     ctx.backend.axpby(1.0f - momentum_, batch_var_.view(), momentum_, moving_var_.value());
   }
@@ -51,7 +51,8 @@ class BatchNorm final : public Layer {
     const bool fixed = !ctx.training;
     op_->backward(in, dout, gamma(), fixed ? moving_mean_.value() : batch_mean_.view(),
                   fixed ? moving_var_.value() : batch_var_.view(), fixed, din,
-                  scale_ ? gamma_.grad() : unused_grad_.view(), center_ ? beta_.grad() : unused_grad_.view());
+                  scale_ ? gamma_.grad() : unused_grad_.view(), center_ ? beta_.grad() : unused_grad_.view(),
+                  ctx.cross_replica_sum);
   }
 
  private:

@@ -21,6 +21,8 @@ struct Ctx {
   Backend& backend;
   bool training = true;
   uint64_t step_seed = 0;  // differs per step and replica: drives dropout masks
+  // Set under sync_batch_norm: batch norm then uses statistics of the global batch.
+  const CrossReplicaSum* cross_replica_sum = nullptr;
 };
 
 class Layer {

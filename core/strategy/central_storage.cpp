@@ -20,6 +20,9 @@ class CentralStorage final : public Strategy {
     for (int r = 0; r < local_replicas(); ++r) {
       const Device d = Device::parse(spec_.devices[static_cast<size_t>(r)], recipe.file + ": strategy.devices");
       replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d)));
+      comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+      if (spec_.sync_batch_norm)
+        replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { comms_[static_cast<size_t>(r)]->all_reduce(values, ReduceOp::sum); });
     }
     const Shape arena = replicas_[0]->model().params().values().shape;
     values_ = Buffer(host_, arena);
@@ -99,6 +102,7 @@ class CentralStorage final : public Strategy {
   StrategySpec spec_;
   Backend& host_;
   std::shared_ptr<LocalGroup> group_;
+  std::vector<std::unique_ptr<LocalCommunicator>> comms_;  // batch-norm statistics under sync_batch_norm
   std::vector<std::unique_ptr<Replica>> replicas_;
   Buffer values_, grads_, replica_grads_;  // on the host: the variables, the summed and one replica's gradients
   std::unique_ptr<Optimizer> optimizer_;

@@ -31,6 +31,15 @@ class Mirrored final : public Strategy {
       comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
     }
     threads_ = std::make_unique<ReplicaThreads>(local_replicas(), std::max(1, cpu_threads() / local_replicas()), group_);
+    if (spec_.sync_batch_norm)
+      for (int r = 0; r < local_replicas(); ++r)
+        replicas_[static_cast<size_t>(r)]->set_cross_replica_sum([this, r](Tensor values) {
+          LocalCommunicator& local = *comms_[static_cast<size_t>(r)];
+          local.all_reduce(values, ReduceOp::sum);
+          if (!world_) return;
+          if (r == 0) world_->all_reduce(values, ReduceOp::sum);
+          local.broadcast(values, 0);
+        });
   }
 
   std::string name() const override { return multi_worker_ ? "multi_worker_mirrored" : "mirrored"; }
@@ -41,7 +50,9 @@ class Mirrored final : public Strategy {
   int local_replicas() const override { return static_cast<int>(spec_.devices.size()); }
   std::string describe() const override {
     const std::string local = fmt::format("{} replica(s) on {}", local_replicas(), fmt::join(spec_.devices, ", "));
-    if (!multi_worker_) return fmt::format("mirrored: {}, cross_device_ops {} (local all-reduce)", local, spec_.cross_device_ops);
+    if (!multi_worker_)
+      return fmt::format("mirrored: {}, cross_device_ops {} (local all-reduce){}", local, spec_.cross_device_ops,
+                         spec_.sync_batch_norm ? ", sync_batch_norm" : "");
     return fmt::format("multi_worker_mirrored: {} worker(s) x {}, communication {} (local all-reduce, then MPI)", workers_,
                        local, spec_.communication);
   }

@@ -23,7 +23,7 @@ void Replica::upload(const ReplicaSlice& slice) {
 LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
   if (slice.count == 0) return {};
   upload(slice);
-  Ctx ctx{backend_, true, step_seed};
+  Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr};
   const Tensor out = model_->forward(ctx, images_.view());
   const LossStats stats = loss_.compute(out, labels_.view(), grad_scale, model_->output_grad());
   model_->backward(ctx);

@@ -22,6 +22,8 @@ class Replica {
 
   Model& model() { return *model_; }
   Backend& backend() { return backend_; }
+  // Under sync_batch_norm: how batch norm sums its statistics over all replicas.
+  void set_cross_replica_sum(CrossReplicaSum sum) { cross_replica_sum_ = std::move(sum); }
 
  private:
   void upload(const ReplicaSlice& slice);
@@ -30,6 +32,7 @@ class Replica {
   std::unique_ptr<Model> model_;
   Loss loss_;
   Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
+  CrossReplicaSum cross_replica_sum_;
   Tensor x_, y_;
 };
 

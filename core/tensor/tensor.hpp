@@ -24,6 +24,10 @@ struct Tensor {
     DT_CHECK(dtype == DType::f32, "tensor is {}, not float32", dtype_name(dtype));
     return static_cast<float*>(data);
   }
+  double* f64() const {
+    DT_CHECK(dtype == DType::f64, "tensor is {}, not float64", dtype_name(dtype));
+    return static_cast<double*>(data);
+  }
   int32_t* i32() const {
     DT_CHECK(dtype == DType::i32, "tensor is {}, not int32", dtype_name(dtype));
     return static_cast<int32_t*>(data);

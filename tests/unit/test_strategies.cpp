@@ -79,7 +79,8 @@ TEST_CASE("local communicator: a failed rank wakes the others instead of leaving
 
 namespace {
 
-std::string recipe_text(const std::string& strategy, const std::string& devices, int per_replica) {
+std::string recipe_text(const std::string& strategy, const std::string& devices, int per_replica,
+                        const std::string& extra_layer = "", const std::string& extra_strategy = "") {
   return fmt::format(R"(
 name = "equivalence"
 seed = 9
@@ -93,7 +94,7 @@ shuffle = false
 input_shape = [10, 10, 1]
 layers = [
   {{ type = "rescaling", scale = 0.00392156862745098 }},
-  {{ type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" }},
+  {{ type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" }},{}
   {{ type = "max_pool2d" }},
   {{ type = "flatten" }},
   {{ type = "dense", units = 16, activation = "relu" }},
@@ -110,11 +111,12 @@ name = "{}"
 devices = [{}]
 per_replica_batch = {}
 check_every = 1
+{}
 [train]
 steps = 6
 validate = false
 )",
-                     strategy, devices, per_replica);
+                     extra_layer, strategy, devices, per_replica, extra_strategy);
 }
 
 std::vector<float> train_and_load(const std::string& text, const std::string& dir) {
@@ -158,6 +160,28 @@ TEST_CASE("mirrored and central_storage with R replicas x b match one_device wit
   }
 }
 
+TEST_CASE("sync_batch_norm: mirrored and central_storage with batch norm match one_device (R = 2, 4)") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string bn = "\n  { type = \"batch_norm\", momentum = 0.5 },";
+  for (int r : {2, 4}) {
+    INFO("replicas " << r);
+    std::string devices;
+    for (int i = 0; i < r; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
+    const auto single = train_and_load(recipe_text("one_device", "\"cpu:0\"", 16 * r, bn), (tmp / "distrain_bn_one").string());
+    const auto synced = train_and_load(recipe_text("mirrored", devices, 16, bn, "sync_batch_norm = true"),
+                                       (tmp / "distrain_bn_mirrored").string());
+    check_same(single, synced);
+    const auto central = train_and_load(recipe_text("central_storage", devices, 16, bn, "sync_batch_norm = true"),
+                                        (tmp / "distrain_bn_central").string());
+    check_same(single, central);
+    // Per-replica statistics (the default) are a different computation: they must differ.
+    const auto local = train_and_load(recipe_text("mirrored", devices, 16, bn), (tmp / "distrain_bn_local").string());
+    double diff = 0;
+    for (size_t i = 0; i < single.size(); ++i) diff = std::max(diff, static_cast<double>(std::abs(single[i] - local[i])));
+    CHECK(diff > 1e-4);
+  }
+}
+
 TEST_CASE("strategy options are checked") {
   CHECK_THROWS_WITH_AS(parse_recipe(recipe_text("mirrored", "\"cpu:0\", \"cpu:0\"", 8), "x.toml"),
                        doctest::Contains("cpu:0 is listed twice"), UserError);
@@ -171,8 +195,9 @@ TEST_CASE("strategy options are checked") {
                        doctest::Contains("nccl needs cuda devices"), UserError);
   CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "communication = \"ring\""), "x.toml"),
                        doctest::Contains("applies to strategy \"multi_worker_mirrored\" only"), UserError);
-  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "sync_batch_norm = true"), "x.toml"),
-                       doctest::Contains("not supported yet"), UserError);
+  CHECK(parse_recipe(with("mirrored", "sync_batch_norm = true"), "x.toml").strategy.sync_batch_norm);
+  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "sync_batch_norm = 1"), "x.toml"),
+                       doctest::Contains("strategy.sync_batch_norm: expected true or false"), UserError);
   CHECK(parse_recipe(with("mirrored", "cross_device_ops = \"reduce_to_one_device\""), "x.toml").strategy.cross_device_ops ==
         "reduce_to_one_device");
 }

@@ -21,19 +21,26 @@ class CpuBatchNorm final : public BatchNormOp {
   CpuBatchNorm(int64_t channels, float epsilon) : c_(channels), eps_(epsilon) {}
 
   void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor y, Tensor mean,
-                        Tensor variance) override {
+                        Tensor variance, const CrossReplicaSum* sync) override {
     const int64_t rows = x.numel() / c_;
     const float* px = x.f32();
-    // Two passes (mean, then squared deviations) for accuracy.
+    // Two passes (mean, then squared deviations around it) for accuracy; the count rides
+    // along in the last slot so that replicas with unequal slices weigh right.
     column_sums(rows, [&](int64_t r, int64_t k) { return static_cast<double>(px[r * c_ + k]); }, sums_);
+    const double count = reduce(sums_, static_cast<double>(rows), sync);
+    std::vector<double> mean_d(static_cast<size_t>(c_));
     float* m = mean.f32();
-    for (int64_t k = 0; k < c_; ++k) m[k] = static_cast<float>(sums_[k] / static_cast<double>(rows));
+    for (int64_t k = 0; k < c_; ++k) {
+      mean_d[static_cast<size_t>(k)] = sums_[static_cast<size_t>(k)] / count;
+      m[k] = static_cast<float>(mean_d[static_cast<size_t>(k)]);
+    }
     column_sums(rows, [&](int64_t r, int64_t k) {
-      const double d = static_cast<double>(px[r * c_ + k]) - m[k];
+      const double d = static_cast<double>(px[r * c_ + k]) - mean_d[static_cast<size_t>(k)];
       return d * d;
     }, sums_);
+    reduce(sums_, 0.0, sync);
     float* v = variance.f32();
-    for (int64_t k = 0; k < c_; ++k) v[k] = static_cast<float>(sums_[k] / static_cast<double>(rows));
+    for (int64_t k = 0; k < c_; ++k) v[k] = static_cast<float>(sums_[static_cast<size_t>(k)] / count);
     normalize(x, gamma, beta, mean, variance, y);
   }
 
@@ -43,7 +50,7 @@ class CpuBatchNorm final : public BatchNormOp {
   }
 
   void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& variance,
-                bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+                bool fixed_stats, Tensor dx, Tensor dgamma, Tensor dbeta, const CrossReplicaSum* sync) override {
     const int64_t rows = x.numel() / c_;
     const float *px = x.f32(), *pdy = dy.f32(), *g = gamma.f32(), *m = mean.f32(), *v = variance.f32();
     std::vector<float> inv_std(static_cast<size_t>(c_));
@@ -61,13 +68,20 @@ class CpuBatchNorm final : public BatchNormOp {
       pdg[k] += static_cast<float>(sum_dy_xhat[static_cast<size_t>(k)]);
       pdb[k] += static_cast<float>(sum_dy[static_cast<size_t>(k)]);
     }
+    // With cross-replica statistics every example of the global batch moved the mean and
+    // variance, so dx needs the global sums; dgamma and dbeta above stay this replica's.
+    std::vector<double> both(sum_dy);
+    both.insert(both.end(), sum_dy_xhat.begin(), sum_dy_xhat.end());
+    const double count = fixed_stats ? static_cast<double>(rows) : reduce(both, static_cast<double>(rows), sync);
+    sum_dy.assign(both.begin(), both.begin() + c_);
+    sums_.assign(both.begin() + c_, both.end());
     // Batch statistics depend on x: dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
     std::vector<float> scale(static_cast<size_t>(c_)), mean_dy(static_cast<size_t>(c_)), mean_dy_xhat(static_cast<size_t>(c_));
     for (int64_t k = 0; k < c_; ++k) {
       const auto kk = static_cast<size_t>(k);
       scale[kk] = g[k] * inv_std[kk];
-      mean_dy[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy[kk] / static_cast<double>(rows));
-      mean_dy_xhat[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy_xhat[kk] / static_cast<double>(rows));
+      mean_dy[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy[kk] / count);
+      mean_dy_xhat[kk] = fixed_stats ? 0.0f : static_cast<float>(sum_dy_xhat[kk] / count);
     }
     float* pdx = dx.f32();
 #pragma omp parallel for
@@ -80,6 +94,17 @@ class CpuBatchNorm final : public BatchNormOp {
   }
 
  private:
+  // Sums `values` (and `count`, appended) over all replicas when `sync` is given;
+  // returns the total count.
+  static double reduce(std::vector<double>& values, double count, const CrossReplicaSum* sync) {
+    if (!sync) return count;
+    values.push_back(count);
+    (*sync)(Tensor{values.data(), Shape{static_cast<int64_t>(values.size())}, DType::f64, Device{}});
+    count = values.back();
+    values.pop_back();
+    return count;
+  }
+
   void normalize(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& variance,
                  Tensor y) const {
     const int64_t rows = x.numel() / c_;
