@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | fault
+# Prints "N passed, N failed".
+set -u
+distrain=$1
+src=$2
+group=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_dist_${group}.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpirun=(mpirun --oversubscribe --bind-to none)
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+recipe="$work/job.toml"
+cat >"$recipe" <<'TOML'
+name = "dist"
+seed = 9
+[data]
+dataset = "synthetic"
+train_examples = 640
+test_examples = 64
+image_shape = [10, 10, 1]
+shuffle = false
+[model]
+input_shape = [10, 10, 1]
+layers = [
+  { type = "rescaling", scale = 0.00392156862745098 },
+  { type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" },
+  { type = "max_pool2d" },
+  { type = "flatten" },
+  { type = "dense", units = 16, activation = "relu" },
+  { type = "dense", units = 10 },
+]
+[optimizer]
+type = "sgd"
+learning_rate = 0.05
+momentum = 0.9
+[optimizer.schedule]
+base_batch = 16
+[strategy]
+name = "one_device"
+per_replica_batch = 16
+check_every = 1
+[train]
+epochs = 2
+[checkpoint]
+every_epochs = 1
+keep = 10
+TOML
+mw=(--set strategy.name=multi_worker_mirrored)
+
+case "$group" in
+equivalence)
+  # K steps of R workers x b examples == one_device with R*b, for R = 2 and 4.
+  for n in 2 4; do
+    "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=$((16 * n)) --run-dir "$work/one$n" >/dev/null 2>&1
+    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" "${mw[@]}" --set train.steps=8 --run-dir "$work/mw$n" >"$work/mw$n.log" 2>&1 &&
+      "$distrain" compare "$work/one$n/ckpt-000008.h5" "$work/mw$n/ckpt-000008.h5" --rtol 1e-5 >"$work/cmp$n.log"; then
+      ok "multi_worker_mirrored x$n matches one_device with batch $((16 * n))"
+    else
+      bad "x$n: $(tail -n 5 "$work/mw$n.log" "$work/cmp$n.log" 2>/dev/null)"
+    fi
+  done
+  # Two workers with two local replicas each: hierarchical reduction.
+  "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=64 --run-dir "$work/one4b" >/dev/null 2>&1
+  if "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set 'strategy.devices=["cpu:0","cpu:1"]' --set train.steps=8 \
+    --run-dir "$work/mw2x2" >"$work/mw2x2.log" 2>&1 &&
+    "$distrain" compare "$work/one4b/ckpt-000008.h5" "$work/mw2x2/ckpt-000008.h5" >/dev/null; then
+    ok "2 workers x 2 local replicas match one_device with batch 64"
+  else
+    bad "2x2: $(tail -n 5 "$work/mw2x2.log")"
+  fi
+  # Batch norm with cross-replica statistics across workers.
+  sed 's/{ type = "max_pool2d" },/{ type = "batch_norm", momentum = 0.5 },\n  { type = "max_pool2d" },/' "$recipe" >"$work/bn.toml"
+  "$distrain" train "$work/bn.toml" --set train.steps=8 --set strategy.per_replica_batch=32 --run-dir "$work/bn1" >/dev/null 2>&1
+  if "${mpirun[@]}" -np 2 "$distrain" train "$work/bn.toml" "${mw[@]}" --set strategy.sync_batch_norm=true --set train.steps=8 \
+    --run-dir "$work/bn2" >"$work/bn2.log" 2>&1 && "$distrain" compare "$work/bn1/ckpt-000008.h5" "$work/bn2/ckpt-000008.h5" >/dev/null; then
+    ok "sync_batch_norm over 2 workers matches one_device"
+  else
+    bad "sync_batch_norm x2: $(tail -n 5 "$work/bn2.log")"
+  fi
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" --run-dir "$work/wrong" >"$work/wrong.log" 2>&1
+  grep -q "runs in one process but 2 were launched" "$work/wrong.log" && ok "a one-process strategy under mpirun is refused" ||
+    bad "one_device under mpirun: $(tail -n 3 "$work/wrong.log")"
+  ;;
+portability)
+  # Checkpoints have one layout: a run saved under 2 MPI workers continues under
+  # one_device, and one saved under one_device continues under mirrored; both end where
+  # one_device alone ends (same global batch 32).
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --run-dir "$work/ref" >/dev/null 2>&1
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=1 --run-dir "$work/a" >"$work/a.log" 2>&1
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --run-dir "$work/a" >"$work/a2.log" 2>&1
+  grep -q "resuming from" "$work/a2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/a/ckpt-000040.h5" >/dev/null &&
+    ok "2 MPI workers -> one_device" || bad "mpi -> one_device: $(tail -n 3 "$work/a.log" "$work/a2.log")"
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --set train.epochs=1 --run-dir "$work/b" >/dev/null 2>&1
+  "$distrain" train "$recipe" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' --run-dir "$work/b" >"$work/b2.log" 2>&1
+  grep -q "resuming from" "$work/b2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/b/ckpt-000040.h5" >/dev/null &&
+    ok "one_device -> mirrored x2" || bad "one_device -> mirrored: $(tail -n 3 "$work/b2.log")"
+  "$distrain" eval --ckpt "$work/a/ckpt-000020.h5" --json | grep -q '"examples": 64' && ok "eval of a checkpoint written by MPI workers" || bad "eval"
+  ;;
+fault)
+  # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;
+  # the same command then resumes from the newest checkpoint.
+  cmd=("${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f")
+  start=$(date +%s)
+  "${cmd[@]}" >"$work/f.log" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 600); do
+    if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
+      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
+        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c '^OMPI_COMM_WORLD_RANK=1$')" = 1 ] && echo "$p"
+      done | head -n 1)
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.05
+  done
+  if [ -z "$victim" ]; then
+    bad "could not find rank 1 to kill: $(tail -n 3 "$work/f.log")"
+  else
+    kill -9 "$victim"
+    timeout 60 tail --pid="$job" -f /dev/null
+    wait "$job"
+    rc=$?
+    elapsed=$(($(date +%s) - start))
+    if [ "$rc" -ne 0 ] && [ "$elapsed" -lt 60 ] && grep -qiE "rank 1 .*(killed|signal)|process rank 1" "$work/f.log"; then
+      ok "killed rank 1: job stopped in ${elapsed}s (exit $rc) naming it"
+    else
+      bad "after killing rank 1: exit $rc after ${elapsed}s: $(tail -n 5 "$work/f.log")"
+    fi
+    "${cmd[@]}" --set train.epochs=3 >"$work/f2.log" 2>&1
+    grep -q "resuming from" "$work/f2.log" && ok "rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 5 "$work/f2.log")"
+  fi
+  ;;
+*)
+  echo "unknown group $group"
+  exit 2
+  ;;
+esac
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
