@@ -164,7 +164,7 @@ TEST_CASE("recipe: --set overrides, unknown keys, wrong types, bad values, all w
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"strategy.per_replica_batch=0"}), doctest::Contains("strategy.per_replica_batch: must be positive, got 0"), UserError);
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"train.epochs=-1"}), doctest::Contains("train.epochs: must be positive"), UserError);
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"train.epochs=\"ten\""}), doctest::Contains("train.epochs: expected an integer"), UserError);
-  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"strategy.name=mirrored"}), doctest::Contains("unknown strategy 'mirrored'"), UserError);
+  CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"strategy.name=tpu"}), doctest::Contains("strategy.name: 'tpu' is not one of \"one_device\", \"mirrored\""), UserError);
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"model.layers.99.units=3"}), doctest::Contains("'99' is not an index"), UserError);
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"novalue"}), doctest::Contains("expected KEY=VALUE"), UserError);
   CHECK_THROWS_WITH_AS(parse_recipe("seed = 1\n[model\n", "bad.toml"), doctest::Contains("bad.toml:2: malformed TOML"), UserError);
