@@ -3,10 +3,8 @@
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
-#include "core/base/rng.hpp"
 #include "core/comm/local_communicator.hpp"
-#include "core/strategy/replica.hpp"
-#include "core/strategy/replica_threads.hpp"
+#include "core/strategy/replica_sync.hpp"
 
 namespace distrain {
 
@@ -71,17 +69,7 @@ class CentralStorage final : public Strategy {
 
  protected:
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
-    std::vector<LossStats> stats(static_cast<size_t>(local_replicas()));
-    const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
-    threads_->run([&](int r) {
-      Replica& rep = *replicas_[static_cast<size_t>(r)];
-      rep.model().zero_grads();
-      stats[static_cast<size_t>(r)] =
-          rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale, derive_seed(info.seed, static_cast<uint64_t>(r)));
-    });
-    LossStats total;
-    for (const auto& s : stats) total += s;
-    return total;
+    return compute_replica_gradients(*threads_, replicas_, batch, info.seed, 0);
   }
 
   // The host sum, replica 0 first, so the result does not depend on timing.

@@ -3,7 +3,6 @@
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
-#include "core/base/rng.hpp"
 #include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/replica.hpp"
@@ -83,17 +82,8 @@ class Mirrored final : public Strategy {
 
  protected:
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
-    std::vector<LossStats> stats(static_cast<size_t>(local_replicas()));
-    const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
-    threads_->run([&](int r) {
-      Replica& rep = *replicas_[static_cast<size_t>(r)];
-      rep.model().zero_grads();
-      stats[static_cast<size_t>(r)] = rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale,
-                                                           derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)));
-    });
-    LossStats total;
-    for (const auto& s : stats) total += s;
-    return world_ ? sum_over_workers(total, *world_) : total;
+    const LossStats local = compute_replica_gradients(*threads_, replicas_, batch, info.seed, first_local_replica());
+    return world_ ? sum_over_workers(local, *world_) : local;
   }
 
   void reduce_gradients() override {

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/base/rng.hpp"
+
 namespace distrain {
 
 namespace {
@@ -50,6 +52,21 @@ double checksum(Model& model) {
   double s = 0.0;
   for (float x : host) s += x;
   return s;
+}
+
+LossStats compute_replica_gradients(ReplicaThreads& threads, std::vector<std::unique_ptr<Replica>>& replicas,
+                                    const Batch& batch, uint64_t step_seed, int first_replica) {
+  std::vector<LossStats> stats(replicas.size());
+  const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
+  threads.run([&](int r) {
+    Replica& rep = *replicas[static_cast<size_t>(r)];
+    rep.model().zero_grads();
+    stats[static_cast<size_t>(r)] = rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale,
+                                                         derive_seed(step_seed, static_cast<uint64_t>(first_replica + r)));
+  });
+  LossStats total;
+  for (const auto& s : stats) total += s;
+  return total;
 }
 
 LossStats sum_over_workers(LossStats local, MpiCommunicator& world) {

@@ -5,6 +5,7 @@
 #include "core/comm/mpi_communicator.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/strategy/replica.hpp"
+#include "core/strategy/replica_threads.hpp"
 
 namespace distrain {
 
@@ -15,5 +16,10 @@ void broadcast_from_first(Replica& replica, Optimizer& optimizer, MpiCommunicato
 // Sum of all trainable values, in arena order (bitwise equal for bitwise equal models).
 double checksum(Model& model);
 LossStats sum_over_workers(LossStats local, MpiCommunicator& world);
+// Every local replica zeroes its gradients and runs forward and backward on its slice (one
+// thread each); returns the metrics summed over the local replicas. first_replica is the
+// job-wide number of replicas[0] (it seeds dropout differently per replica).
+LossStats compute_replica_gradients(ReplicaThreads& threads, std::vector<std::unique_ptr<Replica>>& replicas,
+                                    const Batch& batch, uint64_t step_seed, int first_replica);
 
 }  // namespace distrain
