@@ -108,6 +108,14 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   loader_spec.first_replica = strategy->first_local_replica();
   loader_spec.local_replicas = strategy->local_replicas();
   Loader loader(data.train, loader_spec);
+  // Under sync_batch_norm every replica takes part in the statistics of every step; a
+  // last partial batch smaller than the replica count would leave one without examples.
+  const int64_t remainder = data.train.size() % loader.global_batch();
+  DT_USER_CHECK(!recipe.strategy.sync_batch_norm || recipe.data.drop_remainder || remainder == 0 ||
+                    remainder >= strategy->num_replicas(),
+                "{}: the last batch of each epoch has {} examples for {} replicas, and sync_batch_norm needs at least one "
+                "on each; set data.drop_remainder = true",
+                recipe.file, remainder, strategy->num_replicas());
   const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t planned = recipe.train.epochs * per_epoch;
   const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;

@@ -101,6 +101,9 @@ errors)
   expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
     "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
   expect_error "bad flag" "--nope" "$distrain" train "$tiny" --nope
+  sed 's/train_examples = 256/train_examples = 257/; s/type = "max_pool2d"/type = "batch_norm"\n[[model.layers]]\ntype = "max_pool2d"/' "$tiny" >"$work/bn.toml"
+  expect_error "sync_batch_norm with a replica left without examples" "set data.drop_remainder = true" \
+    "$distrain" train "$work/bn.toml" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' --set strategy.sync_batch_norm=true --run-dir "$work/r3"
   ;;
 train_eval)
   cd "$work" || exit 1
