@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/backend/backend.hpp"
 #include "core/backend/gpu_info.hpp"
+#include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {
 
@@ -36,18 +37,19 @@ void register_info(CLI::App& app) {
     const GpuInfo gpu = gpu_info();
     const std::string onednn = fmt::format("{}.{}.{}", d->major, d->minor, d->patch);
     const std::string hdf5 = fmt::format("{}.{}.{}", h5_major, h5_minor, h5_release);
+    const std::string mpi = mpi_library_version();
     std::vector<std::string> devices{fmt::format("cpu:0 {} ({} threads)", cpu_model(), cpu_threads())};
     devices.insert(devices.end(), gpu.devices.begin(), gpu.devices.end());
     if (*json) {
-      fmt::print(R"({{"version": "{}", "onednn": "{}", "hdf5": "{}", "cuda_built": {}, "cuda_runtime": "{}", )"
+      fmt::print(R"({{"version": "{}", "onednn": "{}", "hdf5": "{}", "mpi": "{}", "cuda_built": {}, "cuda_runtime": "{}", )"
                  R"("cudnn": "{}", "cublas": "{}", "nccl": "{}", "cuda_compute": false, "devices": {}}})"
                  "\n",
-                 DISTRAIN_VERSION, onednn, hdf5, gpu.built, gpu.cuda_runtime, gpu.cudnn, gpu.cublas, gpu.nccl,
+                 DISTRAIN_VERSION, onednn, hdf5, mpi, gpu.built, gpu.cuda_runtime, gpu.cudnn, gpu.cublas, gpu.nccl,
                  quoted_list(devices));
       return;
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);
-    fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n", onednn, hdf5);
+    fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n  MPI      {} (multi_worker_mirrored)\n", onednn, hdf5, mpi);
     if (gpu.built) {
       fmt::print("  CUDA     built with runtime {}, cuDNN {}, NCCL {}{}\n", gpu.cuda_runtime, gpu.cudnn, gpu.nccl,
                  gpu.cublas.empty() ? "" : ", cuBLAS " + gpu.cublas);

@@ -70,6 +70,14 @@ void mpi_finalize() {
   if (initialized && !finalized) MPI_Finalize();
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string v(text, static_cast<size_t>(len));
+  return v.substr(0, v.find_first_of(",\n"));
+}
+
 MpiCommunicator::MpiCommunicator() {
   ensure_mpi();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

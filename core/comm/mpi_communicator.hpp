@@ -18,6 +18,8 @@ int launcher_size();
 // Ends the whole job from any rank, so that no rank hangs waiting for a failed one.
 [[noreturn]] void mpi_abort(int code);
 void mpi_finalize();
+// The MPI library's own version line (e.g. "Open MPI v4.1.4"); needs no initialisation.
+std::string mpi_library_version();
 
 class MpiCommunicator final : public Communicator {
  public:
