@@ -104,19 +104,24 @@ hid_t ensure_group(hid_t parent, const std::string& name) {
   return H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 }
 
-// Writes a float32 dataset at group/name with the tensor's shape (copied to the host).
-void write_tensor(hid_t group, const std::string& name, const Tensor& t, Backend& backend) {
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  backend.download(t, host.data());
-  std::vector<hsize_t> dims(t.shape.dims().begin(), t.shape.dims().end());
+// Writes a float32 dataset at group/name with the given shape.
+void write_array(hid_t group, const std::string& name, const Shape& shape, const std::vector<float>& host) {
+  std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   H5Id ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   DT_CHECK(ds.ok() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
            "writing dataset {}", name);
 }
 
-// Reads dataset `path` into t; it must exist with t's shape.
-void read_tensor(hid_t file, const std::string& file_path, const std::string& path, Tensor t, Backend& backend) {
+void write_tensor(hid_t group, const std::string& name, const Tensor& t, Backend& backend) {
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  backend.download(t, host.data());
+  write_array(group, name, t.shape, host);
+}
+
+// Reads dataset `path` into host; it must exist with `shape`.
+void read_array(hid_t file, const std::string& file_path, const std::string& path, const Shape& shape,
+                std::vector<float>& host) {
   const std::string mismatch = "does not match this model (is it a checkpoint of another recipe?)";
   // H5Lexists fails on a missing intermediate group, so walk the path.
   std::string walked;
@@ -134,12 +139,17 @@ void read_tensor(hid_t file, const std::string& file_path, const std::string& pa
   std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
   H5Sget_simple_extent_dims(space, dims.data(), nullptr);
   const Shape stored(std::vector<int64_t>(dims.begin(), dims.end()));
-  if (stored != t.shape)
+  if (stored != shape)
     throw UserError(fmt::format("{}: {} has shape {}, the model expects {}; the checkpoint {}", file_path, path,
-                                stored.str(), t.shape.str(), mismatch));
-  std::vector<float> host(static_cast<size_t>(t.numel()));
+                                stored.str(), shape.str(), mismatch));
+  host.resize(static_cast<size_t>(shape.numel()));
   h5check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, file_path,
           "cannot read " + path + " (file truncated or corrupt?)");
+}
+
+void read_tensor(hid_t file, const std::string& file_path, const std::string& path, Tensor t, Backend& backend) {
+  std::vector<float> host;
+  read_array(file, file_path, path, t.shape, host);
   backend.upload(host.data(), t);
 }
 
@@ -161,13 +171,18 @@ void fsync_path(const std::string& path, int flags) {
   }
 }
 
-// The slot tensor (count of the whole arena) seen with the variable's offset and shape.
-Tensor slot_view(const Tensor& slot, const Variable& v) { return slot.range(v.offset, v.shape.numel()).reshaped(v.shape); }
-
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Model& model, const Optimizer& optimizer,
-                     const TrainState& state, const std::string& recipe_text) {
+void save_checkpoint(const std::string& path, const Model& model, OptimizerState& optimizer, const TrainState& state,
+                     const std::string& recipe_text, bool writer) {
+  const ParamArena& arena = model.params();
+  if (!writer) {  // take part in gathering the sharded slots, write nothing
+    std::vector<float> host;
+    for (const std::string& slot : optimizer.slot_names())
+      for (const Variable& v : arena.variables())
+        if (v.trainable) optimizer.read(slot, v, host);
+    return;
+  }
   quiet_hdf5();
   const std::string tmp = path + ".tmp";
   const fs::path dir = fs::path(path).parent_path();
@@ -181,8 +196,6 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
     write_attr_i64(f, "epoch", state.epoch);
     write_attr_str(f, "recipe", recipe_text);
     write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
-
-    const ParamArena& arena = model.params();
     Backend& be = arena.backend();
     {
       H5Id g(ensure_group(f, "model"), H5Gclose);
@@ -196,12 +209,14 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
       H5Id g(ensure_group(f, "optimizer"), H5Gclose);
       write_attr_str(g, "type", optimizer.type());
       write_attr_i64(g, "iterations", optimizer.iterations());
-      for (const auto& [slot_name, slot] : optimizer.slots()) {
-        H5Id sg(ensure_group(g, slot_name), H5Gclose);
+      std::vector<float> host;
+      for (const std::string& slot : optimizer.slot_names()) {
+        H5Id sg(ensure_group(g, slot), H5Gclose);
         for (const Variable& v : arena.variables()) {
           if (!v.trainable) continue;
           H5Id lg(ensure_group(sg, v.layer), H5Gclose);
-          write_tensor(lg, v.name, slot_view(slot, v), be);
+          optimizer.read(slot, v, host);  // one variable at a time, gathered if sharded
+          write_array(lg, v.name, v.shape, host);
         }
       }
     }
@@ -253,7 +268,7 @@ void load_weights(const std::string& path, Model& model) {
   }
 }
 
-void load_optimizer(const std::string& path, const Model& model, Optimizer& optimizer) {
+void load_optimizer(const std::string& path, const Model& model, OptimizerState& optimizer) {
   H5Id f = open_for_read(path);
   H5Id g(H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose);
   DT_USER_CHECK(g.ok(), "{}: checkpoint lacks /optimizer", path);
@@ -263,11 +278,13 @@ void load_optimizer(const std::string& path, const Model& model, Optimizer& opti
   DT_USER_CHECK(read_attr_str(g, "type", type) && type == optimizer.type(),
                 "{}: optimizer state is for '{}', the recipe uses '{}' (use checkpoint.init_from to load weights only)", path,
                 type, optimizer.type());
-  const ParamArena& arena = model.params();
-  for (const auto& [slot_name, slot] : optimizer.slots())
-    for (const Variable& v : arena.variables())
-      if (v.trainable)
-        read_tensor(f, path, "/optimizer/" + slot_name + "/" + v.layer + "/" + v.name, slot_view(slot, v), arena.backend());
+  std::vector<float> host;
+  for (const std::string& slot : optimizer.slot_names())
+    for (const Variable& v : model.params().variables())
+      if (v.trainable) {
+        read_array(f, path, "/optimizer/" + slot + "/" + v.layer + "/" + v.name, v.shape, host);
+        optimizer.write(slot, v, host);
+      }
   optimizer.set_iterations(iterations);
 }
 

@@ -28,6 +28,7 @@ class CentralStorage final : public Strategy {
     replica_grads_ = Buffer(host_, arena);
     optimizer_ = make_optimizer(recipe.optimizer);
     optimizer_->bind(host_, arena.numel());
+    state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, host_);
     threads_ = std::make_unique<ReplicaThreads>(local_replicas(), std::max(1, cpu_threads() / local_replicas()), group_);
   }
 
@@ -39,6 +40,7 @@ class CentralStorage final : public Strategy {
                        fmt::join(spec_.devices, ", "));
   }
   Model& model() override { return replicas_[0]->model(); }
+  OptimizerState& optimizer_state() override { return *state_; }
   Optimizer& optimizer() override { return *optimizer_; }
 
   void sync_replicas() override {
@@ -94,6 +96,7 @@ class CentralStorage final : public Strategy {
   std::vector<std::unique_ptr<Replica>> replicas_;
   Buffer values_, grads_, replica_grads_;  // on the host: the variables, the summed and one replica's gradients
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ArenaOptimizerState> state_;
   std::unique_ptr<ReplicaThreads> threads_;
 };
 

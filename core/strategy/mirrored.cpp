@@ -30,6 +30,7 @@ class Mirrored final : public Strategy {
       comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
     }
     threads_ = std::make_unique<ReplicaThreads>(local_replicas(), std::max(1, cpu_threads() / local_replicas()), group_);
+    state_ = std::make_unique<ArenaOptimizerState>(*optimizers_[0], replicas_[0]->backend());
     if (spec_.sync_batch_norm)
       for (int r = 0; r < local_replicas(); ++r)
         replicas_[static_cast<size_t>(r)]->set_cross_replica_sum([this, r](Tensor values) {
@@ -56,6 +57,7 @@ class Mirrored final : public Strategy {
                        local, spec_.communication);
   }
   Model& model() override { return replicas_[0]->model(); }
+  OptimizerState& optimizer_state() override { return *state_; }
   Optimizer& optimizer() override { return *optimizers_[0]; }
 
   void sync_replicas() override {
@@ -130,6 +132,7 @@ class Mirrored final : public Strategy {
   std::vector<std::unique_ptr<Optimizer>> optimizers_;
   std::vector<std::unique_ptr<LocalCommunicator>> comms_;
   std::unique_ptr<ReplicaThreads> threads_;
+  std::unique_ptr<ArenaOptimizerState> state_;  // of replica 0; sync_replicas() spreads it
   int64_t steps_ = 0;
 };
 

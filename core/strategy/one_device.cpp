@@ -14,12 +14,14 @@ class OneDevice final : public Strategy {
         replica_(recipe, backend_for(device_)),
         optimizer_(make_optimizer(recipe.optimizer)) {
     optimizer_->bind(replica_.backend(), replica_.model().params().values().numel());
+    state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, replica_.backend());
   }
 
   std::string name() const override { return "one_device"; }
   int num_replicas() const override { return 1; }
   std::string describe() const override { return "one_device on " + device_.str(); }
   Model& model() override { return replica_.model(); }
+  OptimizerState& optimizer_state() override { return *state_; }
   Optimizer& optimizer() override { return *optimizer_; }
 
   LossStats evaluate(const Batch& batch) override { return replica_.evaluate(batch.replicas.at(0)); }
@@ -38,6 +40,7 @@ class OneDevice final : public Strategy {
   Device device_;
   Replica replica_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ArenaOptimizerState> state_;
 };
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
-#include "core/optim/optimizer.hpp"
+#include "core/optim/optimizer_state.hpp"
 #include "datasets/loader.hpp"
 
 namespace distrain {
@@ -41,8 +41,9 @@ class Strategy {
 
   // The reference copy of the variables: initialised, loaded, checkpointed, evaluated.
   virtual Model& model() = 0;
-  // The optimizer whose slots cover the whole arena (what checkpoints save and load).
+  // The optimizer of model() (for its description), and its state as checkpoints see it.
   virtual Optimizer& optimizer() = 0;
+  virtual OptimizerState& optimizer_state() = 0;
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}

@@ -89,7 +89,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     const std::string& newest = existing.back();
     const CheckpointHeader header = read_checkpoint_header(newest);
     load_weights(newest, model);
-    load_optimizer(newest, model, strategy->optimizer());
+    load_optimizer(newest, model, strategy->optimizer_state());
     state = header.state;
     if (writer) trim_metrics(metrics_file, state.epoch);
     log::info("resuming from {} (step {}, epoch {}, batch {})", newest, state.step, state.epoch + 1, state.batch_in_epoch);
@@ -128,11 +128,9 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   std::string last_saved;
   auto save = [&] {
     const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
-    strategy->prepare_for_read();  // every worker takes part
-    if (writer) {
-      save_checkpoint(path, model, strategy->optimizer(), state, recipe.resolved_text());
-      prune_checkpoints(run_dir, recipe.checkpoint.keep);
-    }
+    strategy->prepare_for_read();  // every worker takes part, in both
+    save_checkpoint(path, model, strategy->optimizer_state(), state, recipe.resolved_text(), writer);
+    if (writer) prune_checkpoints(run_dir, recipe.checkpoint.keep);
     last_saved = path;
   };
 

@@ -1,0 +1,28 @@
+#include "core/optim/optimizer_state.hpp"
+
+#include "core/backend/backend.hpp"
+
+namespace distrain {
+
+std::vector<std::string> ArenaOptimizerState::slot_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : opt_.slots()) names.push_back(name);
+  return names;
+}
+
+Tensor ArenaOptimizerState::slot_view(const std::string& slot, const Variable& v) const {
+  for (const auto& [name, t] : opt_.slots())
+    if (name == slot) return t.range(v.offset, v.shape.numel());
+  throw Error(fmt::format("optimizer {} has no slot '{}'", opt_.type(), slot));
+}
+
+void ArenaOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(v.shape.numel()));
+  backend_.download(slot_view(slot, v), out.data());
+}
+
+void ArenaOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
+  backend_.upload(in.data(), slot_view(slot, v));
+}
+
+}  // namespace distrain
