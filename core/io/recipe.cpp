@@ -16,7 +16,7 @@ namespace distrain {
 
 namespace {
 
-const std::vector<std::string> kStrategies{"one_device", "mirrored", "multi_worker_mirrored", "central_storage"};
+const std::vector<std::string> kStrategies{"one_device", "mirrored", "multi_worker_mirrored", "central_storage", "zero"};
 
 void parse_data(ConfigTable c, DataSpec& d) {
   d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic"});
@@ -104,6 +104,9 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.check_every = c.get_int("check_every", 100);
   if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
   s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
+  s.zero_stage = c.get_int("stage", 1);
+  if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
+  if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);

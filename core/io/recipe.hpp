@@ -23,6 +23,7 @@ struct StrategySpec {
   std::string communication = "auto";     // multi_worker_mirrored: auto | ring | nccl
   int64_t check_every = 100;              // replica consistency check period (steps; 0 = never)
   bool sync_batch_norm = false;           // batch norm with statistics of the global batch
+  int64_t zero_stage = 1;                 // zero: 1 (optimizer state sharded)
 };
 
 struct TrainSpec {

@@ -38,6 +38,12 @@ class Model {
   const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   Backend& backend() const { return backend_; }
+  // Bytes of the activations and their gradients kept for a batch of n (float32).
+  int64_t activation_bytes(int64_t n) const {
+    int64_t elements = 0;
+    for (const Shape& s : shapes_) elements += 2 * s.numel() * n;
+    return elements * 4;
+  }
   // A table: layer, type, output shape, parameters.
   std::string summary() const;
 

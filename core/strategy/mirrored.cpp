@@ -109,18 +109,13 @@ class Mirrored final : public Strategy {
   }
 
  private:
-  // Replicas apply identical updates to identical values, so their parameters must be
-  // bitwise equal; a difference means a bug or a hardware fault, reported by replica.
   void check_consistency() {
     std::vector<double> sums(static_cast<size_t>(num_replicas()), 0.0);
     threads_->run([&](int r) {
       sums[static_cast<size_t>(first_local_replica() + r)] = checksum(replicas_[static_cast<size_t>(r)]->model());
     });
     if (world_) world_->all_reduce_f64(sums.data(), static_cast<int>(sums.size()));  // each slot has one writer
-    for (size_t r = 1; r < sums.size(); ++r)
-      if (sums[r] != sums[0])
-        throw Error(fmt::format("replica {} (worker {}) diverged from replica 0 at step {}: parameter checksum {:.17g} vs {:.17g}",
-                                r, static_cast<int>(r) / local_replicas(), steps_, sums[r], sums[0]));
+    check_checksums(sums, local_replicas(), steps_);
   }
 
   bool multi_worker_;

@@ -54,6 +54,13 @@ double checksum(Model& model) {
   return s;
 }
 
+void check_checksums(const std::vector<double>& sums, int replicas_per_worker, int64_t step) {
+  for (size_t r = 1; r < sums.size(); ++r)
+    if (sums[r] != sums[0])
+      throw Error(fmt::format("replica {} (worker {}) diverged from replica 0 at step {}: parameter checksum {:.17g} vs {:.17g}",
+                              r, static_cast<int>(r) / replicas_per_worker, step, sums[r], sums[0]));
+}
+
 LossStats compute_replica_gradients(ReplicaThreads& threads, std::vector<std::unique_ptr<Replica>>& replicas,
                                     const Batch& batch, uint64_t step_seed, int first_replica) {
   std::vector<LossStats> stats(replicas.size());

@@ -15,6 +15,9 @@ void copy_replica(Replica& from, Optimizer& from_opt, Replica& to, Optimizer& to
 void broadcast_from_first(Replica& replica, Optimizer& optimizer, MpiCommunicator& world);
 // Sum of all trainable values, in arena order (bitwise equal for bitwise equal models).
 double checksum(Model& model);
+// Replicas apply identical updates to identical values, so their parameters must be
+// bitwise equal; throws naming the first replica whose checksum differs from replica 0's.
+void check_checksums(const std::vector<double>& sums, int replicas_per_worker, int64_t step);
 LossStats sum_over_workers(LossStats local, MpiCommunicator& world);
 // Every local replica zeroes its gradients and runs forward and backward on its slice (one
 // thread each); returns the metrics summed over the local replicas. first_replica is the

@@ -21,6 +21,12 @@ struct StepInfo {
   uint64_t seed = 0;           // this step's seed (dropout masks)
 };
 
+// Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,
+// and activations with their gradients for a batch; for `distrain check` and `bench`.
+struct MemoryUse {
+  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+};
+
 // Where the last step's time went, for `distrain bench`.
 struct StepTimes {
   double compute = 0, reduce = 0, update = 0;  // seconds
@@ -44,6 +50,14 @@ class Strategy {
   // The optimizer of model() (for its description), and its state as checkpoints see it.
   virtual Optimizer& optimizer() = 0;
   virtual OptimizerState& optimizer_state() = 0;
+  // What a replica holds; replicated strategies hold everything, sharded ones less.
+  virtual MemoryUse memory_per_replica(int64_t per_replica_batch) {
+    const ParamArena& p = model().params();
+    int64_t slots = 0;
+    for (const auto& [name, t] : optimizer().slots()) slots += static_cast<int64_t>(t.bytes());
+    return MemoryUse{static_cast<int64_t>(p.values().bytes() + p.state().bytes()), static_cast<int64_t>(p.grads().bytes()),
+                     slots, model().activation_bytes(per_replica_batch)};
+  }
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}

@@ -65,6 +65,15 @@ equivalence)
       bad "x$n: $(tail -n 5 "$work/mw$n.log" "$work/cmp$n.log" 2>/dev/null)"
     fi
   done
+  # ZeRO stage 1 over MPI workers: sharded optimizer state, same weights.
+  for n in 2 4; do
+    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" --set strategy.name=zero --set train.steps=8 --run-dir "$work/z$n" >"$work/z$n.log" 2>&1 &&
+      "$distrain" compare "$work/one$n/ckpt-000008.h5" "$work/z$n/ckpt-000008.h5" >/dev/null; then
+      ok "zero stage 1 x$n MPI workers matches one_device with batch $((16 * n))"
+    else
+      bad "zero x$n: $(tail -n 5 "$work/z$n.log")"
+    fi
+  done
   # Two workers with two local replicas each: hierarchical reduction.
   "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=64 --run-dir "$work/one4b" >/dev/null 2>&1
   if "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set 'strategy.devices=["cpu:0","cpu:1"]' --set train.steps=8 \
@@ -101,6 +110,15 @@ portability)
   grep -q "resuming from" "$work/b2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/b/ckpt-000040.h5" >/dev/null &&
     ok "one_device -> mirrored x2" || bad "one_device -> mirrored: $(tail -n 3 "$work/b2.log")"
   "$distrain" eval --ckpt "$work/a/ckpt-000020.h5" --json | grep -q '"examples": 64' && ok "eval of a checkpoint written by MPI workers" || bad "eval"
+  # Saved under ZeRO stage 1 with 4 MPI workers (optimizer state in 4 shards), continued
+  # under one_device (Adam, so the slots matter).
+  sed 's/type = "sgd"/type = "adam"/; s/learning_rate = 0.05/learning_rate = 0.001/; /momentum = 0.9/d' "$recipe" >"$work/adam.toml"
+  "$distrain" train "$work/adam.toml" --set strategy.per_replica_batch=32 --run-dir "$work/zref" >/dev/null 2>&1
+  "${mpirun[@]}" -np 4 "$distrain" train "$work/adam.toml" --set strategy.name=zero --set strategy.per_replica_batch=8 \
+    --set train.epochs=1 --run-dir "$work/z" >"$work/z.log" 2>&1
+  "$distrain" train "$work/adam.toml" --set strategy.per_replica_batch=32 --run-dir "$work/z" >"$work/z2.log" 2>&1
+  grep -q "resuming from" "$work/z2.log" && "$distrain" compare "$work/zref/ckpt-000040.h5" "$work/z/ckpt-000040.h5" >/dev/null &&
+    ok "zero x4 MPI workers -> one_device" || bad "zero -> one_device: $(tail -n 3 "$work/z.log" "$work/z2.log")"
   ;;
 fault)
   # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;

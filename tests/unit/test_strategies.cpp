@@ -146,7 +146,7 @@ void check_same(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("mirrored and central_storage with R replicas x b match one_device with R*b (R = 1, 2, 4)") {
+TEST_CASE("mirrored, central_storage and zero with R replicas x b match one_device with R*b (R = 1, 2, 4)") {
   const fs::path tmp = fs::temp_directory_path();
   for (int r : {1, 2, 4}) {
     INFO("replicas " << r);
@@ -157,7 +157,62 @@ TEST_CASE("mirrored and central_storage with R replicas x b match one_device wit
     check_same(single, mirrored);
     const auto central = train_and_load(recipe_text("central_storage", devices, 16), (tmp / "distrain_eq_central").string());
     check_same(single, central);
+    const auto zero = train_and_load(recipe_text("zero", devices, 16), (tmp / "distrain_eq_zero").string());
+    check_same(single, zero);
   }
+}
+
+TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding; checkpoints move between sharding") {
+  const std::string adam = "\n[optimizer]\ntype = \"adam\"";
+  auto adam_recipe = [&](const std::string& strategy, const std::string& devices) {
+    std::string t = recipe_text(strategy, devices, 16);
+    const size_t a = t.find("[optimizer]"), b = t.find("[optimizer.schedule]");
+    return t.replace(a, b - a, "[optimizer]\ntype = \"adam\"\n");
+  };
+  auto one = make_strategy(parse_recipe(adam_recipe("one_device", "\"cpu:0\""), "one.toml"));
+  const MemoryUse full = one->memory_per_replica(16);
+  const int64_t arena = one->model().params().values().numel();
+  CHECK(full.optimizer == 2 * arena * 4);  // m and v
+  for (int n : {2, 3, 4}) {
+    std::string devices;
+    for (int i = 0; i < n; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
+    auto z = make_strategy(parse_recipe(adam_recipe("zero", devices), "zero.toml"));
+    const MemoryUse sharded = z->memory_per_replica(16);
+    INFO("replicas " << n << ": " << sharded.optimizer << " bytes vs " << full.optimizer << " / " << n);
+    CHECK(sharded.optimizer >= full.optimizer / n);
+    CHECK(sharded.optimizer <= full.optimizer / n + 2 * ParamArena::kAlign * 4);
+    CHECK(sharded.parameters == full.parameters);
+  }
+
+  // Saved under zero x4, continued under zero x2 and under one_device: all end where
+  // one_device alone ends.
+  const fs::path tmp = fs::temp_directory_path();
+  auto run = [&](const std::string& strategy, const std::string& devices, int per_replica, int steps, const fs::path& dir) {
+    std::string t = adam_recipe(strategy, devices);
+    t.replace(t.find("per_replica_batch = 16"), 22, fmt::format("per_replica_batch = {}", per_replica));
+    t.replace(t.find("steps = 6"), 9, fmt::format("steps = {}", steps));
+    TrainOptions o;
+    o.run_dir = dir.string();
+    o.out = std::fopen("/dev/null", "w");
+    return train(parse_recipe(t, "move.toml"), o).last_checkpoint;
+  };
+  for (const char* d : {"distrain_move_ref", "distrain_move_a", "distrain_move_b"}) fs::remove_all(tmp / d);
+  const std::string ref = run("one_device", "\"cpu:0\"", 64, 10, tmp / "distrain_move_ref");
+  run("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, 5, tmp / "distrain_move_a");
+  const std::string a = run("zero", "\"cpu:0\", \"cpu:1\"", 32, 10, tmp / "distrain_move_a");
+  run("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, 5, tmp / "distrain_move_b");
+  const std::string b = run("one_device", "\"cpu:0\"", 64, 10, tmp / "distrain_move_b");
+  Recipe single = parse_recipe(adam_recipe("one_device", "\"cpu:0\""), "x.toml");
+  auto load = [&](const std::string& ckpt) {
+    auto s = make_strategy(single);
+    load_weights(ckpt, s->model());
+    return to_host(s->model().params().values());
+  };
+  check_same(load(ref), load(a));
+  check_same(load(ref), load(b));
+  std::string stage2 = adam_recipe("zero", "\"cpu:0\", \"cpu:1\"");
+  stage2.replace(stage2.find("check_every = 1"), 15, "check_every = 1\nstage = 2");
+  CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(stage2, "z.toml")), doctest::Contains("only ZeRO stage 1"), UserError);
 }
 
 TEST_CASE("sync_batch_norm: mirrored and central_storage with batch norm match one_device (R = 2, 4)") {
