@@ -33,6 +33,7 @@ struct Args {
 };
 
 struct Measured {
+  MemoryUse memory;  // per replica
   std::string strategy;
   int replicas = 1, threads = 1;
   int64_t global_batch = 0, steps = 0;
@@ -73,6 +74,7 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
     reduce_ms.push_back(strategy->last_step_times().reduce * 1000.0);
   }
   Measured m;
+  m.memory = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
   m.strategy = strategy->name();
   m.replicas = strategy->num_replicas();
   m.threads = cpu_threads();
@@ -89,9 +91,11 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
 std::string to_json(const Measured& m, const std::string& recipe_name) {
   return fmt::format(R"({{"recipe": "{}", "strategy": "{}", "replicas": {}, "global_batch": {}, "threads": {}, )"
                      R"("images_per_sec": {:.1f}, "step_ms": {{"min": {:.3f}, "median": {:.3f}, "max": {:.3f}}}, )"
-                     R"("comm_share": {:.4f}, "steps": {}}})",
+                     R"("comm_share": {:.4f}, "steps": {}, "memory_per_replica": {{"parameters": {}, "gradients": {}, )"
+                     R"("optimizer": {}, "activations": {}}}}})",
                      recipe_name, m.strategy, m.replicas, m.global_batch, m.threads, m.images_per_sec, m.min_ms, m.median_ms,
-                     m.max_ms, m.comm_share, m.steps);
+                     m.max_ms, m.comm_share, m.steps, m.memory.parameters, m.memory.gradients, m.memory.optimizer,
+                     m.memory.activations);
 }
 
 double json_number(const std::string& text, const std::string& key) {
@@ -259,6 +263,8 @@ void register_bench(CLI::App& app) {
                  m.strategy, m.global_batch, m.steps, a->warmup);
       fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
                  m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
+      fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
+                 m.memory.gradients, m.memory.optimizer, m.memory.activations);
     }
   });
 }
