@@ -1,0 +1,131 @@
+#include "core/strategy/multi_replica.hpp"
+
+#include "core/backend/backend.hpp"
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+namespace {
+
+// Through the host, so replicas on different devices work alike.
+void copy_tensor(Backend& from_be, const Tensor& from, Backend& to_be, Tensor to) {
+  std::vector<float> host(static_cast<size_t>(from.numel()));
+  from_be.download(from, host.data());
+  to_be.upload(host.data(), to);
+}
+
+void broadcast_tensor(Backend& be, Tensor t, MpiCommunicator& world) {
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  be.download(t, host.data());
+  world.broadcast(Tensor{host.data(), t.shape, DType::f32, Device{}}, 0);
+  be.upload(host.data(), t);
+}
+
+// Sum of all trainable values, in arena order (bitwise equal for bitwise equal models).
+double checksum(Model& model) {
+  const Tensor v = model.params().values();
+  std::vector<float> host(static_cast<size_t>(v.numel()));
+  model.backend().download(v, host.data());
+  double s = 0.0;
+  for (float x : host) s += x;
+  return s;
+}
+
+LossStats sum_over_workers(LossStats local, MpiCommunicator* world) {
+  if (!world) return local;
+  double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
+  world->all_reduce_f64(v, 3);
+  return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+}
+
+}  // namespace
+
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world) : spec_(recipe.strategy) {
+  if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
+    world_ = std::make_unique<MpiCommunicator>();
+    rank_ = world_->rank();
+    workers_ = world_->size();
+  }
+  const int n = static_cast<int>(spec_.devices.size());
+  group_ = std::make_shared<LocalGroup>(n);
+  for (int r = 0; r < n; ++r) {
+    const Device d = Device::parse(spec_.devices[static_cast<size_t>(r)], recipe.file + ": strategy.devices");
+    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d)));
+    comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+    if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
+  }
+  threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
+}
+
+void MultiReplicaStrategy::sum_over_replicas(int r, Tensor t) {
+  local(r).all_reduce(t, ReduceOp::sum);
+  if (!world_) return;
+  if (r == 0) world_->all_reduce(t, ReduceOp::sum);
+  local(r).broadcast(t, 0);
+}
+
+LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
+  std::vector<LossStats> stats(replicas_.size());
+  const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
+  threads_->run([&](int r) {
+    Replica& rep = replica(r);
+    rep.model().zero_grads();
+    stats[static_cast<size_t>(r)] = rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale,
+                                                         derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)));
+  });
+  LossStats total;
+  for (const auto& s : stats) total += s;
+  return sum_over_workers(total, world_.get());
+}
+
+LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {
+  return sum_over_workers(replicas_[0]->evaluate(batch.replicas.at(0)), world_.get());
+}
+
+void MultiReplicaStrategy::prepare_for_read() {
+  threads_->run([&](int r) {
+    Tensor state = replica(r).model().params().state();
+    if (state.numel() == 0) return;
+    sum_over_replicas(r, state);
+    replica(r).backend().scale_shift(state, state, 1.0f / static_cast<float>(num_replicas()), 0.0f);
+  });
+}
+
+void MultiReplicaStrategy::maybe_check_consistency() {
+  ++steps_;
+  if (spec_.check_every <= 0 || steps_ % spec_.check_every != 0) return;
+  std::vector<double> sums(static_cast<size_t>(num_replicas()), 0.0);
+  threads_->run([&](int r) { sums[static_cast<size_t>(first_local_replica() + r)] = checksum(replica(r).model()); });
+  if (world_) world_->all_reduce_f64(sums.data(), static_cast<int>(sums.size()));  // each slot has one writer
+  for (size_t r = 1; r < sums.size(); ++r)
+    if (sums[r] != sums[0])
+      throw Error(fmt::format("replica {} (worker {}) diverged from replica 0 at step {}: parameter checksum {:.17g} vs {:.17g}",
+                              r, static_cast<int>(r) / local_replicas(), steps_, sums[r], sums[0]));
+}
+
+void MultiReplicaStrategy::copy_from_first(const std::vector<std::unique_ptr<Optimizer>>& optimizers) {
+  Replica& first = replica(0);
+  ParamArena& p = first.model().params();
+  if (world_) {
+    broadcast_tensor(first.backend(), p.values(), *world_);
+    if (p.state().numel()) broadcast_tensor(first.backend(), p.state(), *world_);
+    if (!optimizers.empty()) {
+      for (auto& [name, slot] : optimizers[0]->slots()) broadcast_tensor(first.backend(), slot, *world_);
+      double iterations = world_->rank() == 0 ? static_cast<double>(optimizers[0]->iterations()) : 0.0;
+      world_->all_reduce_f64(&iterations, 1);
+      optimizers[0]->set_iterations(static_cast<int64_t>(iterations));
+    }
+  }
+  for (int r = 1; r < local_replicas(); ++r) {
+    ParamArena& q = replica(r).model().params();
+    copy_tensor(first.backend(), p.values(), replica(r).backend(), q.values());
+    if (p.state().numel()) copy_tensor(first.backend(), p.state(), replica(r).backend(), q.state());
+    if (optimizers.empty()) continue;
+    const auto src = optimizers[0]->slots();
+    const auto dst = optimizers[static_cast<size_t>(r)]->slots();
+    for (size_t i = 0; i < src.size(); ++i) copy_tensor(first.backend(), src[i].second, replica(r).backend(), dst[i].second);
+    optimizers[static_cast<size_t>(r)]->set_iterations(optimizers[0]->iterations());
+  }
+}
+
+}  // namespace distrain

@@ -1,0 +1,67 @@
+// MultiReplicaStrategy: what mirrored, multi_worker_mirrored, central_storage and zero
+// share. This process runs one replica per listed device, each on its own thread with a
+// `local` communicator; under a launcher an MPI world joins the workers. It owns the
+// replicas' forward/backward pass, evaluation, the averaging of batch-norm state, the
+// cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
+// gradients are reduced and who updates what.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/comm/local_communicator.hpp"
+#include "core/comm/mpi_communicator.hpp"
+#include "core/strategy/replica.hpp"
+#include "core/strategy/replica_threads.hpp"
+#include "core/strategy/strategy.hpp"
+
+namespace distrain {
+
+class MultiReplicaStrategy : public Strategy {
+ public:
+  enum class World { none, when_launched, always };
+
+  int num_replicas() const override { return local_replicas() * workers_; }
+  int rank() const override { return rank_; }
+  int workers() const override { return workers_; }
+  int first_local_replica() const override { return rank_ * local_replicas(); }
+  int local_replicas() const override { return static_cast<int>(replicas_.size()); }
+  Model& model() override { return replicas_[0]->model(); }
+  // Batch-norm moving statistics become their mean over all replicas.
+  void prepare_for_read() override;
+  // Replica 0 of each worker evaluates its share; sums over workers.
+  LossStats evaluate(const Batch& batch) override;
+
+ protected:
+  MultiReplicaStrategy(const Recipe& recipe, World world);
+
+  // Every replica zeroes its gradients and runs forward and backward on its slice.
+  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;
+  // Called on replica r's thread for its own tensor t: t becomes the sum over every
+  // replica of the job (local all-reduce; MPI between workers on replica 0's thread, the
+  // caller's, as MPI_THREAD_FUNNELED wants; local broadcast).
+  void sum_over_replicas(int r, Tensor t);
+  // Every check_every steps: replicas' parameters must be bitwise equal; throws naming the
+  // first that differs.
+  void maybe_check_consistency();
+  // Replica 0's variables (and, with an optimizer per replica, its slots and iteration
+  // count) to every replica of every worker.
+  void copy_from_first(const std::vector<std::unique_ptr<Optimizer>>& optimizers);
+
+  Replica& replica(int r) { return *replicas_[static_cast<size_t>(r)]; }
+  LocalCommunicator& local(int r) { return *comms_[static_cast<size_t>(r)]; }
+  MpiCommunicator* world() { return world_.get(); }
+  ReplicaThreads& threads() { return *threads_; }
+  const StrategySpec& spec() const { return spec_; }
+
+ private:
+  StrategySpec spec_;
+  std::unique_ptr<MpiCommunicator> world_;
+  int rank_ = 0, workers_ = 1;
+  std::shared_ptr<LocalGroup> group_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<std::unique_ptr<LocalCommunicator>> comms_;
+  std::unique_ptr<ReplicaThreads> threads_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace distrain
