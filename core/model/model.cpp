@@ -10,7 +10,7 @@
 
 namespace distrain {
 
-Model::Model(const toml::table& model, const std::string& file, Backend& backend) : backend_(backend) {
+Model::Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients) : backend_(backend) {
   ConfigTable config(model, file, "model.");
   std::vector<int64_t> dims = config.get_int_list("input_shape");
   if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
@@ -38,12 +38,18 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }
-  arena_.allocate(backend_);
+  arena_.allocate(backend_, full_gradients);
   first_trainable_ = layers_.size();
+  ranges_.assign(layers_.size(), {0, 0});
   for (const Variable& v : arena_.variables())
     if (v.trainable)
       for (size_t i = 0; i < layers_.size(); ++i)
-        if (layers_[i]->name() == v.layer) first_trainable_ = std::min(first_trainable_, i);
+        if (layers_[i]->name() == v.layer) {
+          first_trainable_ = std::min(first_trainable_, i);
+          auto& [lo, hi] = ranges_[i];
+          lo = hi == 0 ? v.offset : std::min(lo, v.offset);  // a layer's variables are declared together
+          hi = std::max(hi, v.offset + v.shape.numel());
+        }
 }
 
 void Model::ensure_activations(int64_t n) {
@@ -71,7 +77,17 @@ void Model::backward(Ctx& ctx) {
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor in = i ? acts_[i - 1].view() : input_;
     const Tensor din = i > first_trainable_ ? dacts_[i - 1].view() : Tensor{};
+    if (hooks_.before) hooks_.before(i);
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
+    if (hooks_.after) hooks_.after(i);
+  }
+}
+
+void Model::backward_hooks_only() {
+  if (!hooks_.before) return;
+  for (size_t i = layers_.size(); i-- > first_trainable_;) {
+    hooks_.before(i);
+    hooks_.after(i);
   }
 }
 

@@ -64,11 +64,11 @@ ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, I
   return ParamRef{this, static_cast<int>(variables_.size()) - 1};
 }
 
-void ParamArena::allocate(Backend& backend) {
+void ParamArena::allocate(Backend& backend, bool full_gradients) {
   DT_CHECK(!backend_, "arena allocated twice");
   backend_ = &backend;
   values_ = Buffer(backend, Shape{values_size_});
-  grads_ = Buffer(backend, Shape{values_size_});
+  grads_ = Buffer(backend, Shape{full_gradients ? values_size_ : 0});
   state_ = Buffer(backend, Shape{state_size_});
   for (const Buffer* b : {&values_, &grads_, &state_})
     if (!b->empty()) backend.fill(b->view(), 0.0f);
@@ -93,7 +93,18 @@ Tensor ParamArena::value(int id) const {
 Tensor ParamArena::grad(int id) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
   DT_CHECK(v.trainable, "{}/{} is not trainable and has no gradient", v.layer, v.name);
+  if (!window_.empty()) {
+    DT_CHECK(v.offset >= window_begin_ && v.offset + v.shape.numel() <= window_begin_ + window_.numel(),
+             "gradient of {}/{} requested outside the gradient window", v.layer, v.name);
+    return window_.range(v.offset - window_begin_, v.shape.numel()).reshaped(v.shape);
+  }
+  DT_CHECK(!grads_.empty(), "gradient of {}/{} requested with no gradient arena and no window", v.layer, v.name);
   return grads_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
+}
+
+void ParamArena::set_gradient_window(int64_t begin, Tensor window) {
+  window_begin_ = begin;
+  window_ = window;
 }
 
 int ParamArena::find(const std::string& layer, const std::string& name) const {

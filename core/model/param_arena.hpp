@@ -44,7 +44,12 @@ class ParamArena {
   ParamRef declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
                    bool trainable);
   // Allocates the arenas (zeroed) on the backend's device. No declarations after this.
-  void allocate(Backend& backend);
+  // Without full_gradients there is no gradient arena: gradients go to a window that the
+  // owner (ZeRO stage 2) sets around each layer's backward.
+  void allocate(Backend& backend, bool full_gradients = true);
+  // grad(id) of a variable in [begin, begin + window.numel()) becomes a view into window.
+  void set_gradient_window(int64_t begin, Tensor window);
+  void clear_gradient_window() { window_ = Tensor{}; }
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
@@ -65,6 +70,8 @@ class ParamArena {
   int64_t values_size_ = 0, state_size_ = 0;
   Backend* backend_ = nullptr;
   Buffer values_, grads_, state_;
+  int64_t window_begin_ = 0;
+  Tensor window_;
 };
 
 }  // namespace distrain

@@ -40,7 +40,7 @@ LossStats sum_over_workers(LossStats local, MpiCommunicator* world) {
 
 }  // namespace
 
-MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world) : spec_(recipe.strategy) {
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients) : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
     world_ = std::make_unique<MpiCommunicator>();
     rank_ = world_->rank();
@@ -50,7 +50,7 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world) : 
   group_ = std::make_shared<LocalGroup>(n);
   for (int r = 0; r < n; ++r) {
     const Device d = Device::parse(spec_.devices[static_cast<size_t>(r)], recipe.file + ": strategy.devices");
-    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d)));
+    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients));
     comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }

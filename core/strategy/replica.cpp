@@ -2,8 +2,10 @@
 
 namespace distrain {
 
-Replica::Replica(const Recipe& recipe, Backend& backend)
-    : backend_(backend), model_(std::make_unique<Model>(recipe.model(), recipe.file, backend)), loss_(recipe.loss, backend) {
+Replica::Replica(const Recipe& recipe, Backend& backend, bool full_gradients)
+    : backend_(backend),
+      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, full_gradients)),
+      loss_(recipe.loss, backend) {
   DT_USER_CHECK(model_->output_shape().rank() == 1,
                 "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
                 model_->output_shape().str());
@@ -21,7 +23,10 @@ void Replica::upload(const ReplicaSlice& slice) {
 }
 
 LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
-  if (slice.count == 0) return {};
+  if (slice.count == 0) {
+    model_->backward_hooks_only();  // still take part in collectives the hooks run
+    return {};
+  }
   upload(slice);
   Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr};
   const Tensor out = model_->forward(ctx, images_.view());

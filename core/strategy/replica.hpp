@@ -12,7 +12,8 @@ namespace distrain {
 
 class Replica {
  public:
-  Replica(const Recipe& recipe, Backend& backend);
+  // Without full_gradients the model has no gradient arena (ZeRO stage 2 gives windows).
+  Replica(const Recipe& recipe, Backend& backend, bool full_gradients = true);
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena.
   // grad_scale is 1 / (examples in the global batch). An empty slice does nothing.

@@ -1,10 +1,12 @@
-// zero (ZeRO, Rajbhandari et al. 2020), stage 1: optimizer state sharded. Every replica
-// holds the whole model and computes gradients on its slice; gradients are all-reduced;
-// replica g owns the contiguous range [g*S, g*S + S) of the parameter arena (S = arena /
-// replicas, rounded up to 16 floats), keeps optimizer slots for that range only, updates
-// it, and the ranges are all-gathered so every replica has the new parameters.
+// zero (ZeRO, Rajbhandari et al. 2020). Replica g owns the contiguous range
+// [g*S, g*S + S) of the parameter arena (S = arena / replicas, rounded up to 16 floats):
+//   stage 1  optimizer slots for its range only; gradients all-reduced; each replica
+//            updates its range and the ranges are all-gathered to every replica;
+//   stage 2  plus gradients sharded: there is no gradient arena; each layer's gradients
+//            go to a bucket during its backward, are summed over replicas right after,
+//            and a replica keeps only the part in its range.
 // Replicas are the listed devices (threads, `local` communicator) or, under mpirun/srun,
-// one device per worker (`mpi`). Stages 2 and 3 are not implemented yet.
+// one device per worker (`mpi`). Stage 3 (parameters sharded) is not implemented yet.
 #pragma once
 #include "core/strategy/strategy.hpp"
 

@@ -65,14 +65,17 @@ equivalence)
       bad "x$n: $(tail -n 5 "$work/mw$n.log" "$work/cmp$n.log" 2>/dev/null)"
     fi
   done
-  # ZeRO stage 1 over MPI workers: sharded optimizer state, same weights.
-  for n in 2 4; do
-    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" --set strategy.name=zero --set train.steps=8 --run-dir "$work/z$n" >"$work/z$n.log" 2>&1 &&
-      "$distrain" compare "$work/one$n/ckpt-000008.h5" "$work/z$n/ckpt-000008.h5" >/dev/null; then
-      ok "zero stage 1 x$n MPI workers matches one_device with batch $((16 * n))"
-    else
-      bad "zero x$n: $(tail -n 5 "$work/z$n.log")"
-    fi
+  # ZeRO stages 1 and 2 over MPI workers: sharded optimizer state (and gradients), same weights.
+  for stage in 1 2; do
+    for n in 2 4; do
+      if "${mpirun[@]}" -np $n "$distrain" train "$recipe" --set strategy.name=zero --set strategy.stage=$stage --set train.steps=8 \
+        --run-dir "$work/z$stage$n" >"$work/z$stage$n.log" 2>&1 &&
+        "$distrain" compare "$work/one$n/ckpt-000008.h5" "$work/z$stage$n/ckpt-000008.h5" >/dev/null; then
+        ok "zero stage $stage x$n MPI workers matches one_device with batch $((16 * n))"
+      else
+        bad "zero stage $stage x$n: $(tail -n 5 "$work/z$stage$n.log")"
+      fi
+    done
   done
   # Two workers with two local replicas each: hierarchical reduction.
   "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=64 --run-dir "$work/one4b" >/dev/null 2>&1
