@@ -49,7 +49,7 @@ fs::path temp_dir(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("IDX: plain and gzipped files read back; bad files are named errors") {
+TEST_CASE("IDX: plain and gzipped files read back, bad files are named errors") {
   const fs::path dir = temp_dir("idx");
   write(dir / "train-images-idx3-ubyte", idx_images(5, 3, 2));
   write(dir / "train-labels-idx1-ubyte.gz", idx_labels(5), true);

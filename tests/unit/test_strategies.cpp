@@ -164,7 +164,7 @@ TEST_CASE("mirrored, central_storage and zero with R replicas x b match one_devi
   }
 }
 
-TEST_CASE("zero stage 2: replicas left without examples by the last batch still take part; gradient memory") {
+TEST_CASE("zero stage 2: replicas left without examples by the last batch still take part, gradient memory") {
   // 322 examples, global batch 64: the sixth batch has 2 examples for 4 replicas.
   auto text = [](const std::string& strategy, const std::string& devices, int per_replica, const std::string& extra) {
     std::string t = recipe_text(strategy, devices, per_replica, "", extra);
@@ -189,7 +189,7 @@ TEST_CASE("zero stage 2: replicas left without examples by the last batch still 
   CHECK(m.params().grads().numel() == 0);
 }
 
-TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding; checkpoints move between sharding") {
+TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding, checkpoints move between sharding") {
   const std::string adam = "\n[optimizer]\ntype = \"adam\"";
   auto adam_recipe = [&](const std::string& strategy, const std::string& devices) {
     std::string t = recipe_text(strategy, devices, 16);
