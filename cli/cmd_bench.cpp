@@ -50,7 +50,7 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
   auto strategy = make_strategy(recipe);
   rank = strategy->rank();
   Model& model = strategy->model();
-  model.initialize(recipe.seed);
+  strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();
   const int64_t per = model.input_shape().numel();
   const int64_t classes = model.output_shape()[0];

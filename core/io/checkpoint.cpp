@@ -113,11 +113,6 @@ void write_array(hid_t group, const std::string& name, const Shape& shape, const
            "writing dataset {}", name);
 }
 
-void write_tensor(hid_t group, const std::string& name, const Tensor& t, Backend& backend) {
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  backend.download(t, host.data());
-  write_array(group, name, t.shape, host);
-}
 
 // Reads dataset `path` into host; it must exist with `shape`.
 void read_array(hid_t file, const std::string& file_path, const std::string& path, const Shape& shape,
@@ -147,11 +142,6 @@ void read_array(hid_t file, const std::string& file_path, const std::string& pat
           "cannot read " + path + " (file truncated or corrupt?)");
 }
 
-void read_tensor(hid_t file, const std::string& file_path, const std::string& path, Tensor t, Backend& backend) {
-  std::vector<float> host;
-  read_array(file, file_path, path, t.shape, host);
-  backend.upload(host.data(), t);
-}
 
 H5Id open_for_read(const std::string& path) {
   quiet_hdf5();
@@ -173,11 +163,12 @@ void fsync_path(const std::string& path, int flags) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Model& model, OptimizerState& optimizer, const TrainState& state,
+void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
                      const std::string& recipe_text, bool writer) {
-  const ParamArena& arena = model.params();
-  if (!writer) {  // take part in gathering the sharded slots, write nothing
+  const ParamArena& arena = model.layout();
+  if (!writer) {  // take part in gathering sharded variables and slots, write nothing
     std::vector<float> host;
+    for (size_t i = 0; i < arena.variables().size(); ++i) model.read(static_cast<int>(i), host);
     for (const std::string& slot : optimizer.slot_names())
       for (const Variable& v : arena.variables())
         if (v.trainable) optimizer.read(slot, v, host);
@@ -196,13 +187,14 @@ void save_checkpoint(const std::string& path, const Model& model, OptimizerState
     write_attr_i64(f, "epoch", state.epoch);
     write_attr_str(f, "recipe", recipe_text);
     write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
-    Backend& be = arena.backend();
     {
       H5Id g(ensure_group(f, "model"), H5Gclose);
+      std::vector<float> host;
       for (size_t i = 0; i < arena.variables().size(); ++i) {
         const Variable& v = arena.variables()[i];
         H5Id lg(ensure_group(g, v.layer), H5Gclose);
-        write_tensor(lg, v.name, arena.value(static_cast<int>(i)), be);
+        model.read(static_cast<int>(i), host);  // one variable at a time, gathered if sharded
+        write_array(lg, v.name, v.shape, host);
       }
     }
     {
@@ -259,16 +251,23 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   return h;
 }
 
-void load_weights(const std::string& path, Model& model) {
+void load_weights(const std::string& path, ModelState& model) {
   H5Id f = open_for_read(path);
-  ParamArena& arena = model.params();
+  const ParamArena& arena = model.layout();
+  std::vector<float> host;
   for (size_t i = 0; i < arena.variables().size(); ++i) {
     const Variable& v = arena.variables()[i];
-    read_tensor(f, path, "/model/" + v.layer + "/" + v.name, arena.value(static_cast<int>(i)), arena.backend());
+    read_array(f, path, "/model/" + v.layer + "/" + v.name, v.shape, host);
+    model.write(static_cast<int>(i), host);
   }
 }
 
-void load_optimizer(const std::string& path, const Model& model, OptimizerState& optimizer) {
+void load_weights(const std::string& path, Model& model) {
+  ArenaModelState state(model.params());
+  load_weights(path, state);
+}
+
+void load_optimizer(const std::string& path, const ParamArena& layout, OptimizerState& optimizer) {
   H5Id f = open_for_read(path);
   H5Id g(H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose);
   DT_USER_CHECK(g.ok(), "{}: checkpoint lacks /optimizer", path);
@@ -280,7 +279,7 @@ void load_optimizer(const std::string& path, const Model& model, OptimizerState&
                 type, optimizer.type());
   std::vector<float> host;
   for (const std::string& slot : optimizer.slot_names())
-    for (const Variable& v : model.params().variables())
+    for (const Variable& v : layout.variables())
       if (v.trainable) {
         read_array(f, path, "/optimizer/" + slot + "/" + v.layer + "/" + v.name, v.shape, host);
         optimizer.write(slot, v, host);

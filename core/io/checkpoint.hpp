@@ -11,6 +11,7 @@
 
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
+#include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
 
 namespace distrain {
@@ -29,18 +30,19 @@ struct CheckpointHeader {
   TrainState state;
 };
 
-// Called by every rank (optimizer slots may be sharded and are gathered a variable at a
-// time); only `writer` writes the file.
-void save_checkpoint(const std::string& path, const Model& model, OptimizerState& optimizer, const TrainState& state,
+// Called by every rank (variables and optimizer slots may be sharded and are gathered a
+// variable at a time); only `writer` writes the file.
+void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
                      const std::string& recipe_text, bool writer = true);
 
 // Checks the file is a distrain checkpoint this version reads; UserError otherwise.
 CheckpointHeader read_checkpoint_header(const std::string& path);
 // Loads every variable of the model (trainable and state); the file must have each one
 // with the same shape, or the error names the first that differs.
+void load_weights(const std::string& path, ModelState& model);
 void load_weights(const std::string& path, Model& model);
 // Loads slots and iteration count; the optimizer must be bound and of the same type.
-void load_optimizer(const std::string& path, const Model& model, OptimizerState& optimizer);
+void load_optimizer(const std::string& path, const ParamArena& layout, OptimizerState& optimizer);
 
 // ckpt-<step>.h5 files of a run folder, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);

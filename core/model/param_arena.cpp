@@ -76,12 +76,15 @@ void ParamArena::allocate(Backend& backend, bool full_gradients) {
 
 void ParamArena::initialize(uint64_t seed) {
   DT_CHECK(backend_, "initialize before allocate");
-  std::vector<float> host;
-  for (size_t i = 0; i < variables_.size(); ++i) {
-    host.resize(static_cast<size_t>(variables_[i].shape.numel()));
-    draw(variables_[i], seed, host);
-    backend_->upload(host.data(), value(static_cast<int>(i)));
-  }
+  for (size_t i = 0; i < variables_.size(); ++i)
+    backend_->upload(initial_value(static_cast<int>(i), seed).data(), value(static_cast<int>(i)));
+}
+
+std::vector<float> ParamArena::initial_value(int id, uint64_t seed) const {
+  const Variable& v = variables_.at(static_cast<size_t>(id));
+  std::vector<float> host(static_cast<size_t>(v.shape.numel()));
+  draw(v, seed, host);
+  return host;
 }
 
 Tensor ParamArena::value(int id) const {

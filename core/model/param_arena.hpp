@@ -53,6 +53,8 @@ class ParamArena {
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
+  // What initialize() puts in variable id, on the host.
+  std::vector<float> initial_value(int id, uint64_t seed) const;
 
   Tensor value(int id) const;
   Tensor grad(int id) const;

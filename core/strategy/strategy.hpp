@@ -10,6 +10,7 @@
 
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
+#include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
 #include "datasets/loader.hpp"
 
@@ -45,8 +46,13 @@ class Strategy {
   // One line: devices, replicas, how gradients travel.
   virtual std::string describe() const = 0;
 
-  // The reference copy of the variables: initialised, loaded, checkpointed, evaluated.
+  // The model of this process's first replica (its layout; its values unless sharded).
   virtual Model& model() = 0;
+  // The variables as checkpoints and initialisation see them (gathered when sharded).
+  virtual ModelState& model_state() {
+    if (!arena_state_) arena_state_ = std::make_unique<ArenaModelState>(model().params());
+    return *arena_state_;
+  }
   // The optimizer of model() (for its description), and its state as checkpoints see it.
   virtual Optimizer& optimizer() = 0;
   virtual OptimizerState& optimizer_state() = 0;
@@ -88,6 +94,7 @@ class Strategy {
   virtual void apply_update(const StepInfo& info) = 0;
 
  private:
+  std::unique_ptr<ArenaModelState> arena_state_;
   static double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
   StepTimes times_;
 };

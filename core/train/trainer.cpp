@@ -88,18 +88,18 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   if (!existing.empty()) {
     const std::string& newest = existing.back();
     const CheckpointHeader header = read_checkpoint_header(newest);
-    load_weights(newest, model);
-    load_optimizer(newest, model, strategy->optimizer_state());
+    load_weights(newest, strategy->model_state());
+    load_optimizer(newest, model.params(), strategy->optimizer_state());
     state = header.state;
     if (writer) trim_metrics(metrics_file, state.epoch);
     log::info("resuming from {} (step {}, epoch {}, batch {})", newest, state.step, state.epoch + 1, state.batch_in_epoch);
   } else if (!recipe.checkpoint.init_from.empty()) {
     read_checkpoint_header(recipe.checkpoint.init_from);
-    model.initialize(recipe.seed);  // variables the file lacks would be an error, so this only fills the arena
-    load_weights(recipe.checkpoint.init_from, model);
+    strategy->model_state().initialize(recipe.seed);  // variables the file lacks are an error: this only fills the arena
+    load_weights(recipe.checkpoint.init_from, strategy->model_state());
     log::info("initialised weights from {}", recipe.checkpoint.init_from);
   } else {
-    model.initialize(recipe.seed);
+    strategy->model_state().initialize(recipe.seed);
   }
   strategy->sync_replicas();
 
@@ -129,7 +129,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   auto save = [&] {
     const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
     strategy->prepare_for_read();  // every worker takes part, in both
-    save_checkpoint(path, model, strategy->optimizer_state(), state, recipe.resolved_text(), writer);
+    save_checkpoint(path, strategy->model_state(), strategy->optimizer_state(), state, recipe.resolved_text(), writer);
     if (writer) prune_checkpoints(run_dir, recipe.checkpoint.keep);
     last_saved = path;
   };

@@ -113,7 +113,7 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
   s->optimizer().set_iterations(7);
   TrainState st{11, 1, 2, LossStats{3.5, 4, 5}, 1.25};
   const std::string path = (dir / checkpoint_name(11)).string();
-  save_checkpoint(path, s->model(), s->optimizer_state(), st, recipe.resolved_text());
+  save_checkpoint(path, s->model_state(), s->optimizer_state(), st, recipe.resolved_text());
   CHECK_FALSE(fs::exists(path + ".tmp"));
 
   const CheckpointHeader h = read_checkpoint_header(path);
@@ -124,7 +124,7 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
 
   auto t = make_strategy(recipe);
   load_weights(path, t->model());
-  load_optimizer(path, t->model(), t->optimizer_state());
+  load_optimizer(path, t->model().params(), t->optimizer_state());
   CHECK(to_host(t->model().params().values()) == to_host(s->model().params().values()));
   CHECK(t->optimizer().iterations() == 7);
 
@@ -138,7 +138,8 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
   sgd.optimizer = default_optimizer_spec("sgd");
   sgd.optimizer.momentum = 0.9;
   auto g = make_strategy(sgd);
-  CHECK_THROWS_WITH_AS(load_optimizer(path, g->model(), g->optimizer_state()), doctest::Contains("optimizer state is for 'adam'"), UserError);
+  CHECK_THROWS_WITH_AS(load_optimizer(path, g->model().params(), g->optimizer_state()), doctest::Contains("optimizer state is for 'adam'"),
+                       UserError);
 
   // Truncated, not HDF5, missing.
   const fs::path cut = dir / "cut.h5";
