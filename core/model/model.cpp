@@ -10,7 +10,8 @@
 
 namespace distrain {
 
-Model::Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients) : backend_(backend) {
+Model::Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients, bool full_values)
+    : backend_(backend) {
   ConfigTable config(model, file, "model.");
   std::vector<int64_t> dims = config.get_int_list("input_shape");
   if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
@@ -38,7 +39,7 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }
-  arena_.allocate(backend_, full_gradients);
+  arena_.allocate(backend_, full_gradients, full_values);
   first_trainable_ = layers_.size();
   ranges_.assign(layers_.size(), {0, 0});
   for (const Variable& v : arena_.variables())
@@ -68,7 +69,11 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
            input_shape_.str());
   ensure_activations(x.shape[0]);
   input_ = x;
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward(ctx, i ? acts_[i - 1].view() : input_, acts_[i].view());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (hooks_.before_forward) hooks_.before_forward(i);
+    layers_[i]->forward(ctx, i ? acts_[i - 1].view() : input_, acts_[i].view());
+    if (hooks_.after_forward) hooks_.after_forward(i);
+  }
   return acts_.back().view();
 }
 
@@ -77,17 +82,23 @@ void Model::backward(Ctx& ctx) {
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor in = i ? acts_[i - 1].view() : input_;
     const Tensor din = i > first_trainable_ ? dacts_[i - 1].view() : Tensor{};
-    if (hooks_.before) hooks_.before(i);
+    if (hooks_.before_backward) hooks_.before_backward(i);
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
-    if (hooks_.after) hooks_.after(i);
+    if (hooks_.after_backward) hooks_.after_backward(i);
+  }
+}
+
+void Model::forward_hooks_only() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (hooks_.before_forward) hooks_.before_forward(i);
+    if (hooks_.after_forward) hooks_.after_forward(i);
   }
 }
 
 void Model::backward_hooks_only() {
-  if (!hooks_.before) return;
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
-    hooks_.before(i);
-    hooks_.after(i);
+    if (hooks_.before_backward) hooks_.before_backward(i);
+    if (hooks_.after_backward) hooks_.after_backward(i);
   }
 }
 

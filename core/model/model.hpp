@@ -19,7 +19,8 @@ class Model {
  public:
   // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
   // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
-  Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients = true);
+  Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients = true,
+        bool full_values = true);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -31,14 +32,15 @@ class Model {
   Tensor output_grad() const { return dacts_.back().view(); }
   // Propagates output_grad() back; parameter gradients accumulate into the arena.
   void backward(Ctx& ctx);
-  // Called around each layer's backward (ZeRO stage 2 reduces a layer's gradients as soon
-  // as they are complete). backward_hooks_only() calls them without computing, so that a
-  // replica with no examples still takes part in their collectives.
-  struct BackwardHooks {
-    std::function<void(size_t layer)> before, after;
+  // Called around each layer's forward and backward (ZeRO stage 3 gathers a layer's
+  // parameters just before and releases them after; stage 2 reduces a layer's gradients
+  // as soon as they are complete). The *_hooks_only() calls run them without computing, so
+  // that a replica with no examples still takes part in their collectives.
+  struct LayerHooks {
+    std::function<void(size_t layer)> before_forward, after_forward, before_backward, after_backward;
   };
-  void set_backward_hooks(BackwardHooks hooks) { hooks_ = std::move(hooks); }
-  bool has_backward_hooks() const { return static_cast<bool>(hooks_.before); }
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+  void forward_hooks_only();
   void backward_hooks_only();
   // [begin, end) of the arena holding layer i's trainable variables (begin == end: none).
   std::pair<int64_t, int64_t> trainable_range(size_t layer) const { return ranges_.at(layer); }
@@ -68,7 +70,7 @@ class Model {
   std::vector<Shape> shapes_;  // per-example output shape of each layer
   size_t first_trainable_ = 0;  // layers up to this one need no input gradient
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // per layer, see trainable_range()
-  BackwardHooks hooks_;
+  LayerHooks hooks_;
   ParamArena arena_;
   int64_t batch_ = -1;
   Tensor input_;

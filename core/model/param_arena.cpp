@@ -64,10 +64,10 @@ ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, I
   return ParamRef{this, static_cast<int>(variables_.size()) - 1};
 }
 
-void ParamArena::allocate(Backend& backend, bool full_gradients) {
+void ParamArena::allocate(Backend& backend, bool full_gradients, bool full_values) {
   DT_CHECK(!backend_, "arena allocated twice");
   backend_ = &backend;
-  values_ = Buffer(backend, Shape{values_size_});
+  values_ = Buffer(backend, Shape{full_values ? values_size_ : 0});
   grads_ = Buffer(backend, Shape{full_gradients ? values_size_ : 0});
   state_ = Buffer(backend, Shape{state_size_});
   for (const Buffer* b : {&values_, &grads_, &state_})
@@ -89,8 +89,19 @@ std::vector<float> ParamArena::initial_value(int id, uint64_t seed) const {
 
 Tensor ParamArena::value(int id) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
+  if (v.trainable && !value_window_.empty()) {
+    DT_CHECK(v.offset >= value_window_begin_ && v.offset + v.shape.numel() <= value_window_begin_ + value_window_.numel(),
+             "value of {}/{} requested outside the value window", v.layer, v.name);
+    return value_window_.range(v.offset - value_window_begin_, v.shape.numel()).reshaped(v.shape);
+  }
+  DT_CHECK(!v.trainable || !values_.empty(), "value of {}/{} requested with no value arena and no window", v.layer, v.name);
   const Tensor& arena = v.trainable ? values_.view() : state_.view();
   return arena.range(v.offset, v.shape.numel()).reshaped(v.shape);
+}
+
+void ParamArena::set_value_window(int64_t begin, Tensor window) {
+  value_window_begin_ = begin;
+  value_window_ = window;
 }
 
 Tensor ParamArena::grad(int id) const {

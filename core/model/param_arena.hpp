@@ -44,12 +44,15 @@ class ParamArena {
   ParamRef declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
                    bool trainable);
   // Allocates the arenas (zeroed) on the backend's device. No declarations after this.
-  // Without full_gradients there is no gradient arena: gradients go to a window that the
-  // owner (ZeRO stage 2) sets around each layer's backward.
-  void allocate(Backend& backend, bool full_gradients = true);
-  // grad(id) of a variable in [begin, begin + window.numel()) becomes a view into window.
+  // Without full_gradients (full_values) there is no gradient (trainable value) arena:
+  // they go through windows that the owner (ZeRO stages 2 and 3) sets around each layer.
+  void allocate(Backend& backend, bool full_gradients = true, bool full_values = true);
+  // grad(id) / value(id) of a trainable variable in [begin, begin + window.numel())
+  // becomes a view into window.
   void set_gradient_window(int64_t begin, Tensor window);
   void clear_gradient_window() { window_ = Tensor{}; }
+  void set_value_window(int64_t begin, Tensor window);
+  void clear_value_window() { value_window_ = Tensor{}; }
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
@@ -65,6 +68,7 @@ class ParamArena {
   // The id of layer/name, or -1.
   int find(const std::string& layer, const std::string& name) const;
   int64_t trainable_elements() const;  // without padding
+  int64_t trainable_arena_size() const { return values_size_; }  // with padding, allocated or not
   Backend& backend() const { return *backend_; }
 
  private:
@@ -72,8 +76,8 @@ class ParamArena {
   int64_t values_size_ = 0, state_size_ = 0;
   Backend* backend_ = nullptr;
   Buffer values_, grads_, state_;
-  int64_t window_begin_ = 0;
-  Tensor window_;
+  int64_t window_begin_ = 0, value_window_begin_ = 0;
+  Tensor window_, value_window_;
 };
 
 }  // namespace distrain

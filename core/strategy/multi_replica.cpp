@@ -40,7 +40,8 @@ LossStats sum_over_workers(LossStats local, MpiCommunicator* world) {
 
 }  // namespace
 
-MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients) : spec_(recipe.strategy) {
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients, bool full_values)
+    : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
     world_ = std::make_unique<MpiCommunicator>();
     rank_ = world_->rank();
@@ -50,7 +51,7 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   group_ = std::make_shared<LocalGroup>(n);
   for (int r = 0; r < n; ++r) {
     const Device d = Device::parse(spec_.devices[static_cast<size_t>(r)], recipe.file + ": strategy.devices");
-    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients));
+    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients, full_values));
     comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
@@ -107,7 +108,7 @@ void MultiReplicaStrategy::copy_from_first(const std::vector<std::unique_ptr<Opt
   Replica& first = replica(0);
   ParamArena& p = first.model().params();
   if (world_) {
-    broadcast_tensor(first.backend(), p.values(), *world_);
+    if (p.values().numel()) broadcast_tensor(first.backend(), p.values(), *world_);
     if (p.state().numel()) broadcast_tensor(first.backend(), p.state(), *world_);
     if (!optimizers.empty()) {
       for (auto& [name, slot] : optimizers[0]->slots()) broadcast_tensor(first.backend(), slot, *world_);
@@ -118,7 +119,7 @@ void MultiReplicaStrategy::copy_from_first(const std::vector<std::unique_ptr<Opt
   }
   for (int r = 1; r < local_replicas(); ++r) {
     ParamArena& q = replica(r).model().params();
-    copy_tensor(first.backend(), p.values(), replica(r).backend(), q.values());
+    if (p.values().numel()) copy_tensor(first.backend(), p.values(), replica(r).backend(), q.values());
     if (p.state().numel()) copy_tensor(first.backend(), p.state(), replica(r).backend(), q.state());
     if (optimizers.empty()) continue;
     const auto src = optimizers[0]->slots();

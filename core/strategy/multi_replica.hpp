@@ -32,7 +32,7 @@ class MultiReplicaStrategy : public Strategy {
   LossStats evaluate(const Batch& batch) override;
 
  protected:
-  MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients = true);
+  MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients = true, bool full_values = true);
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;

@@ -2,9 +2,9 @@
 
 namespace distrain {
 
-Replica::Replica(const Recipe& recipe, Backend& backend, bool full_gradients)
+Replica::Replica(const Recipe& recipe, Backend& backend, bool full_gradients, bool full_values)
     : backend_(backend),
-      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, full_gradients)),
+      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, full_gradients, full_values)),
       loss_(recipe.loss, backend) {
   DT_USER_CHECK(model_->output_shape().rank() == 1,
                 "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
@@ -24,7 +24,8 @@ void Replica::upload(const ReplicaSlice& slice) {
 
 LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
   if (slice.count == 0) {
-    model_->backward_hooks_only();  // still take part in collectives the hooks run
+    model_->forward_hooks_only();  // still take part in collectives the hooks run
+    model_->backward_hooks_only();
     return {};
   }
   upload(slice);
@@ -36,7 +37,10 @@ LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale,
 }
 
 LossStats Replica::evaluate(const ReplicaSlice& slice) {
-  if (slice.count == 0) return {};
+  if (slice.count == 0) {
+    model_->forward_hooks_only();
+    return {};
+  }
   upload(slice);
   Ctx ctx{backend_, false, 0};
   return loss_.compute(model_->forward(ctx, images_.view()), labels_.view(), 0.0f, Tensor{});

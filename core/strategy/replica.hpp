@@ -12,8 +12,9 @@ namespace distrain {
 
 class Replica {
  public:
-  // Without full_gradients the model has no gradient arena (ZeRO stage 2 gives windows).
-  Replica(const Recipe& recipe, Backend& backend, bool full_gradients = true);
+  // Without full_gradients / full_values the model has no gradient / trainable value
+  // arena (ZeRO stages 2 and 3 give windows).
+  Replica(const Recipe& recipe, Backend& backend, bool full_gradients = true, bool full_values = true);
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena.
   // grad_scale is 1 / (examples in the global batch). An empty slice does nothing.

@@ -4,9 +4,12 @@
 //            updates its range and the ranges are all-gathered to every replica;
 //   stage 2  plus gradients sharded: there is no gradient arena; each layer's gradients
 //            go to a bucket during its backward, are summed over replicas right after,
-//            and a replica keeps only the part in its range.
+//            and a replica keeps only the part in its range;
+//   stage 3  plus parameters sharded: there is no parameter arena; each layer's
+//            parameters are gathered into a bucket just before its forward and its
+//            backward and released after; the update touches only the own range.
 // Replicas are the listed devices (threads, `local` communicator) or, under mpirun/srun,
-// one device per worker (`mpi`). Stage 3 (parameters sharded) is not implemented yet.
+// one device per worker (`mpi`).
 #pragma once
 #include "core/strategy/strategy.hpp"
 

@@ -65,8 +65,8 @@ equivalence)
       bad "x$n: $(tail -n 5 "$work/mw$n.log" "$work/cmp$n.log" 2>/dev/null)"
     fi
   done
-  # ZeRO stages 1 and 2 over MPI workers: sharded optimizer state (and gradients), same weights.
-  for stage in 1 2; do
+  # ZeRO stages 1-3 over MPI workers: sharded optimizer state, gradients, parameters; same weights.
+  for stage in 1 2 3; do
     for n in 2 4; do
       if "${mpirun[@]}" -np $n "$distrain" train "$recipe" --set strategy.name=zero --set strategy.stage=$stage --set train.steps=8 \
         --run-dir "$work/z$stage$n" >"$work/z$stage$n.log" 2>&1 &&
@@ -113,15 +113,16 @@ portability)
   grep -q "resuming from" "$work/b2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/b/ckpt-000040.h5" >/dev/null &&
     ok "one_device -> mirrored x2" || bad "one_device -> mirrored: $(tail -n 3 "$work/b2.log")"
   "$distrain" eval --ckpt "$work/a/ckpt-000020.h5" --json | grep -q '"examples": 64' && ok "eval of a checkpoint written by MPI workers" || bad "eval"
-  # Saved under ZeRO stage 1 with 4 MPI workers (optimizer state in 4 shards), continued
-  # under one_device (Adam, so the slots matter).
+  # Saved under ZeRO stage 3 with 4 MPI workers (parameters and optimizer state in 4
+  # shards, gathered a variable at a time to save), continued under one_device (Adam, so
+  # the slots matter).
   sed 's/type = "sgd"/type = "adam"/; s/learning_rate = 0.05/learning_rate = 0.001/; /momentum = 0.9/d' "$recipe" >"$work/adam.toml"
   "$distrain" train "$work/adam.toml" --set strategy.per_replica_batch=32 --run-dir "$work/zref" >/dev/null 2>&1
-  "${mpirun[@]}" -np 4 "$distrain" train "$work/adam.toml" --set strategy.name=zero --set strategy.per_replica_batch=8 \
+  "${mpirun[@]}" -np 4 "$distrain" train "$work/adam.toml" --set strategy.name=zero --set strategy.stage=3 --set strategy.per_replica_batch=8 \
     --set train.epochs=1 --run-dir "$work/z" >"$work/z.log" 2>&1
   "$distrain" train "$work/adam.toml" --set strategy.per_replica_batch=32 --run-dir "$work/z" >"$work/z2.log" 2>&1
   grep -q "resuming from" "$work/z2.log" && "$distrain" compare "$work/zref/ckpt-000040.h5" "$work/z/ckpt-000040.h5" >/dev/null &&
-    ok "zero x4 MPI workers -> one_device" || bad "zero -> one_device: $(tail -n 3 "$work/z.log" "$work/z2.log")"
+    ok "zero stage 3 x4 MPI workers -> one_device" || bad "zero -> one_device: $(tail -n 3 "$work/z.log" "$work/z2.log")"
   ;;
 fault)
   # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;

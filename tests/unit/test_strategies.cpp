@@ -161,10 +161,12 @@ TEST_CASE("mirrored, central_storage and zero with R replicas x b match one_devi
     check_same(single, zero);
     const auto zero2 = train_and_load(recipe_text("zero", devices, 16, "", "stage = 2"), (tmp / "distrain_eq_zero2").string());
     check_same(single, zero2);
+    const auto zero3 = train_and_load(recipe_text("zero", devices, 16, "", "stage = 3"), (tmp / "distrain_eq_zero3").string());
+    check_same(single, zero3);
   }
 }
 
-TEST_CASE("zero stage 2: replicas left without examples by the last batch still take part, gradient memory") {
+TEST_CASE("zero stages 2 and 3: replicas left without examples by the last batch still take part, memory") {
   // 322 examples, global batch 64: the sixth batch has 2 examples for 4 replicas.
   auto text = [](const std::string& strategy, const std::string& devices, int per_replica, const std::string& extra) {
     std::string t = recipe_text(strategy, devices, per_replica, "", extra);
@@ -174,25 +176,34 @@ TEST_CASE("zero stage 2: replicas left without examples by the last batch still 
   };
   const fs::path tmp = fs::temp_directory_path();
   const auto single = train_and_load(text("one_device", "\"cpu:0\"", 64, ""), (tmp / "distrain_z2_one").string());
-  const auto zero2 = train_and_load(text("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, "stage = 2"),
-                                    (tmp / "distrain_z2_four").string());
-  check_same(single, zero2);
+  for (const char* stage : {"stage = 2", "stage = 3"}) {
+    INFO(stage);
+    const auto sharded = train_and_load(text("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, stage),
+                                        (tmp / "distrain_z2_four").string());
+    check_same(single, sharded);
+  }
 
-  auto z = make_strategy(parse_recipe(text("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, "stage = 2"), "z.toml"));
-  const Model& m = z->model();
+  const std::string four = "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"";
+  auto z2 = make_strategy(parse_recipe(text("zero", four, 16, "stage = 2"), "z.toml"));
+  auto z3 = make_strategy(parse_recipe(text("zero", four, 16, "stage = 3"), "z.toml"));
+  const Model& m = z2->model();
   int64_t largest = 0;
   for (size_t i = 0; i < m.layers().size(); ++i) largest = std::max(largest, m.trainable_range(i).second - m.trainable_range(i).first);
-  const int64_t arena = m.params().values().numel();
+  const int64_t arena = m.params().trainable_arena_size();
   const int64_t shard = ((arena + 3) / 4 + 15) / 16 * 16;  // a quarter, rounded up to 16 floats
-  // Own range plus one layer's bucket; no gradient arena.
-  CHECK(z->memory_per_replica(16).gradients == (shard + largest) * 4);
+  // Own range plus one layer's bucket: no gradient arena (2), no parameter arena (3).
+  CHECK(z2->memory_per_replica(16).gradients == (shard + largest) * 4);
   CHECK(m.params().grads().numel() == 0);
+  CHECK(z2->memory_per_replica(16).parameters == arena * 4);
+  CHECK(z3->memory_per_replica(16).gradients == (shard + largest) * 4);
+  CHECK(z3->memory_per_replica(16).parameters == (shard + largest) * 4);
+  CHECK(z3->model().params().values().numel() == 0);
 }
 
 TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding, checkpoints move between sharding") {
   const std::string adam = "\n[optimizer]\ntype = \"adam\"";
-  auto adam_recipe = [&](const std::string& strategy, const std::string& devices) {
-    std::string t = recipe_text(strategy, devices, 16);
+  auto adam_recipe = [&](const std::string& strategy, const std::string& devices, const std::string& extra = "") {
+    std::string t = recipe_text(strategy, devices, 16, "", extra);
     const size_t a = t.find("[optimizer]"), b = t.find("[optimizer.schedule]");
     return t.replace(a, b - a, "[optimizer]\ntype = \"adam\"\n");
   };
@@ -214,8 +225,9 @@ TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding,
   // Saved under zero x4, continued under zero x2 and under one_device: all end where
   // one_device alone ends.
   const fs::path tmp = fs::temp_directory_path();
-  auto run = [&](const std::string& strategy, const std::string& devices, int per_replica, int steps, const fs::path& dir) {
-    std::string t = adam_recipe(strategy, devices);
+  auto run = [&](const std::string& strategy, const std::string& devices, int per_replica, int steps, const fs::path& dir,
+                 const std::string& extra = "") {
+    std::string t = adam_recipe(strategy, devices, extra);
     t.replace(t.find("per_replica_batch = 16"), 22, fmt::format("per_replica_batch = {}", per_replica));
     t.replace(t.find("steps = 6"), 9, fmt::format("steps = {}", steps));
     TrainOptions o;
@@ -223,7 +235,8 @@ TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding,
     o.out = std::fopen("/dev/null", "w");
     return train(parse_recipe(t, "move.toml"), o).last_checkpoint;
   };
-  for (const char* d : {"distrain_move_ref", "distrain_move_a", "distrain_move_b"}) fs::remove_all(tmp / d);
+  for (const char* d : {"distrain_move_ref", "distrain_move_a", "distrain_move_b", "distrain_move_c", "distrain_move_d"})
+    fs::remove_all(tmp / d);
   const std::string ref = run("one_device", "\"cpu:0\"", 64, 10, tmp / "distrain_move_ref");
   run("zero", "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"", 16, 5, tmp / "distrain_move_a");
   const std::string a = run("zero", "\"cpu:0\", \"cpu:1\"", 32, 10, tmp / "distrain_move_a");
@@ -237,10 +250,18 @@ TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding,
   };
   check_same(load(ref), load(a));
   check_same(load(ref), load(b));
-  std::string stage3 = adam_recipe("zero", "\"cpu:0\", \"cpu:1\"");
-  stage3.replace(stage3.find("check_every = 1"), 15, "check_every = 1\nstage = 3");
-  CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(stage3, "z.toml")), doctest::Contains("stage = 3: sharded parameters are not implemented yet"),
-                       UserError);
+  // Saved under ZeRO-3 with 4 replicas (parameters sharded too), continued under ZeRO-1
+  // with 2 and under mirrored with 2.
+  const std::string four = "\"cpu:0\", \"cpu:1\", \"cpu:2\", \"cpu:3\"";
+  run("zero", four, 16, 5, tmp / "distrain_move_c", "stage = 3");
+  const std::string c = run("zero", "\"cpu:0\", \"cpu:1\"", 32, 10, tmp / "distrain_move_c");
+  run("zero", four, 16, 5, tmp / "distrain_move_d", "stage = 3");
+  const std::string d = run("mirrored", "\"cpu:0\", \"cpu:1\"", 32, 10, tmp / "distrain_move_d");
+  check_same(load(ref), load(c));
+  check_same(load(ref), load(d));
+  std::string stage4 = adam_recipe("zero", "\"cpu:0\", \"cpu:1\"");
+  stage4.replace(stage4.find("check_every = 1"), 15, "check_every = 1\nstage = 4");
+  CHECK_THROWS_WITH_AS(parse_recipe(stage4, "z.toml"), doctest::Contains("strategy.stage: must be 1, 2 or 3"), UserError);
 }
 
 TEST_CASE("sync_batch_norm: mirrored and central_storage with batch norm match one_device (R = 2, 4)") {
