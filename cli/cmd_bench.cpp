@@ -49,6 +49,10 @@ double median(std::vector<double> v) {
 Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
   auto strategy = make_strategy(recipe);
   rank = strategy->rank();
+  if (strategy->serves()) {  // a parameter server's server: serve the workers' steps
+    strategy->serve("", "", recipe.seed);
+    return Measured{};
+  }
   Model& model = strategy->model();
   strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();

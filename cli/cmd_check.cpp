@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "cli/commands.hpp"
+#include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
@@ -16,7 +17,14 @@ void register_check(CLI::App& app) {
   cmd->add_option("recipe", *recipe_path, "Recipe file (TOML)")->required();
   cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
   cmd->callback([=] {
-    const Recipe recipe = load_recipe(*recipe_path, *overrides);
+    Recipe recipe = load_recipe(*recipe_path, *overrides);
+    if (recipe.strategy.name == "parameter_server" && launcher_size() <= 1) {
+      // Its ranks come from the launcher: show the plan of one worker.
+      fmt::print("note        parameter_server: launch with mpirun -np N, N > num_ps = {} (ranks 0..{} serve); "
+                 "the figures below are one worker's\n",
+                 recipe.strategy.num_ps, recipe.strategy.num_ps - 1);
+      recipe.strategy.name = "one_device";
+    }
     const Splits data = load_dataset(recipe.data, recipe.seed);
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();

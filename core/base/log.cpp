@@ -6,9 +6,15 @@ namespace distrain::log {
 
 namespace {
 std::atomic<int> g_rank{0};
-}
+std::atomic<bool> g_leader{true};
+}  // namespace
 
-void set_rank(int r) { g_rank = r; }
+void set_rank(int r) {
+  g_rank = r;
+  g_leader = r == 0;
+}
 int rank() { return g_rank; }
+void set_leader(bool leader) { g_leader = leader; }
+bool leader() { return g_leader; }
 
 }  // namespace distrain::log

@@ -1,4 +1,5 @@
-// Rank-aware logging: only rank 0 prints info; warnings and errors carry the rank.
+// Rank-aware logging: only the leader (rank 0; the first worker under a parameter server)
+// prints info; warnings and errors carry the rank.
 #pragma once
 #include <fmt/format.h>
 
@@ -8,10 +9,12 @@ namespace distrain::log {
 
 void set_rank(int rank);
 int rank();
+void set_leader(bool leader);
+bool leader();
 
 template <typename... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {
-  if (rank() != 0) return;
+  if (!leader()) return;
   fmt::print(stdout, "{}\n", fmt::format(f, std::forward<Args>(args)...));
   std::fflush(stdout);
 }

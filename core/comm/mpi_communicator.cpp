@@ -78,17 +78,39 @@ std::string mpi_library_version() {
   return v.substr(0, v.find_first_of(",\n"));
 }
 
-MpiCommunicator::MpiCommunicator() {
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_WORLD;
+};
+
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) {
+  MPI_Comm_rank(handle_->comm, &rank_);
+  MPI_Comm_size(handle_->comm, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && handle_->comm != MPI_COMM_WORLD) MPI_Comm_free(&handle_->comm);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color) {
+  auto h = std::make_unique<Handle>();
+  check(MPI_Comm_split(handle_->comm, color, rank_, &h->comm), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(h)));
+}
+
+MpiCommunicator::MpiCommunicator() : handle_(std::make_unique<Handle>()) {
   ensure_mpi();
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm_rank(handle_->comm, &rank_);
+  MPI_Comm_size(handle_->comm, &size_);
 }
 
 void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
   DT_CHECK(inout.device.is_cpu(), "mpi communicator: all_reduce tensor is on {}", inout.device.str());
   DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "mpi all_reduce of {}", dtype_name(inout.dtype));
   check(MPI_Allreduce(MPI_IN_PLACE, inout.data, static_cast<int>(inout.numel()),
-                      inout.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT, mpi_op(op), MPI_COMM_WORLD),
+                      inout.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT, mpi_op(op), handle_->comm),
         "MPI_Allreduce");
 }
 
@@ -97,7 +119,7 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) 
   check_f32(out, "reduce_scatter output");
   DT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input {} is not {} x output {}", in.numel(), size_,
            out.numel());
-  check(MPI_Reduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), MPI_COMM_WORLD),
+  check(MPI_Reduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), handle_->comm),
         "MPI_Reduce_scatter_block");
 }
 
@@ -106,7 +128,7 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor out) {
   check_f32(out, "all_gather output");
   DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
   check(MPI_Allgather(in.data, static_cast<int>(in.numel()), MPI_FLOAT, out.data, static_cast<int>(in.numel()), MPI_FLOAT,
-                      MPI_COMM_WORLD),
+                      handle_->comm),
         "MPI_Allgather");
 }
 
@@ -115,14 +137,14 @@ void MpiCommunicator::broadcast(Tensor t, int root) {
   broadcast_bytes(t.data, t.bytes(), root);
 }
 
-void MpiCommunicator::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiCommunicator::barrier() { check(MPI_Barrier(handle_->comm), "MPI_Barrier"); }
 
 void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
-  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm), "MPI_Bcast");
 }
 
 void MpiCommunicator::all_reduce_f64(double* values, int count) {
-  check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, handle_->comm), "MPI_Allreduce");
 }
 
 }  // namespace distrain

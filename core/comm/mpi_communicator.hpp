@@ -24,6 +24,10 @@ std::string mpi_library_version();
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator();  // MPI_COMM_WORLD; initialises MPI if needed
+  ~MpiCommunicator() override;
+  // The ranks of this communicator that pass the same color, as a communicator of their own
+  // (collective over this one).
+  std::unique_ptr<MpiCommunicator> split(int color);
   std::string backend_name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -38,6 +42,9 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(void* data, size_t bytes, int root);
 
  private:
+  struct Handle;  // the MPI_Comm, kept out of this header
+  explicit MpiCommunicator(std::unique_ptr<Handle> handle);
+  std::unique_ptr<Handle> handle_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -16,7 +16,8 @@ namespace distrain {
 
 namespace {
 
-const std::vector<std::string> kStrategies{"one_device", "mirrored", "multi_worker_mirrored", "central_storage", "zero"};
+const std::vector<std::string> kStrategies{"one_device",      "mirrored", "multi_worker_mirrored",
+                                           "central_storage", "zero",     "parameter_server"};
 
 void parse_data(ConfigTable c, DataSpec& d) {
   d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic"});
@@ -107,6 +108,14 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.zero_stage = c.get_int("stage", 1);
   if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
+  s.num_ps = c.get_int("num_ps", 1);
+  if (c.has("num_ps") && s.name != "parameter_server") c.fail("num_ps", "applies to strategy \"parameter_server\" only");
+  if (s.num_ps < 1) c.fail("num_ps", "must be at least 1");
+  if (c.has("staleness")) {
+    if (s.name != "parameter_server") c.fail("staleness", "applies to strategy \"parameter_server\" only");
+    s.staleness = c.get_int("staleness");
+    if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
+  }
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);

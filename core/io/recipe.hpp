@@ -23,7 +23,9 @@ struct StrategySpec {
   std::string communication = "auto";     // multi_worker_mirrored: auto | ring | nccl
   int64_t check_every = 100;              // replica consistency check period (steps; 0 = never)
   bool sync_batch_norm = false;           // batch norm with statistics of the global batch
-  int64_t zero_stage = 1;                 // zero: 1 (optimizer state sharded)
+  int64_t zero_stage = 1;                 // zero: 1, 2, 3
+  int64_t num_ps = 1;                     // parameter_server: server ranks (0 .. num_ps-1)
+  int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
 };
 
 struct TrainSpec {

@@ -19,7 +19,7 @@ void Sgd::update(Tensor params, const Tensor& grads, float lr) {
 }
 
 std::vector<std::pair<std::string, Tensor>> Sgd::slots() const {
-  if (velocity_.empty()) return {};
+  if (spec_.momentum == 0.0) return {};
   return {{"momentum", velocity_.view()}};
 }
 

@@ -5,6 +5,7 @@
 #include "core/strategy/central_storage.hpp"
 #include "core/strategy/mirrored.hpp"
 #include "core/strategy/one_device.hpp"
+#include "core/strategy/parameter_server.hpp"
 #include "core/strategy/zero.hpp"
 
 namespace distrain {
@@ -12,9 +13,9 @@ namespace distrain {
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
-  DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || launcher_size() <= 1,
+  DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || launcher_size() <= 1,
                 "{}: strategy '{}' runs in one process but {} were launched; use strategy.name = \"multi_worker_mirrored\" "
-                "or \"zero\" under mpirun/srun",
+                "(or zero, parameter_server) under mpirun/srun",
                 recipe.file, name, launcher_size());
   if (recipe.strategy.threads > 0) set_cpu_threads(recipe.strategy.threads);
   if (name == "one_device") return make_one_device(recipe);
@@ -22,6 +23,7 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   if (name == "multi_worker_mirrored") return make_mirrored(recipe, true);
   if (name == "central_storage") return make_central_storage(recipe);
   if (name == "zero") return make_zero(recipe);
+  if (name == "parameter_server") return make_parameter_server(recipe);
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
 }
 

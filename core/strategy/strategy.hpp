@@ -86,6 +86,20 @@ class Strategy {
   }
   // Loss and accuracy of model() on this process's share of a batch, summed over workers.
   virtual LossStats evaluate(const Batch& batch) = 0;
+  // An epoch's training metrics over all workers, from this process's (strategies that
+  // sum metrics every step return them unchanged).
+  virtual LossStats epoch_total(const LossStats& local) { return local; }
+
+  // The batch one optimizer update sees, for the learning-rate schedule: the global batch,
+  // except for an asynchronous parameter server, which applies each worker's push alone.
+  virtual int64_t update_batch(int64_t global_batch) const { return global_batch; }
+
+  // A parameter server's server ranks train nothing: they serve() until every worker is
+  // done. resume: the checkpoint to continue from (""), else init_from (""), else the seed.
+  virtual bool serves() const { return false; }
+  virtual void serve(const std::string& resume, const std::string& init_from, uint64_t seed) {
+    (void)resume, (void)init_from, (void)seed;
+  }
   const StepTimes& last_step_times() const { return times_; }
 
  protected:

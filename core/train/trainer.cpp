@@ -70,6 +70,13 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   auto strategy = make_strategy(recipe);
   Model& model = strategy->model();
   check_data_fits(recipe, model, data.train);
+  if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
+    const auto found = options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir);
+    strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
+    TrainSummary summary;
+    summary.run_dir = run_dir;
+    return summary;
+  }
 
   // Worker 0 owns the run folder; every worker reads the same checkpoint to resume.
   const bool writer = strategy->rank() == 0;
@@ -119,7 +126,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t planned = recipe.train.epochs * per_epoch;
   const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
-  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, loader.global_batch(), total_steps);
+  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(loader.global_batch()),
+                            total_steps);
   std::FILE* out = writer ? options.out : nullptr;
   Progress progress(out, options.interactive, recipe.train.epochs, per_epoch);
 
@@ -173,7 +181,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     }
 
     const bool epoch_done = state.batch_in_epoch == per_epoch;
-    EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, state.epoch_stats, {}, lr,
+    EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy->epoch_total(state.epoch_stats), {}, lr,
                        static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds};
     if (recipe.train.validate) {
       strategy->prepare_for_read();

@@ -124,6 +124,65 @@ portability)
   grep -q "resuming from" "$work/z2.log" && "$distrain" compare "$work/zref/ckpt-000040.h5" "$work/z/ckpt-000040.h5" >/dev/null &&
     ok "zero stage 3 x4 MPI workers -> one_device" || bad "zero -> one_device: $(tail -n 3 "$work/z.log" "$work/z2.log")"
   ;;
+parameter_server)
+  ps=(--set strategy.name=parameter_server)
+  # staleness = 0 is synchronous: 1 or 2 servers and 2 workers x 16 match one_device with 32.
+  "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=32 --run-dir "$work/one" >/dev/null 2>&1
+  for servers in 1 2; do
+    if "${mpirun[@]}" -np $((servers + 2)) "$distrain" train "$recipe" "${ps[@]}" --set strategy.num_ps=$servers --set strategy.staleness=0 \
+      --set train.steps=8 --run-dir "$work/sync$servers" >"$work/sync$servers.log" 2>&1 &&
+      "$distrain" compare "$work/one/ckpt-000008.h5" "$work/sync$servers/ckpt-000008.h5" >/dev/null; then
+      ok "staleness 0 with $servers server(s) and 2 workers matches one_device with batch 32"
+    else
+      bad "sync x$servers: $(tail -n 5 "$work/sync$servers.log")"
+    fi
+  done
+  # Asynchronous (no bound) learns the synthetic task; staleness 1 keeps workers within 2 steps.
+  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=5 --run-dir "$work/async" >"$work/async.log" 2>&1
+  acc=$(grep -oE '"val_accuracy": [0-9.]+' "$work/async/metrics.jsonl" 2>/dev/null | tail -n 1 | grep -oE '[0-9.]+$')
+  awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.8) }' && ok "asynchronous training reaches validation accuracy $acc" || bad "async: accuracy ${acc:-none}: $(tail -n 3 "$work/async.log")"
+  "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${ps[@]}" --set strategy.staleness=1 --set train.epochs=3 --run-dir "$work/stale" >"$work/stale.log" 2>&1
+  lead=$(grep -oE 'at most [0-9]+ step' "$work/stale.log" | grep -oE '[0-9]+' | sort -n | tail -n 1)
+  [ -n "$lead" ] && [ "$lead" -le 2 ] && ok "staleness 1: workers were at most $lead steps apart" || bad "staleness 1: lead ${lead:-none}: $(tail -n 3 "$work/stale.log")"
+  # Checkpoints move: synchronous PS (slots on the server) -> one_device, one_device -> PS.
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --run-dir "$work/ref" >/dev/null 2>&1
+  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set strategy.staleness=0 --set train.epochs=1 --run-dir "$work/a" >"$work/a.log" 2>&1
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --run-dir "$work/a" >"$work/a2.log" 2>&1
+  grep -q "resuming from" "$work/a2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/a/ckpt-000040.h5" >/dev/null &&
+    ok "parameter_server -> one_device" || bad "ps -> one_device: $(tail -n 3 "$work/a.log" "$work/a2.log")"
+  "$distrain" train "$recipe" --set strategy.per_replica_batch=32 --set train.epochs=1 --run-dir "$work/b" >/dev/null 2>&1
+  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set strategy.staleness=0 --run-dir "$work/b" >"$work/b2.log" 2>&1
+  grep -q "resuming from" "$work/b2.log" && "$distrain" compare "$work/ref/ckpt-000040.h5" "$work/b/ckpt-000040.h5" >/dev/null &&
+    ok "one_device -> parameter_server" || bad "one_device -> ps: $(tail -n 3 "$work/b2.log")"
+  # The shipped recipe, a few steps.
+  "${mpirun[@]}" -np 3 "$distrain" train "$src/recipes/fashion_mnist_parameter_server.toml" --set train.steps=30 --set train.validate=false \
+    --run-dir "$work/recipe" >"$work/recipe.log" 2>&1 && [ -f "$work/recipe/ckpt-000030.h5" ] &&
+    ok "recipes/fashion_mnist_parameter_server.toml trains under mpirun -np 3" || bad "ps recipe: $(tail -n 3 "$work/recipe.log")"
+  # A worker killed: the job stops naming it; the same command resumes.
+  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f" >"$work/f.log" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 600); do
+    if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
+      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
+        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c '^OMPI_COMM_WORLD_RANK=2$')" = 1 ] && echo "$p"
+      done | head -n 1)
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.05
+  done
+  if [ -n "$victim" ]; then
+    kill -9 "$victim"
+    timeout 60 tail --pid="$job" -f /dev/null
+    wait "$job"
+    rc=$?
+    [ "$rc" -ne 0 ] && grep -qiE "process rank 2" "$work/f.log" && ok "killed worker (rank 2): job stopped naming it" || bad "after kill: exit $rc: $(tail -n 4 "$work/f.log")"
+    "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=3 --run-dir "$work/f" >"$work/f2.log" 2>&1
+    grep -q "resuming from" "$work/f2.log" && ok "rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 4 "$work/f2.log")"
+  else
+    bad "could not find worker rank 2 to kill: $(tail -n 3 "$work/f.log")"
+  fi
+  ;;
 fault)
   # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;
   # the same command then resumes from the newest checkpoint.
