@@ -15,6 +15,43 @@ failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
+# kill_rank_and_resume RANK CMD...: runs CMD (an mpirun job writing $work/f) in the
+# background, SIGKILLs rank RANK once a checkpoint exists, expects the job to stop within
+# 60 s with the launcher naming the rank, then reruns CMD and expects it to resume.
+kill_rank_and_resume() {
+  local rank=$1
+  shift
+  local start victim="" job rc elapsed
+  start=$(date +%s)
+  "$@" >"$work/f.log" 2>&1 &
+  job=$!
+  for _ in $(seq 1 600); do
+    if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
+      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
+        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c "^OMPI_COMM_WORLD_RANK=$rank\$")" = 1 ] && echo "$p"
+      done | head -n 1)
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.05
+  done
+  if [ -z "$victim" ]; then
+    bad "could not find rank $rank to kill: $(tail -n 3 "$work/f.log")"
+    return
+  fi
+  kill -9 "$victim"
+  timeout 60 tail --pid="$job" -f /dev/null
+  wait "$job"
+  rc=$?
+  elapsed=$(($(date +%s) - start))
+  if [ "$rc" -ne 0 ] && [ "$elapsed" -lt 60 ] && grep -qiE "process rank $rank " "$work/f.log"; then
+    ok "killed rank $rank: the job stopped in ${elapsed}s (exit $rc), the launcher naming it"
+  else
+    bad "after killing rank $rank: exit $rc after ${elapsed}s: $(tail -n 5 "$work/f.log")"
+  fi
+  "$@" --set train.epochs=3 >"$work/f2.log" 2>&1
+  grep -q "resuming from" "$work/f2.log" && ok "the rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 5 "$work/f2.log")"
+}
+
 recipe="$work/job.toml"
 cat >"$recipe" <<'TOML'
 name = "dist"
@@ -167,63 +204,12 @@ parameter_server)
     --run-dir "$work/recipe" >"$work/recipe.log" 2>&1 && [ -f "$work/recipe/ckpt-000030.h5" ] &&
     ok "recipes/fashion_mnist_parameter_server.toml trains under mpirun -np 3" || bad "ps recipe: $(tail -n 3 "$work/recipe.log")"
   # A worker killed: the job stops naming it; the same command resumes.
-  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f" >"$work/f.log" 2>&1 &
-  job=$!
-  victim=""
-  for _ in $(seq 1 600); do
-    if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
-      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
-        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c '^OMPI_COMM_WORLD_RANK=2$')" = 1 ] && echo "$p"
-      done | head -n 1)
-      [ -n "$victim" ] && break
-    fi
-    sleep 0.05
-  done
-  if [ -n "$victim" ]; then
-    kill -9 "$victim"
-    timeout 60 tail --pid="$job" -f /dev/null
-    wait "$job"
-    rc=$?
-    [ "$rc" -ne 0 ] && grep -qiE "process rank 2" "$work/f.log" && ok "killed worker (rank 2): job stopped naming it" || bad "after kill: exit $rc: $(tail -n 4 "$work/f.log")"
-    "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=3 --run-dir "$work/f" >"$work/f2.log" 2>&1
-    grep -q "resuming from" "$work/f2.log" && ok "rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 4 "$work/f2.log")"
-  else
-    bad "could not find worker rank 2 to kill: $(tail -n 3 "$work/f.log")"
-  fi
+  kill_rank_and_resume 2 "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${ps[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f"
   ;;
 fault)
   # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;
   # the same command then resumes from the newest checkpoint.
-  cmd=("${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f")
-  start=$(date +%s)
-  "${cmd[@]}" >"$work/f.log" 2>&1 &
-  job=$!
-  victim=""
-  for _ in $(seq 1 600); do
-    if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
-      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
-        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c '^OMPI_COMM_WORLD_RANK=1$')" = 1 ] && echo "$p"
-      done | head -n 1)
-      [ -n "$victim" ] && break
-    fi
-    sleep 0.05
-  done
-  if [ -z "$victim" ]; then
-    bad "could not find rank 1 to kill: $(tail -n 3 "$work/f.log")"
-  else
-    kill -9 "$victim"
-    timeout 60 tail --pid="$job" -f /dev/null
-    wait "$job"
-    rc=$?
-    elapsed=$(($(date +%s) - start))
-    if [ "$rc" -ne 0 ] && [ "$elapsed" -lt 60 ] && grep -qiE "rank 1 .*(killed|signal)|process rank 1" "$work/f.log"; then
-      ok "killed rank 1: job stopped in ${elapsed}s (exit $rc) naming it"
-    else
-      bad "after killing rank 1: exit $rc after ${elapsed}s: $(tail -n 5 "$work/f.log")"
-    fi
-    "${cmd[@]}" --set train.epochs=3 >"$work/f2.log" 2>&1
-    grep -q "resuming from" "$work/f2.log" && ok "rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 5 "$work/f2.log")"
-  fi
+  kill_rank_and_resume 1 "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f"
   ;;
 *)
   echo "unknown group $group"
