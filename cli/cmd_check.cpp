@@ -7,6 +7,7 @@
 #include "core/io/recipe.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/trainer.hpp"
 
 namespace distrain::cli {
 
@@ -28,13 +29,14 @@ void register_check(CLI::App& app) {
     const Splits data = load_dataset(recipe.data, recipe.seed);
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();
-    DT_USER_CHECK(model.input_shape() == data.train.example_shape, "{}: model.input_shape {} does not match the data's examples {}",
-                  recipe.file, model.input_shape().str(), data.train.example_shape.str());
+    check_data_fits(recipe, model, data.train);
     const int64_t global = recipe.strategy.per_replica_batch * strategy->num_replicas();
-    const int64_t per_epoch = recipe.data.drop_remainder ? data.train.size() / global : (data.train.size() + global - 1) / global;
+    const int64_t per_epoch =
+        Loader(data.train, LoaderSpec{recipe.strategy.per_replica_batch, strategy->num_replicas(), false, recipe.data.drop_remainder})
+            .batches_per_epoch();
     const int64_t planned = per_epoch * recipe.train.epochs;
     const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
-    const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, global, total);
+    const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(global), total);
     fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
     fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
                data.test.size(), data.train.example_shape.str(), data.train.num_classes);

@@ -91,7 +91,6 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
-  virtual std::string name() const = 0;  // e.g. "cpu (oneDNN 2.6.3, 2 threads)"
 
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;

@@ -1,5 +1,5 @@
 // Rank-aware logging: only the leader (rank 0; the first worker under a parameter server)
-// prints info; warnings and errors carry the rank.
+// prints info. Errors carry the rank (cli/main.cpp prints them).
 #pragma once
 #include <fmt/format.h>
 
@@ -17,11 +17,6 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
   if (!leader()) return;
   fmt::print(stdout, "{}\n", fmt::format(f, std::forward<Args>(args)...));
   std::fflush(stdout);
-}
-
-template <typename... Args>
-void warn(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "[rank {}] warning: {}\n", rank(), fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace distrain::log

@@ -38,7 +38,6 @@ class Rng {
   }
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n) { return next_u64() % n; }
-  uint64_t state() const { return state_; }
 
  private:
   uint64_t state_;

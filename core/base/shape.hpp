@@ -26,13 +26,6 @@ class Shape {
     return n;
   }
   const std::vector<int64_t>& dims() const { return dims_; }
-  // The same shape with the outermost (batch) dimension replaced.
-  Shape with_batch(int64_t n) const {
-    Shape s = *this;
-    DT_CHECK(!s.dims_.empty(), "with_batch on a scalar shape");
-    s.dims_[0] = n;
-    return s;
-  }
   // (n, dims...): prepend a batch dimension to a per-example shape.
   Shape batched(int64_t n) const {
     std::vector<int64_t> d{n};

@@ -34,7 +34,6 @@ class Loss {
   // output (N, K), labels (N) int32. Writes d(loss_sum * grad_scale)/d(output) into
   // doutput unless it is empty (evaluation).
   LossStats compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput);
-  const LossSpec& spec() const { return spec_; }
 
  private:
   LossSpec spec_;

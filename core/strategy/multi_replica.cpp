@@ -31,13 +31,6 @@ double checksum(Model& model) {
   return s;
 }
 
-LossStats sum_over_workers(LossStats local, MpiCommunicator* world) {
-  if (!world) return local;
-  double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
-  world->all_reduce_f64(v, 3);
-  return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
-}
-
 }  // namespace
 
 MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients, bool full_values)
@@ -76,11 +69,12 @@ LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const Step
   });
   LossStats total;
   for (const auto& s : stats) total += s;
-  return sum_over_workers(total, world_.get());
+  return world_ ? sum_over_workers(total, *world_) : total;
 }
 
 LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {
-  return sum_over_workers(replicas_[0]->evaluate(batch.replicas.at(0)), world_.get());
+  const LossStats local = replicas_[0]->evaluate(batch.replicas.at(0));
+  return world_ ? sum_over_workers(local, *world_) : local;
 }
 
 void MultiReplicaStrategy::prepare_for_read() {

@@ -121,11 +121,7 @@ class ParameterServer final : public Strategy {
 
   LossStats evaluate(const Batch& batch) override { return epoch_total(replica_->evaluate(batch.replicas.at(0))); }
 
-  LossStats epoch_total(const LossStats& local) override {
-    double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
-    group_->all_reduce_f64(v, 3);
-    return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
-  }
+  LossStats epoch_total(const LossStats& local) override { return sum_over_workers(local, *group_); }
 
   void serve(const std::string& resume, const std::string& init_from, uint64_t seed) override;
 

@@ -10,6 +10,12 @@
 
 namespace distrain {
 
+LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world) {
+  double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
+  world.all_reduce_f64(v, 3);
+  return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+}
+
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.

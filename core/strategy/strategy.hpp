@@ -113,6 +113,10 @@ class Strategy {
   StepTimes times_;
 };
 
+class MpiCommunicator;
+// Metrics summed over the workers of `world` (sums and counts, never means).
+LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world);
+
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe);
 

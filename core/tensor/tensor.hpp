@@ -42,13 +42,6 @@ struct Tensor {
     DT_CHECK(begin >= 0 && count >= 0 && begin + count <= numel(), "range [{}, +{}) of {} elements", begin, count, numel());
     return Tensor{static_cast<char*>(data) + begin * static_cast<int64_t>(dtype_size(dtype)), Shape{count}, dtype, device};
   }
-  // Rows [begin, begin + count) along the outermost dimension.
-  Tensor rows(int64_t begin, int64_t count) const {
-    const int64_t row = shape.rank() ? numel() / shape[0] : 1;
-    DT_CHECK(begin >= 0 && count >= 0 && begin + count <= shape[0], "rows [{}, +{}) of {}", begin, count, shape[0]);
-    return Tensor{static_cast<char*>(data) + begin * row * static_cast<int64_t>(dtype_size(dtype)), shape.with_batch(count),
-                  dtype, device};
-  }
 };
 
 }  // namespace distrain

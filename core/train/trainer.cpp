@@ -50,6 +50,9 @@ void trim_metrics(const fs::path& file, int64_t completed_epochs) {
   std::ofstream(file, std::ios::trunc) << kept;
 }
 
+
+}  // namespace
+
 void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data) {
   DT_USER_CHECK(model.input_shape() == data.example_shape,
                 "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
@@ -58,8 +61,6 @@ void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& da
                 "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
                 model.output_shape()[0], data.num_classes, data.num_classes);
 }
-
-}  // namespace
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   using clock = std::chrono::steady_clock;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/io/recipe.hpp"
+#include "core/model/model.hpp"
 
 namespace distrain {
 
@@ -31,5 +32,8 @@ struct TrainSummary {
 };
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
+
+// Throws UserError when the model's input shape or class count does not fit the data.
+void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data);
 
 }  // namespace distrain

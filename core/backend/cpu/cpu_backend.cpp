@@ -29,11 +29,6 @@ void check_same_numel(const Tensor& a, const Tensor& b) {
 
 CpuBackend::CpuBackend(int index) : index_(index), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
-std::string CpuBackend::name() const {
-  const dnnl_version_t* v = dnnl_version();
-  return fmt::format("cpu (oneDNN {}.{}.{}, {} threads)", v->major, v->minor, v->patch, cpu_threads());
-}
-
 void* CpuBackend::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);

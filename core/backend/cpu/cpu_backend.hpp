@@ -11,7 +11,6 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int index);
   Device device() const override { return Device{DeviceType::cpu, index_}; }
-  std::string name() const override;
 
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
