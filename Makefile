@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all build test deps clean
+.PHONY: all build test deps bundle clean
 
 all: build
 
@@ -12,6 +12,10 @@ build:
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# dist/distrain-<version>-linux-<arch>.tar.gz: the executable and the libraries it needs.
+bundle: build
+	bash scripts/make-bundle.sh $(BUILD) dist
 
 # Debian 12 packages distrain builds and tests with (run as root).
 deps:

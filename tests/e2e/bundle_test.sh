@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The relocatable bundle (make bundle): bundle_test.sh BUILD_DIR SOURCE_DIR
+# Builds it, unpacks it under a path with a space, and checks that it runs with an empty
+# environment, that every library it loads comes from its lib/ (but glibc and the CUDA
+# libraries), and that bin/distrain-gpu adds a PyTorch installation's libraries only
+# when they are missing. Prints "N passed, N failed".
+set -u
+build=$1
+src=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_bundle.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+}
+
+if ! tarball=$(bash "$src/scripts/make-bundle.sh" "$build" "$work/dist" 2>"$work/err"); then
+  bad "make-bundle.sh: $(cat "$work/err")"
+  finish
+fi
+case "$(basename "$tarball")" in
+  distrain-*-linux-*.tar.gz) ok "tarball named $(basename "$tarball")" ;;
+  *) bad "unexpected tarball name $tarball" ;;
+esac
+
+root="$work/un packed"
+mkdir -p "$root"
+tar -C "$root" -xzf "$tarball"
+dir=$(find "$root" -mindepth 1 -maxdepth 1 -type d)
+exe="$dir/bin/distrain"
+[ -x "$exe" ] && [ -x "$dir/bin/distrain-gpu" ] && [ -f "$dir/recipes/fashion_mnist_cnn.toml" ] &&
+  ok "bin/distrain, bin/distrain-gpu and recipes/ present" || bad "bundle layout: $(cd "$dir" && find . | head -20)"
+
+# Every resolved library is in the bundle, or is glibc / CUDA (which stay the host's).
+outside=$(ldd "$exe" | sed -n 's|^[[:space:]]*\([^ ]*\) => \(/.*\) (0x[0-9a-f]*)$|\1 \2|p' | while read -r soname path; do
+  case "$path" in "$dir/lib/"*|"$dir/bin/../lib/"*) continue ;; esac
+  case "$soname" in
+    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libresolv.so.*) ;;
+    libcublas.so.*|libcublasLt.so.*|libcudnn*.so.*|libnccl.so.*) ;;
+    *) echo "$soname=$path" ;;
+  esac
+done)
+[ -z "$outside" ] && ok "every non-system library resolves inside lib/" || bad "resolved outside the bundle: $outside"
+for banned in libc.so.6 libcudnn.so.9 libnccl.so.2; do
+  [ ! -e "$dir/lib/$banned" ] && ok "$banned not bundled" || bad "$banned is in lib/"
+done
+
+# Runs with an empty environment, trains and evaluates.
+cat >"$work/tiny.toml" <<'TOML'
+name = "tiny"
+seed = 5
+[data]
+dataset = "synthetic"
+train_examples = 128
+test_examples = 64
+image_shape = [8, 8, 1]
+[model]
+input_shape = [8, 8, 1]
+[[model.layers]]
+type = "conv2d"
+filters = 2
+kernel_size = 3
+[[model.layers]]
+type = "flatten"
+[[model.layers]]
+type = "dense"
+units = 10
+[strategy]
+per_replica_batch = 32
+[train]
+epochs = 1
+TOML
+if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" info >"$work/info" 2>&1 && grep -q "^distrain " "$work/info"; then
+  ok "info runs with an empty environment"
+else
+  bad "info: $(head -c 400 "$work/info")"
+fi
+if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" train "$work/tiny.toml" --run-dir "$work/run" >"$work/train" 2>&1 &&
+  env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" eval --ckpt "$work/run/ckpt-000004.h5" --json >"$work/eval" 2>&1 &&
+  grep -q '"accuracy"' "$work/eval"; then
+  ok "train and eval from the bundle"
+else
+  bad "train/eval from the bundle: $(tail -c 400 "$work/train") $(cat "$work/eval" 2>/dev/null)"
+fi
+
+# distrain-gpu: with every library present it changes nothing.
+if "$dir/bin/distrain-gpu" --version | grep -q "^distrain "; then ok "distrain-gpu runs distrain"; else bad "distrain-gpu --version"; fi
+
+# distrain-gpu with a library only a (fake) PyTorch installation holds: a copy of the
+# bundle whose executable also needs libdistrain_fake.so.1, found under nvidia/*/lib.
+fake="$work/fake"
+cp -r "$dir" "$fake"
+mkdir -p "$work/site/nvidia/fakelib/lib"
+echo 'int distrain_fake_symbol(void) { return 1; }' >"$work/fake.c"
+cc -shared -fPIC -Wl,-soname,libdistrain_fake.so.1 -o "$work/site/nvidia/fakelib/lib/libdistrain_fake.so.1" "$work/fake.c"
+patchelf --add-needed libdistrain_fake.so.1 "$fake/bin/distrain"
+if ! "$fake/bin/distrain" --version >/dev/null 2>&1; then ok "the patched copy cannot start on its own"; else bad "patched copy started without its library"; fi
+if env PYTHONPATH="$work/site" "$fake/bin/distrain-gpu" --version 2>&1 | grep -q "^distrain "; then
+  ok "distrain-gpu adds the library PyTorch's nvidia packages hold"
+else
+  bad "distrain-gpu with the fake nvidia package: $(env PYTHONPATH="$work/site" "$fake/bin/distrain-gpu" --version 2>&1 | head -c 400)"
+fi
+env PYTHONPATH="$work/site" "$fake/bin/distrain-gpu" --library-path | grep -q "nvidia/fakelib/lib" &&
+  ok "--library-path names the directory" || bad "--library-path: $(env PYTHONPATH="$work/site" "$fake/bin/distrain-gpu" --library-path)"
+env DISTRAIN_PYTHON=/bin/false "$fake/bin/distrain-gpu" --version >"$work/out" 2>"$work/err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "libdistrain_fake.so.1" "$work/err" && grep -q "DISTRAIN_PYTHON" "$work/err" &&
+  ok "without PyTorch it names the missing library and exits 2" || bad "missing library: exit $rc, $(cat "$work/err")"
+
+finish
