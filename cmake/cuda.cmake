@@ -12,9 +12,12 @@ if(NOT DISTRAIN_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER)
     list(APPEND _missing "nvcc")
   else()
+    enable_language(CUDA)
+    # Kernels (*.cu) are C++17: nvcc's C++20 mode cannot compile fmt 9, so they include
+    # only the launcher declarations (kernels.hpp) and C++17 headers; the classes around
+    # them are C++20 like the rest.
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-    enable_language(CUDA)
     find_package(CUDAToolkit)
     if(NOT CUDAToolkit_FOUND)
       list(APPEND _missing "CUDA toolkit")
@@ -51,5 +54,8 @@ function(distrain_add_cuda_sources target)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90")
   target_include_directories(${target} PRIVATE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
   target_compile_definitions(${target} PUBLIC DISTRAIN_WITH_CUDA=1)
+  # constexpr helpers (core/base/rng.hpp) are called from kernels.
+  # constexpr helpers (core/base/rng.hpp) are called from kernels.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
   target_link_libraries(${target} PUBLIC CUDA::cudart_static CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
 endfunction()

@@ -2,17 +2,25 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/gpu_info.hpp"
+#ifdef DISTRAIN_WITH_CUDA
+#include "core/backend/cuda/cuda_backend.hpp"
+#endif
 
 namespace distrain {
 
 namespace {
 int g_cpu_threads = 0;
-}
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
 
 void set_cpu_threads(int threads) {
   DT_USER_CHECK(threads >= 0, "threads must be >= 0 (0 = all cores), got {}", threads);
@@ -31,12 +39,14 @@ Backend& backend_for(const Device& device) {
     if (device.is_cpu()) {
       slot = std::make_unique<CpuBackend>(device.index);
     } else {
-      // The cuDNN/cuBLAS compute backend is not part of this version; say so rather than
-      // fall back to the CPU behind the user's back.
-      throw UserError(fmt::format("device {}: {}; use a cpu device (`distrain info` lists what this build has)",
-                                  device.str(),
-                                  gpu_info().built ? "the CUDA compute backend is not in this version yet"
-                                                   : "this distrain was built without CUDA"));
+#ifdef DISTRAIN_WITH_CUDA
+      slot = make_cuda_backend(device.index);
+#else
+      // Never fall back to the CPU behind the user's back.
+      throw UserError(fmt::format("device {}: this distrain was built without CUDA; use a cpu device, or rebuild "
+                                  "with the CUDA toolkit, cuDNN and NCCL installed (`distrain info` shows the build)",
+                                  device.str()));
+#endif
     }
   }
   return *slot;

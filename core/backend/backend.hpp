@@ -136,4 +136,9 @@ Backend& backend_for(const Device& device);
 void set_cpu_threads(int threads);
 int cpu_threads();
 
+// Whether GPU matrix products and convolutions may round inputs to TF32 (the recipe's
+// train.allow_tf32). Off by default: results then match the CPU to float32 precision.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 }  // namespace distrain

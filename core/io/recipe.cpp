@@ -88,10 +88,20 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     if (s.devices.empty()) s.devices.push_back(gpus.devices.empty() ? "cpu:0" : "cuda:0");
   }
   std::set<std::string> seen;
+  bool shared_gpu = false, any_cuda = false;
   for (const auto& d : s.devices) {
     const Device dev = Device::parse(d, c.file() + ": strategy.devices");
-    if (!seen.insert(dev.str()).second) c.fail("devices", fmt::format("{} is listed twice; one replica per device", dev.str()));
+    any_cuda = any_cuda || dev.is_cuda();
+    if (seen.insert(dev.str()).second) continue;
+    // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
+    if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage"))
+      c.fail("devices", fmt::format("{} is listed twice; one replica per device{}", dev.str(),
+                                    dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
+    shared_gpu = true;
   }
+  if (any_cuda && (s.name == "zero" || s.name == "parameter_server"))
+    c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
+                                  "multi_worker_mirrored or central_storage", s.name));
   if (s.name == "one_device" && s.devices.size() != 1)
     c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
   s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
@@ -102,6 +112,9 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   const bool all_cpu = std::all_of(s.devices.begin(), s.devices.end(), [](const std::string& d) { return d.rfind("cpu", 0) == 0; });
   if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
   if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
+  if (shared_gpu && s.cross_device_ops == "nccl")
+    c.fail("cross_device_ops", "replicas share a GPU and NCCL refuses two ranks on one GPU; use \"hierarchical_copy\" or "
+                               "\"reduce_to_one_device\"");
   s.check_every = c.get_int("check_every", 100);
   if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
   s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
@@ -132,6 +145,7 @@ void parse_train(ConfigTable c, TrainSpec& t) {
   t.validate = c.get_bool("validate", true);
   t.eval_batch = c.get_int("eval_batch", 500);
   if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
+  t.allow_tf32 = c.get_bool("allow_tf32", false);
   c.finish();
 }
 

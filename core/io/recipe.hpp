@@ -33,6 +33,7 @@ struct TrainSpec {
   int64_t steps = 0;  // 0 = no cap; > 0 stops after that many optimizer steps
   bool validate = true;
   int64_t eval_batch = 500;
+  bool allow_tf32 = false;  // GPU matrix products and convolutions may round to TF32
 };
 
 struct CheckpointSpec {

@@ -1,7 +1,16 @@
 #include "core/strategy/multi_replica.hpp"
 
+#include <algorithm>
+#include <set>
+
+#include <fmt/ranges.h>
+
 #include "core/backend/backend.hpp"
 #include "core/base/rng.hpp"
+#ifdef DISTRAIN_WITH_CUDA
+#include "core/backend/cuda/cuda_backend.hpp"
+#include "core/comm/nccl/nccl_communicator.hpp"
+#endif
 
 namespace distrain {
 
@@ -42,16 +51,76 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   }
   const int n = static_cast<int>(spec_.devices.size());
   group_ = std::make_shared<LocalGroup>(n);
+  std::vector<Device> devices;
+  for (const auto& text : spec_.devices) devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
+  staging_.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    const Device d = Device::parse(spec_.devices[static_cast<size_t>(r)], recipe.file + ": strategy.devices");
+    const Device d = devices[static_cast<size_t>(r)];
     replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients, full_values));
     comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
+  make_gpu_communicators(devices);
+}
+
+void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices) {
+  const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+  std::set<int> distinct;
+  for (const Device& d : devices) distinct.insert(d.index);
+  const bool shared_gpu = distinct.size() < devices.size();
+  const std::string& ops = spec_.cross_device_ops;
+  DT_USER_CHECK(!(shared_gpu && ops == "nccl"),
+                "strategy.cross_device_ops = \"nccl\": replicas share a GPU and NCCL refuses two ranks on one GPU; "
+                "use \"hierarchical_copy\" or \"reduce_to_one_device\" for several replicas on one GPU");
+  const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
+  // As tf.distribute: NCCL between workers when asked, or by default with one GPU per worker.
+  const bool one_gpu = all_cuda && devices.size() == 1;
+  const bool nccl_world = world_ && (spec_.communication == "nccl" || (spec_.communication == "auto" && one_gpu));
+  DT_USER_CHECK(!nccl_world || one_gpu,
+                "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]", fmt::join(spec_.devices, ", "));
+#ifdef DISTRAIN_WITH_CUDA
+  if (nccl_local) {
+    std::vector<int> gpus;
+    std::vector<cudaStream_t> streams;
+    for (int r = 0; r < local_replicas(); ++r) {
+      gpus.push_back(devices[static_cast<size_t>(r)].index);
+      streams.push_back(static_cast<CudaBackend&>(replica(r).backend()).stream());
+    }
+    for (auto& c : NcclCommunicator::create_local(gpus, streams)) gpu_local_.push_back(std::move(c));
+  }
+  if (nccl_world)
+    gpu_world_ = NcclCommunicator::create_world(*world_, devices[0].index,
+                                                static_cast<CudaBackend&>(replica(0).backend()).stream());
+#else
+  DT_USER_CHECK(!nccl_local && !nccl_world, "NCCL needs a distrain built with CUDA");
+#endif
+}
+
+void MultiReplicaStrategy::through_host(int r, Tensor t, const std::function<void(Tensor)>& sum) {
+  auto& host = staging_[static_cast<size_t>(r)];
+  host.resize(t.bytes());
+  replica(r).backend().download(t, host.data());
+  sum(Tensor{host.data(), t.shape, t.dtype, Device{}});
+  replica(r).backend().upload(host.data(), t);
 }
 
 void MultiReplicaStrategy::sum_over_replicas(int r, Tensor t) {
+  if (t.device.is_cuda()) {
+    if (gpu_world_) {  // one replica per worker, every worker in one NCCL communicator
+      gpu_world_->all_reduce(t, ReduceOp::sum);
+      return;
+    }
+    if (!gpu_local_.empty()) {
+      gpu_local_[static_cast<size_t>(r)]->all_reduce(t, ReduceOp::sum);
+      if (!world_) return;
+      if (r == 0) through_host(0, t, [&](Tensor h) { world_->all_reduce(h, ReduceOp::sum); });
+      gpu_local_[static_cast<size_t>(r)]->broadcast(t, 0);
+      return;
+    }
+    through_host(r, t, [&](Tensor h) { sum_over_replicas(r, h); });
+    return;
+  }
   local(r).all_reduce(t, ReduceOp::sum);
   if (!world_) return;
   if (r == 0) world_->all_reduce(t, ReduceOp::sum);

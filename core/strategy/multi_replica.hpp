@@ -5,6 +5,7 @@
 // cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
 // gradients are reduced and who updates what.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -54,8 +55,18 @@ class MultiReplicaStrategy : public Strategy {
   const StrategySpec& spec() const { return spec_; }
 
  private:
+  // t (on a GPU) summed over the replicas by `sum` on a host copy.
+  void through_host(int r, Tensor t, const std::function<void(Tensor)>& sum);
+  void make_gpu_communicators(const std::vector<Device>& devices);
+
   StrategySpec spec_;
   std::unique_ptr<MpiCommunicator> world_;
+  // For replicas on GPUs: NCCL among this process's replicas (distinct GPUs), or among
+  // all workers (communication = "nccl", one GPU per worker). Without them, GPU tensors
+  // are reduced through host memory (hierarchical_copy, reduce_to_one_device).
+  std::vector<std::unique_ptr<Communicator>> gpu_local_;
+  std::unique_ptr<Communicator> gpu_world_;
+  std::vector<std::vector<char>> staging_;  // per replica, host copies of GPU tensors
   int rank_ = 0, workers_ = 1;
   std::shared_ptr<LocalGroup> group_;
   std::vector<std::unique_ptr<Replica>> replicas_;

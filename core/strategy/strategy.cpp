@@ -24,6 +24,7 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
                 "(or zero, parameter_server) under mpirun/srun",
                 recipe.file, name, launcher_size());
   if (recipe.strategy.threads > 0) set_cpu_threads(recipe.strategy.threads);
+  set_allow_tf32(recipe.train.allow_tf32);
   if (name == "one_device") return make_one_device(recipe);
   if (name == "mirrored") return make_mirrored(recipe, false);
   if (name == "multi_worker_mirrored") return make_mirrored(recipe, true);

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/backend/cuda/cuda_check.hpp"
 #include "core/base/error.hpp"
 
 namespace distrain {
@@ -15,12 +16,6 @@ namespace {
   do {                                                                                                \
     const ncclResult_t r_ = (call);                                                                   \
     if (r_ != ncclSuccess) throw Error(fmt::format("nccl: {} failed: {}", #call, ncclGetErrorString(r_))); \
-  } while (0)
-
-#define DT_CUDA(call)                                                                                 \
-  do {                                                                                                \
-    const cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) throw Error(fmt::format("nccl: {} failed: {}", #call, cudaGetErrorString(e_))); \
   } while (0)
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
@@ -35,14 +30,37 @@ void check_gpu_f32(const Tensor& t, const char* what) {
 struct NcclCommunicator::Impl {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaStream_t compute = nullptr;  // the caller's stream, or null
+  cudaEvent_t queued = nullptr, done = nullptr;
   int device = 0;
-  // Collectives run on the communicator's own stream; the caller's work is ordered
-  // before them by synchronising the device, and after them by waiting on the stream.
+
+  void init(int gpu, cudaStream_t compute_stream) {
+    device = gpu;
+    compute = compute_stream;
+    DT_CUDA(cudaSetDevice(device));
+    DT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    DT_CUDA(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    DT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  }
+  // The collective waits for what the compute stream holds so far ...
   void begin() const {
     DT_CUDA(cudaSetDevice(device));
-    DT_CUDA(cudaDeviceSynchronize());
+    if (!compute) {
+      DT_CUDA(cudaDeviceSynchronize());
+      return;
+    }
+    DT_CUDA(cudaEventRecord(queued, compute));
+    DT_CUDA(cudaStreamWaitEvent(stream, queued, 0));
   }
-  void end() const { DT_CUDA(cudaStreamSynchronize(stream)); }
+  // ... and what the compute stream gets next waits for the collective.
+  void end() const {
+    if (!compute) {
+      DT_CUDA(cudaStreamSynchronize(stream));
+      return;
+    }
+    DT_CUDA(cudaEventRecord(done, stream));
+    DT_CUDA(cudaStreamWaitEvent(compute, done, 0));
+  }
 };
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int size)
@@ -51,11 +69,17 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int siz
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
   cudaSetDevice(impl_->device);
+  if (impl_->stream) cudaStreamSynchronize(impl_->stream);
   if (impl_->comm) ncclCommDestroy(impl_->comm);
+  if (impl_->queued) cudaEventDestroy(impl_->queued);
+  if (impl_->done) cudaEventDestroy(impl_->done);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
-std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(const std::vector<int>& devices) {
+std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(const std::vector<int>& devices,
+                                                                              const std::vector<cudaStream_t>& compute) {
+  DT_CHECK(compute.empty() || compute.size() == devices.size(), "{} compute streams for {} devices", compute.size(),
+           devices.size());
   DT_USER_CHECK(std::set<int>(devices.begin(), devices.end()).size() == devices.size(),
                 "nccl: every replica needs its own GPU (NCCL refuses two ranks on one GPU); for several replicas on one GPU "
                 "use cross_device_ops = \"hierarchical_copy\" or \"reduce_to_one_device\"");
@@ -65,23 +89,19 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(co
   for (size_t i = 0; i < devices.size(); ++i) {
     auto impl = std::make_unique<Impl>();
     impl->comm = comms[i];
-    impl->device = devices[i];
-    DT_CUDA(cudaSetDevice(devices[i]));
-    DT_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+    impl->init(devices[i], compute.empty() ? nullptr : compute[i]);
     out.push_back(std::unique_ptr<NcclCommunicator>(
         new NcclCommunicator(std::move(impl), static_cast<int>(i), static_cast<int>(devices.size()))));
   }
   return out;
 }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create_world(MpiCommunicator& mpi, int device) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create_world(MpiCommunicator& mpi, int device, cudaStream_t compute) {
   ncclUniqueId id{};
   if (mpi.rank() == 0) DT_NCCL(ncclGetUniqueId(&id));
   mpi.broadcast_bytes(&id, sizeof id, 0);
   auto impl = std::make_unique<Impl>();
-  impl->device = device;
-  DT_CUDA(cudaSetDevice(device));
-  DT_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  impl->init(device, compute);
   DT_NCCL(ncclCommInitRank(&impl->comm, mpi.size(), id, mpi.rank()));
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), mpi.rank(), mpi.size()));
 }
@@ -121,14 +141,15 @@ void NcclCommunicator::broadcast(Tensor t, int root) {
 }
 
 void NcclCommunicator::barrier() {
-  // NCCL has no barrier: an all-reduce of one float orders every rank.
+  // NCCL has no barrier: an all-reduce of one float, waited for on the host, orders every rank.
   float* one = nullptr;
   impl_->begin();
   DT_CUDA(cudaMalloc(&one, sizeof(float)));
   const ncclResult_t r = ncclAllReduce(one, one, 1, ncclFloat, ncclSum, impl_->comm, impl_->stream);
-  impl_->end();
+  const cudaError_t e = cudaStreamSynchronize(impl_->stream);
   cudaFree(one);
   DT_NCCL(r);
+  DT_CUDA(e);
 }
 
 }  // namespace distrain

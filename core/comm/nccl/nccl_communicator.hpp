@@ -1,9 +1,13 @@
-// The `nccl` communicator: GPU collectives on a stream of its own. Built whenever CUDA,
-// cuDNN and NCCL are found; strategies use it once the CUDA compute backend exists.
+// The `nccl` communicator: GPU collectives on a stream of its own, ordered after the work
+// already queued on the caller's compute stream, and before the work queued on it later,
+// with events: the host never waits for them. (Without a compute stream it synchronises
+// the device before and the NCCL stream after each collective.)
 //   create_local: one process, several GPUs (ncclCommInitAll), one communicator each;
 //   create_world: one rank per process, the NCCL unique id broadcast over MPI.
 // NCCL refuses two ranks on one GPU; create_local says so before NCCL does.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <vector>
 
@@ -14,8 +18,9 @@ namespace distrain {
 
 class NcclCommunicator final : public Communicator {
  public:
-  static std::vector<std::unique_ptr<NcclCommunicator>> create_local(const std::vector<int>& devices);
-  static std::unique_ptr<NcclCommunicator> create_world(MpiCommunicator& mpi, int device);
+  static std::vector<std::unique_ptr<NcclCommunicator>> create_local(const std::vector<int>& devices,
+                                                                      const std::vector<cudaStream_t>& compute = {});
+  static std::unique_ptr<NcclCommunicator> create_world(MpiCommunicator& mpi, int device, cudaStream_t compute = nullptr);
   ~NcclCommunicator() override;
 
   std::string backend_name() const override { return "nccl"; }

@@ -1,0 +1,80 @@
+// The CUDA backend: cuDNN for convolution, cuBLAS for matrix products, own kernels for
+// pooling, batch norm, the element-wise work, losses and the fused optimizer updates.
+//
+// All work of one device goes, in order, onto the backend's one stream; nothing waits
+// for the GPU except download(). Replicas that share a GPU (logical devices) share its
+// backend, so every op holds the backend's lock while it enqueues (cuDNN handles must
+// not be used by two threads at once) and the stream keeps their work ordered.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <mutex>
+
+#include "core/backend/backend.hpp"
+
+namespace distrain {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index);
+  ~CudaBackend() override;
+  Device device() const override { return Device{DeviceType::cuda, index_}; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void upload(const void* host, Tensor dst) override;
+  void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, Tensor dst) override;
+  void fill(Tensor t, float value) override;
+
+  std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
+  std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) override;
+  std::unique_ptr<BatchNormOp> make_batch_norm(int64_t channels, float epsilon) override;
+
+  void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+            Tensor c) override;
+  void add_bias(Tensor y, const Tensor& bias) override;
+  void bias_grad(const Tensor& dy, Tensor dbias) override;
+  void relu(const Tensor& x, Tensor y) override;
+  void relu_backward(const Tensor& y, Tensor dy) override;
+  void scale_shift(const Tensor& x, Tensor y, float scale, float shift) override;
+  void axpby(float a, const Tensor& x, float b, Tensor y) override;
+  void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;
+
+  void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
+                            Tensor dlogits, Tensor stats) override;
+  void mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,
+                          Tensor stats) override;
+
+  void sgd_update(Tensor param, const Tensor& grad, Tensor velocity, const SgdHyper& h) override;
+  void adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) override;
+
+  // For the ops in this folder. enter() makes this GPU current for the calling thread and
+  // takes the lock; everything enqueued while it is held goes onto stream().
+  std::unique_lock<std::recursive_mutex> enter();
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  bool tf32() const { return allow_tf32_; }  // the recipe's train.allow_tf32, read at enter()
+  // A device scratch area of at least `bytes`, valid until the next call (stream order
+  // makes reuse by the next op safe).
+  void* workspace(size_t bytes);
+
+ private:
+  int index_;
+  bool allow_tf32_;
+  std::recursive_mutex mutex_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+// The backend of GPU `index`; throws UserError when there is no such GPU.
+std::unique_ptr<Backend> make_cuda_backend(int index);
+
+}  // namespace distrain

@@ -1,0 +1,283 @@
+// Element-wise kernels, losses, bias gradients and the fused optimizer updates; one
+// thread per element (per example for the losses: K is a class count).
+#include <cmath>
+
+#include "core/backend/cuda/column_sums.cuh"
+#include "core/backend/cuda/kernels.hpp"
+#include "core/base/rng.hpp"
+
+namespace distrain::cuda {
+
+namespace {
+
+__device__ int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+
+__global__ void fill_kernel(float* p, int64_t n, float v) {
+  const int64_t i = thread_index();
+  if (i < n) p[i] = v;
+}
+
+__global__ void add_bias_kernel(float* y, const float* b, int64_t n, int64_t c) {
+  const int64_t i = thread_index();
+  if (i < n) y[i] += b[i % c];
+}
+
+__global__ void bias_relu_kernel(float* y, const float* b, int64_t n, int64_t c, bool relu) {
+  const int64_t i = thread_index();
+  if (i >= n) return;
+  const float v = y[i] + (b ? b[i % c] : 0.0f);
+  y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+}
+
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = thread_index();
+  if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_backward_kernel(const float* y, float* dy, int64_t n) {
+  const int64_t i = thread_index();
+  if (i < n && !(y[i] > 0.0f)) dy[i] = 0.0f;
+}
+
+__global__ void scale_shift_kernel(const float* x, float* y, int64_t n, float scale, float shift) {
+  const int64_t i = thread_index();
+  if (i < n) y[i] = x[i] * scale + shift;
+}
+
+__global__ void axpby_kernel(float a, const float* x, float b, float* y, int64_t n) {
+  const int64_t i = thread_index();
+  if (i < n) y[i] = a * x[i] + b * y[i];
+}
+
+__global__ void dropout_kernel(const float* x, float* y, int64_t n, float rate, float keep_scale, uint64_t seed) {
+  const int64_t i = thread_index();
+  if (i < n) y[i] = uniform_at(seed, static_cast<uint64_t>(i)) >= rate ? x[i] * keep_scale : 0.0f;
+}
+
+__device__ int64_t argmax_of(const float* row, int64_t k) {
+  int64_t arg = 0;
+  for (int64_t j = 1; j < k; ++j)
+    if (row[j] > row[arg]) arg = j;  // strict: the first maximum, as std::max_element
+  return arg;
+}
+
+// The formulas of the CPU twin, in double where it uses double.
+__global__ void cross_entropy_kernel(const float* z, const int32_t* y, int64_t n, int64_t k, bool from_logits,
+                                     float grad_scale, float* dz, double* loss, int* correct) {
+  const int64_t i = thread_index();
+  if (i >= n) return;
+  const float* row = z + i * k;
+  const int32_t label = y[i];
+  const int64_t arg = argmax_of(row, k);
+  correct[i] = arg == label;
+  if (label < 0 || label >= k) {
+    loss[i] = nan("");
+    return;
+  }
+  if (from_logits) {
+    const float m = row[arg];
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; ++j) sum += exp(static_cast<double>(row[j] - m));
+    const double lse = m + log(sum);
+    loss[i] = lse - row[label];
+    if (dz)
+      for (int64_t j = 0; j < k; ++j) dz[i * k + j] = static_cast<float>((exp(row[j] - lse) - (j == label)) * grad_scale);
+  } else {
+    const double eps = static_cast<double>(1e-7f);  // Keras' clipping of probabilities, the CPU's float constant
+    double s = 0.0;
+    for (int64_t j = 0; j < k; ++j) s += row[j];
+    const double q = row[label] / s;
+    const double qc = fmin(fmax(q, eps), 1.0 - eps);
+    loss[i] = -log(qc);
+    if (dz) {
+      const bool clipped = q != qc;
+      for (int64_t j = 0; j < k; ++j) {
+        const double g = clipped ? 0.0 : (1.0 / s - (j == label ? 1.0 / row[label] : 0.0));
+        dz[i * k + j] = static_cast<float>(g * grad_scale);
+      }
+    }
+  }
+}
+
+__global__ void squared_error_kernel(const float* p, const int32_t* y, int64_t n, int64_t k, float grad_scale,
+                                     float* dp, double* loss, int* correct) {
+  const int64_t i = thread_index();
+  if (i >= n) return;
+  const float* row = p + i * k;
+  const int32_t label = y[i];
+  correct[i] = argmax_of(row, k) == label;
+  if (label < 0 || label >= k) {
+    loss[i] = nan("");
+    return;
+  }
+  double l = 0.0;
+  for (int64_t j = 0; j < k; ++j) {
+    const double diff = row[j] - (j == label ? 1.0 : 0.0);
+    l += diff * diff;
+    if (dp) dp[i * k + j] = static_cast<float>(2.0 * diff / static_cast<double>(k) * grad_scale);
+  }
+  loss[i] = l / static_cast<double>(k);
+}
+
+// stats = {sum of loss, sum of correct}: one block, a fixed summation order.
+constexpr int kStatsThreads = 256;
+__global__ void loss_stats_kernel(const double* loss, const int* correct, int64_t n, float* stats) {
+  __shared__ double l[kStatsThreads];
+  __shared__ long long c[kStatsThreads];
+  double ls = 0.0;
+  long long cs = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kStatsThreads) {
+    ls += loss[i];
+    cs += correct[i];
+  }
+  l[threadIdx.x] = ls;
+  c[threadIdx.x] = cs;
+  __syncthreads();
+  for (int half = kStatsThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      l[threadIdx.x] += l[threadIdx.x + half];
+      c[threadIdx.x] += c[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    stats[0] = static_cast<float>(l[0]);
+    stats[1] = static_cast<float>(c[0]);
+  }
+}
+
+__global__ void sgd_kernel(float* p, const float* g, float* m, int64_t n, float lr, float decay, float momentum,
+                           bool nesterov) {
+  const int64_t i = thread_index();
+  if (i >= n) return;
+  float w = p[i] - p[i] * decay;
+  if (m) {
+    m[i] = momentum * m[i] - lr * g[i];
+    w += nesterov ? momentum * m[i] - lr * g[i] : m[i];
+  } else {
+    w -= lr * g[i];
+  }
+  p[i] = w;
+}
+
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, float alpha, float decay, float b1,
+                            float b2, float eps) {
+  const int64_t i = thread_index();
+  if (i >= n) return;
+  const float w = p[i] - p[i] * decay;
+  const float gi = g[i];
+  const float mi = m[i] + (gi - m[i]) * b1;
+  const float vi = v[i] + (gi * gi - v[i]) * b2;
+  m[i] = mi;
+  v[i] = vi;
+  p[i] = w - alpha * mi / (sqrtf(vi) + eps);
+}
+
+struct MatrixColumn {
+  const float* m;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return m[r * cols + c]; }
+};
+struct AddTo {
+  float* out;
+  __device__ void operator()(int64_t c, float total) const { out[c] += total; }
+};
+
+}  // namespace
+
+void fill(float* p, int64_t n, float value, cudaStream_t s) {
+  if (n == 0) return;
+  fill_kernel<<<blocks_for(n), 256, 0, s>>>(p, n, value);
+  DT_CUDA_LAUNCHED();
+}
+
+void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t s) {
+  if (n == 0) return;
+  add_bias_kernel<<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels);
+  DT_CUDA_LAUNCHED();
+}
+
+void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t s) {
+  if (n == 0) return;
+  bias_relu_kernel<<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
+  DT_CUDA_LAUNCHED();
+}
+
+void relu(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  relu_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, n);
+  DT_CUDA_LAUNCHED();
+}
+
+void relu_backward(const float* y, float* dy, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  relu_backward_kernel<<<blocks_for(n), 256, 0, s>>>(y, dy, n);
+  DT_CUDA_LAUNCHED();
+}
+
+void scale_shift(const float* x, float* y, int64_t n, float scale, float shift, cudaStream_t s) {
+  if (n == 0) return;
+  scale_shift_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, n, scale, shift);
+  DT_CUDA_LAUNCHED();
+}
+
+void axpby(float a, const float* x, float b, float* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  axpby_kernel<<<blocks_for(n), 256, 0, s>>>(a, x, b, y, n);
+  DT_CUDA_LAUNCHED();
+}
+
+void dropout(const float* x, float* y, int64_t n, float rate, uint64_t seed, cudaStream_t s) {
+  if (n == 0) return;
+  dropout_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, n, rate, 1.0f / (1.0f - rate), seed);
+  DT_CUDA_LAUNCHED();
+}
+
+size_t column_sum_scratch(int64_t rows, int64_t cols) { return column_sum_scratch_bytes<double>(rows, cols); }
+
+void bias_grad(const float* dy, int64_t rows, int64_t cols, float* dbias, void* scratch, cudaStream_t s) {
+  if (rows == 0) return;
+  column_sums<float>(rows, cols, MatrixColumn{dy, cols}, AddTo{dbias}, scratch, s);
+}
+
+size_t loss_scratch(int64_t n) { return static_cast<size_t>(n) * (sizeof(double) + sizeof(int)); }
+
+void cross_entropy(const float* z, const int32_t* labels, int64_t n, int64_t k, bool from_logits, float grad_scale,
+                   float* dz, float* stats, void* scratch, cudaStream_t s) {
+  auto* loss = static_cast<double*>(scratch);
+  auto* correct = reinterpret_cast<int*>(loss + n);
+  if (n > 0) {
+    cross_entropy_kernel<<<blocks_for(n), 256, 0, s>>>(z, labels, n, k, from_logits, grad_scale, dz, loss, correct);
+    DT_CUDA_LAUNCHED();
+  }
+  loss_stats_kernel<<<1, kStatsThreads, 0, s>>>(loss, correct, n, stats);
+  DT_CUDA_LAUNCHED();
+}
+
+void squared_error(const float* p, const int32_t* labels, int64_t n, int64_t k, float grad_scale, float* dp,
+                   float* stats, void* scratch, cudaStream_t s) {
+  auto* loss = static_cast<double*>(scratch);
+  auto* correct = reinterpret_cast<int*>(loss + n);
+  if (n > 0) {
+    squared_error_kernel<<<blocks_for(n), 256, 0, s>>>(p, labels, n, k, grad_scale, dp, loss, correct);
+    DT_CUDA_LAUNCHED();
+  }
+  loss_stats_kernel<<<1, kStatsThreads, 0, s>>>(loss, correct, n, stats);
+  DT_CUDA_LAUNCHED();
+}
+
+void sgd(float* param, const float* grad, float* velocity, int64_t n, float lr, float decay, float momentum,
+         bool nesterov, cudaStream_t s) {
+  if (n == 0) return;
+  sgd_kernel<<<blocks_for(n), 256, 0, s>>>(param, grad, velocity, n, lr, decay, momentum, nesterov);
+  DT_CUDA_LAUNCHED();
+}
+
+void adam(float* param, const float* grad, float* m, float* v, int64_t n, float alpha, float decay, float one_minus_b1,
+          float one_minus_b2, float epsilon, cudaStream_t s) {
+  if (n == 0) return;
+  adam_kernel<<<blocks_for(n), 256, 0, s>>>(param, grad, m, v, n, alpha, decay, one_minus_b1, one_minus_b2, epsilon);
+  DT_CUDA_LAUNCHED();
+}
+
+}  // namespace distrain::cuda

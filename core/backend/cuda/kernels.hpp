@@ -1,0 +1,79 @@
+// Launchers of distrain's own CUDA kernels. Each enqueues on `stream`, returns at once
+// and throws Error if the launch failed. The kernels live in the *.cu files beside this
+// one, compiled as C++17 (see cmake/cuda.cmake), so this header stays plain C++.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace distrain::cuda {
+
+// --- element-wise (elementwise.cu) ---
+void fill(float* p, int64_t n, float value, cudaStream_t stream);
+void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t stream);
+void relu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void relu_backward(const float* y, float* dy, int64_t n, cudaStream_t stream);
+void scale_shift(const float* x, float* y, int64_t n, float scale, float shift, cudaStream_t stream);
+void axpby(float a, const float* x, float b, float* y, int64_t n, cudaStream_t stream);
+void dropout(const float* x, float* y, int64_t n, float rate, uint64_t seed, cudaStream_t stream);
+// y = (y + bias) (bias may be null), then max(y, 0) with relu.
+void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t stream);
+
+// Scratch bytes for the deterministic column sums of a (rows, cols) matrix.
+size_t column_sum_scratch(int64_t rows, int64_t cols);
+// dbias (cols) += column sums of dy (rows, cols).
+void bias_grad(const float* dy, int64_t rows, int64_t cols, float* dbias, void* scratch, cudaStream_t stream);
+
+// --- losses and optimizers (elementwise.cu) ---
+size_t loss_scratch(int64_t n);
+// stats (2) = {sum of per-example losses, correct argmax count}; d (n, k) = gradient * grad_scale
+// unless null. A label outside [0, k) makes the loss NaN.
+void cross_entropy(const float* z, const int32_t* labels, int64_t n, int64_t k, bool from_logits, float grad_scale,
+                   float* dz, float* stats, void* scratch, cudaStream_t stream);
+void squared_error(const float* p, const int32_t* labels, int64_t n, int64_t k, float grad_scale, float* dp,
+                   float* stats, void* scratch, cudaStream_t stream);
+void sgd(float* param, const float* grad, float* velocity, int64_t n, float lr, float decay, float momentum,
+         bool nesterov, cudaStream_t stream);
+void adam(float* param, const float* grad, float* m, float* v, int64_t n, float alpha, float decay, float one_minus_b1,
+          float one_minus_b2, float epsilon, cudaStream_t stream);
+
+// --- convolution helpers (conv_kernels.cu) ---
+// Keras kernels (kh, kw, in, out) <-> cuDNN NHWC filters (out, kh, kw, in).
+void hwio_to_ohwi(const float* w, float* o, int64_t khw, int64_t cin, int64_t cout, cudaStream_t stream);
+void add_ohwi_to_hwio(const float* o, float* w, int64_t khw, int64_t cin, int64_t cout, cudaStream_t stream);
+// xp (n, ph, pw, c) = x (n, h, w, c) placed at (top, left), zeros around.
+void pad_nhwc(const float* x, float* xp, int64_t n, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left,
+              int64_t ph, int64_t pw, cudaStream_t stream);
+// dx (n, h, w, c) = dxp (n, ph, pw, c) from (top, left).
+void crop_nhwc(const float* dxp, float* dx, int64_t n, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left,
+               int64_t ph, int64_t pw, cudaStream_t stream);
+
+// --- pooling (pool_kernels.cu) ---
+struct PoolGeometry {
+  int64_t in_h, in_w, channels, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left;
+  bool max;
+};
+// argmax may be null (inference, or average pooling).
+void pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax, int64_t batch, cudaStream_t stream);
+void pool_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax, float* dx, int64_t batch,
+                   cudaStream_t stream);
+
+// --- batch norm over (rows, c) (batch_norm_kernels.cu); sums in double ---
+void bn_sums(const float* x, int64_t rows, int64_t c, double* out, void* scratch, cudaStream_t stream);
+void bn_squared_deviation_sums(const float* x, const double* mean, int64_t rows, int64_t c, double* out, void* scratch,
+                               cudaStream_t stream);
+void bn_dy_xhat_sums(const float* x, const float* dy, const float* mean, const float* inv_std, int64_t rows, int64_t c,
+                     double* out, void* scratch, cudaStream_t stream);
+void bn_mean(const double* sums, double count, double* mean_d, float* mean, int64_t c, cudaStream_t stream);
+void bn_variance(const double* sums, double count, float* variance, int64_t c, cudaStream_t stream);
+void bn_inv_std(const float* variance, float epsilon, float* inv_std, int64_t c, cudaStream_t stream);
+void bn_normalize(const float* x, const float* gamma, const float* beta, const float* mean, const float* variance,
+                  float epsilon, float* y, int64_t n, int64_t c, cudaStream_t stream);
+void bn_param_grads(const double* sum_dy, const double* sum_dy_xhat, float* dgamma, float* dbeta, int64_t c,
+                    cudaStream_t stream);
+void bn_input_grad(const float* x, const float* dy, const float* gamma, const float* mean, const float* inv_std,
+                   const double* sum_dy, const double* sum_dy_xhat, double count, bool fixed_stats, float* dx, int64_t n,
+                   int64_t c, cudaStream_t stream);
+
+}  // namespace distrain::cuda
