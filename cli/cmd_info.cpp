@@ -42,18 +42,17 @@ void register_info(CLI::App& app) {
     devices.insert(devices.end(), gpu.devices.begin(), gpu.devices.end());
     if (*json) {
       fmt::print(R"({{"version": "{}", "onednn": "{}", "hdf5": "{}", "mpi": "{}", "cuda_built": {}, "cuda_runtime": "{}", )"
-                 R"("cudnn": "{}", "cublas": "{}", "nccl": "{}", "cuda_compute": false, "devices": {}}})"
+                 R"("cudnn": "{}", "cublas": "{}", "nccl": "{}", "cuda_compute": {}, "devices": {}}})"
                  "\n",
                  DISTRAIN_VERSION, onednn, hdf5, mpi, gpu.built, gpu.cuda_runtime, gpu.cudnn, gpu.cublas, gpu.nccl,
-                 quoted_list(devices));
+                 gpu.built, quoted_list(devices));
       return;
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);
     fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n  MPI      {} (multi_worker_mirrored)\n", onednn, hdf5, mpi);
     if (gpu.built) {
-      fmt::print("  CUDA     built with runtime {}, cuDNN {}, NCCL {}{}\n", gpu.cuda_runtime, gpu.cudnn, gpu.nccl,
+      fmt::print("  CUDA     compute backend built with runtime {}, cuDNN {}, NCCL {}{}\n", gpu.cuda_runtime, gpu.cudnn, gpu.nccl,
                  gpu.cublas.empty() ? "" : ", cuBLAS " + gpu.cublas);
-      fmt::print("           (the CUDA compute backend is not in this version yet: training runs on cpu devices)\n");
     } else {
       fmt::print("  CUDA     not built\n");
     }

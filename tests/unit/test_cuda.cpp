@@ -1,0 +1,393 @@
+// The CUDA backend against its CPU twin: every op on the same random inputs (relative
+// error under 1e-5, float32 without TF32), a short training run, and the strategy
+// equivalence on logical devices of one GPU. Where no GPU is present (or the build has
+// no CUDA) the GPU cases say so and skip; the recipe checks below run everywhere.
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "core/backend/gpu_info.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/tensor/buffer.hpp"
+#include "core/train/trainer.hpp"
+#include "tests/unit/helpers.hpp"
+#ifdef DISTRAIN_WITH_CUDA
+#include "core/comm/nccl/nccl_communicator.hpp"
+#endif
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Why the GPU cases cannot run here, or "" when they can.
+std::string no_gpu() {
+  const GpuInfo g = gpu_info();
+  if (!g.built) return "this distrain was built without CUDA";
+  if (g.devices.empty()) return "no CUDA device here (" + g.problem + ")";
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU()                        \
+  if (const std::string why = no_gpu(); !why.empty()) { \
+    MESSAGE("[skipped] " << why);                 \
+    return;                                       \
+  }
+
+Backend& gpu() { return backend_for(Device{DeviceType::cuda, 0}); }
+
+// The same values on the CPU and on the GPU.
+struct Pair {
+  Buffer c, g;
+  Pair(const Shape& s, const std::vector<float>& v, DType dt = DType::f32) : c(cpu(), s, dt), g(gpu(), s, dt) {
+    cpu().upload(v.data(), c.view());
+    gpu().upload(v.data(), g.view());
+  }
+  Pair(const Shape& s, uint64_t seed, double lo = -1, double hi = 1)
+      : Pair(s, random_vector(static_cast<size_t>(s.numel()), seed, lo, hi)) {}
+  Tensor cv() const { return c.view(); }
+  Tensor gv() const { return g.view(); }
+};
+
+std::vector<float> from_gpu(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  gpu().download(t, v.data());
+  return v;
+}
+
+// max |cpu - gpu| <= tol * max(|cpu|), over the whole tensor.
+void check_pair(const Pair& p, const char* what, double tol = 1e-5) {
+  const auto a = to_host(p.cv());
+  const auto b = from_gpu(p.gv());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  INFO(what << ": max |cpu - gpu| = " << diff << ", max |cpu| = " << scale);
+  CHECK(diff <= tol * std::max(scale, 1e-30));
+}
+
+Pair labels(int64_t n, int64_t k, uint64_t seed) {
+  std::vector<float> raw(static_cast<size_t>(n));
+  Rng rng(seed);
+  std::vector<int32_t> ints(static_cast<size_t>(n));
+  for (auto& v : ints) v = static_cast<int32_t>(rng.below(static_cast<uint64_t>(k)));
+  Pair p(Shape{n}, std::vector<float>(static_cast<size_t>(n)), DType::i32);
+  cpu().upload(ints.data(), p.cv());
+  gpu().upload(ints.data(), p.gv());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("cuda parity: gemm in all four transpose cases, bias, relu, scale_shift, axpby, dropout") {
+  SKIP_WITHOUT_GPU();
+  const int64_t m = 37, k = 29, n = 23;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Pair a(ta ? Shape{k, m} : Shape{m, k}, 1), b(tb ? Shape{n, k} : Shape{k, n}, 2), c(Shape{m, n}, 3);
+      cpu().gemm(ta, tb, 0.7f, a.cv(), b.cv(), 0.3f, c.cv());
+      gpu().gemm(ta, tb, 0.7f, a.gv(), b.gv(), 0.3f, c.gv());
+      check_pair(c, ta ? (tb ? "gemm TT" : "gemm TN") : (tb ? "gemm NT" : "gemm NN"));
+    }
+  Pair y(Shape{1000, 37}, 4), bias(Shape{37}, 5), db(Shape{37}, 6);
+  cpu().add_bias(y.cv(), bias.cv());
+  gpu().add_bias(y.gv(), bias.gv());
+  check_pair(y, "add_bias");
+  cpu().bias_grad(y.cv(), db.cv());
+  gpu().bias_grad(y.gv(), db.gv());
+  check_pair(db, "bias_grad");
+  Pair x(Shape{5000}, 7), r(Shape{5000}, 8), g(Shape{5000}, 9);
+  cpu().relu(x.cv(), r.cv());
+  gpu().relu(x.gv(), r.gv());
+  check_pair(r, "relu");
+  cpu().relu_backward(r.cv(), g.cv());
+  gpu().relu_backward(r.gv(), g.gv());
+  check_pair(g, "relu_backward");
+  cpu().scale_shift(x.cv(), r.cv(), 0.25f, -3.0f);
+  gpu().scale_shift(x.gv(), r.gv(), 0.25f, -3.0f);
+  check_pair(r, "scale_shift");
+  cpu().axpby(1.5f, x.cv(), -0.5f, r.cv());
+  gpu().axpby(1.5f, x.gv(), -0.5f, r.gv());
+  check_pair(r, "axpby");
+  cpu().dropout(x.cv(), r.cv(), 0.3f, 1234);
+  gpu().dropout(x.gv(), r.gv(), 0.3f, 1234);
+  check_pair(r, "dropout (the same mask)", 0.0);
+}
+
+TEST_CASE("cuda parity: cross-entropy from logits and from probabilities, mean squared error") {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 300, k = 10;
+  const Pair y = labels(n, k, 10);
+  for (bool from_logits : {true, false}) {
+    INFO("from_logits " << from_logits);
+    Pair z(Shape{n, k}, 11, from_logits ? -4.0 : 0.01, from_logits ? 4.0 : 1.0);
+    Pair dz(Shape{n, k}, 12), stats(Shape{2}, 13);
+    cpu().sparse_cross_entropy(z.cv(), y.cv(), from_logits, 1.0f / 512, dz.cv(), stats.cv());
+    gpu().sparse_cross_entropy(z.gv(), y.gv(), from_logits, 1.0f / 512, dz.gv(), stats.gv());
+    check_pair(dz, "d logits");
+    check_pair(stats, "loss sum, correct");
+  }
+  Pair p(Shape{n, k}, 14), dp(Shape{n, k}, 15), stats(Shape{2}, 16);
+  cpu().mean_squared_error(p.cv(), y.cv(), 1.0f / 300, dp.cv(), stats.cv());
+  gpu().mean_squared_error(p.gv(), y.gv(), 1.0f / 300, dp.gv(), stats.gv());
+  check_pair(dp, "mse gradient");
+  check_pair(stats, "mse loss sum, correct");
+}
+
+TEST_CASE("cuda parity: SGD with Nesterov momentum and weight decay, AdamW, three steps each") {
+  SKIP_WITHOUT_GPU();
+  const Shape s{4099};
+  Pair w(s, 20), g(s, 21), vel(s, std::vector<float>(4099, 0.0f));
+  for (int step = 0; step < 3; ++step) {
+    cpu().sgd_update(w.cv(), g.cv(), vel.cv(), SgdHyper{0.1f, 0.9f, 0.01f, true});
+    gpu().sgd_update(w.gv(), g.gv(), vel.gv(), SgdHyper{0.1f, 0.9f, 0.01f, true});
+  }
+  check_pair(w, "sgd weights");
+  check_pair(vel, "sgd velocity");
+  Pair w2(s, 22), m(s, std::vector<float>(4099, 0.0f)), v(s, std::vector<float>(4099, 0.0f));
+  for (int step = 1; step <= 3; ++step) {
+    const AdamHyper h{1e-3f, 0.9f, 0.999f, 1e-7f, 0.004f, step};
+    cpu().adam_update(w2.cv(), g.cv(), m.cv(), v.cv(), h);
+    gpu().adam_update(w2.gv(), g.gv(), m.gv(), v.gv(), h);
+  }
+  check_pair(w2, "adam weights");
+  check_pair(m, "adam m");
+  check_pair(v, "adam v");
+}
+
+TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric padding), 1x1; forward and both gradients") {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    const char* name;
+    Conv2DSpec s;
+  };
+  // in h, w, c; out h, w, c; kernel; stride; pads top, bottom, left, right; bias; relu
+  const Case cases[] = {
+      {"3x3 valid, bias + relu", {12, 12, 3, 10, 10, 8, 3, 3, 1, 1, 0, 0, 0, 0, true, true}},
+      {"3x3 same", {9, 9, 4, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, true, false}},
+      {"3x3 same stride 2 on 10x10", {10, 10, 5, 5, 5, 7, 3, 3, 2, 2, 0, 1, 0, 1, true, false}},
+      {"1x1 no bias", {6, 6, 16, 6, 6, 32, 1, 1, 1, 1, 0, 0, 0, 0, false, false}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Conv2DSpec& s = c.s;
+    const int64_t n = 5;
+    Pair x(Shape{n, s.in_h, s.in_w, s.in_c}, 30), w(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 31),
+        b(Shape{s.out_c}, 32), y(Shape{n, s.out_h, s.out_w, s.out_c}, 33), dy(Shape{n, s.out_h, s.out_w, s.out_c}, 34),
+        dx(Shape{n, s.in_h, s.in_w, s.in_c}, 35), dw(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 36),
+        db(Shape{s.out_c}, 37);
+    auto cop = cpu().make_conv2d(s);
+    auto gop = gpu().make_conv2d(s);
+    const Tensor no_bias;
+    cop->forward(x.cv(), w.cv(), s.bias ? b.cv() : no_bias, y.cv());
+    gop->forward(x.gv(), w.gv(), s.bias ? b.gv() : no_bias, y.gv());
+    check_pair(y, "forward");
+    cop->backward_data(dy.cv(), w.cv(), dx.cv());
+    gop->backward_data(dy.gv(), w.gv(), dx.gv());
+    check_pair(dx, "backward data");
+    // dw and db start non-zero: gradients accumulate.
+    cop->backward_weights(x.cv(), dy.cv(), dw.cv(), s.bias ? db.cv() : no_bias);
+    gop->backward_weights(x.gv(), dy.gv(), dw.gv(), s.bias ? db.gv() : no_bias);
+    check_pair(dw, "backward weights (accumulated)");
+    if (s.bias) check_pair(db, "bias gradient (accumulated)");
+  }
+}
+
+TEST_CASE("cuda parity: max and average pooling with padding and overlapping windows") {
+  SKIP_WITHOUT_GPU();
+  const Pool2DSpec specs[] = {
+      {PoolKind::max, 12, 12, 5, 6, 6, 2, 2, 2, 2, 0, 0, 0, 0},
+      {PoolKind::max, 11, 11, 3, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1},
+      {PoolKind::average, 7, 7, 4, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1},
+      {PoolKind::average, 10, 10, 2, 5, 5, 3, 3, 2, 2, 0, 1, 0, 1},
+  };
+  for (const Pool2DSpec& s : specs) {
+    INFO("pool " << (s.kind == PoolKind::max ? "max" : "avg") << " " << s.kernel_h << "x" << s.kernel_w << " stride "
+                 << s.stride_h);
+    const int64_t n = 3;
+    Pair x(Shape{n, s.in_h, s.in_w, s.channels}, 40), y(Shape{n, s.out_h, s.out_w, s.channels}, 41),
+        dy(Shape{n, s.out_h, s.out_w, s.channels}, 42), dx(Shape{n, s.in_h, s.in_w, s.channels}, 43);
+    auto cop = cpu().make_pool2d(s);
+    auto gop = gpu().make_pool2d(s);
+    cop->forward(x.cv(), y.cv(), true);
+    gop->forward(x.gv(), y.gv(), true);
+    check_pair(y, "forward");
+    cop->backward(dy.cv(), dx.cv());
+    gop->backward(dy.gv(), dx.gv());
+    check_pair(dx, "backward");
+  }
+}
+
+TEST_CASE("cuda parity: batch norm, training and inference forward, backward with batch and with fixed statistics") {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 4, h = 9, w = 9, c = 12;
+  Pair x(Shape{n, h, w, c}, 50, -2.0, 3.0), gamma(Shape{c}, 51), beta(Shape{c}, 52), y(Shape{n, h, w, c}, 53),
+      mean(Shape{c}, 54), var(Shape{c}, 55), dy(Shape{n, h, w, c}, 56), dx(Shape{n, h, w, c}, 57), dg(Shape{c}, 58),
+      dbeta(Shape{c}, 59);
+  auto cop = cpu().make_batch_norm(c, 1e-3f);
+  auto gop = gpu().make_batch_norm(c, 1e-3f);
+  cop->forward_training(x.cv(), gamma.cv(), beta.cv(), y.cv(), mean.cv(), var.cv(), nullptr);
+  gop->forward_training(x.gv(), gamma.gv(), beta.gv(), y.gv(), mean.gv(), var.gv(), nullptr);
+  check_pair(mean, "batch mean");
+  check_pair(var, "batch variance");
+  check_pair(y, "training forward");
+  for (bool fixed : {false, true}) {
+    INFO("fixed statistics " << fixed);
+    cop->backward(x.cv(), dy.cv(), gamma.cv(), mean.cv(), var.cv(), fixed, dx.cv(), dg.cv(), dbeta.cv(), nullptr);
+    gop->backward(x.gv(), dy.gv(), gamma.gv(), mean.gv(), var.gv(), fixed, dx.gv(), dg.gv(), dbeta.gv(), nullptr);
+    check_pair(dx, "dx");
+    check_pair(dg, "dgamma (accumulated)");
+    check_pair(dbeta, "dbeta (accumulated)");
+  }
+  cop->forward_inference(x.cv(), gamma.cv(), beta.cv(), mean.cv(), var.cv(), y.cv());
+  gop->forward_inference(x.gv(), gamma.gv(), beta.gv(), mean.gv(), var.gv(), y.gv());
+  check_pair(y, "inference forward");
+}
+
+namespace {
+
+std::string gpu_recipe(const std::string& strategy, const std::string& devices, int per_replica,
+                       const std::string& extra_strategy = "") {
+  return fmt::format(R"(
+name = "cuda"
+seed = 11
+[data]
+dataset = "synthetic"
+train_examples = 256
+test_examples = 64
+image_shape = [14, 14, 1]
+shuffle = false
+[model]
+input_shape = [14, 14, 1]
+layers = [
+  {{ type = "rescaling", scale = 0.00392156862745098 }},
+  {{ type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" }},
+  {{ type = "batch_norm" }},
+  {{ type = "max_pool2d" }},
+  {{ type = "conv2d", filters = 8, kernel_size = 3, strides = 2, padding = "same", activation = "relu" }},  # 6x6 -> 3x3: asymmetric padding
+  {{ type = "flatten" }},
+  {{ type = "dense", units = 16, activation = "relu" }},
+  {{ type = "dense", units = 10 }},
+]
+[optimizer]
+type = "adam"
+learning_rate = 0.002
+[optimizer.schedule]
+base_batch = 32
+[strategy]
+name = "{}"
+devices = [{}]
+per_replica_batch = {}
+check_every = 1
+{}
+[train]
+steps = 8
+validate = false
+)",
+                     strategy, devices, per_replica, extra_strategy);
+}
+
+struct Trained {
+  std::vector<float> weights;
+  double loss;
+};
+
+Trained train_on(const std::string& text, const std::string& name) {
+  const std::string dir = (fs::temp_directory_path() / name).string();
+  const Recipe recipe = parse_recipe(text, dir + ".toml");
+  fs::remove_all(dir);
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  const TrainSummary s = train(recipe, o);
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  single.strategy.devices = {"cpu:0"};
+  auto strategy = make_strategy(single);
+  load_weights(s.last_checkpoint, strategy->model());
+  return {to_host(strategy->model().params().values()), s.loss};
+}
+
+void check_weights(const std::vector<float>& a, const std::vector<float>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  INFO("max |a - b| = " << diff << ", max |a| = " << scale);
+  CHECK(diff <= tol * scale);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: 8 training steps on cuda:0 end with the CPU run's weights and loss") {
+  SKIP_WITHOUT_GPU();
+  const Trained on_cpu = train_on(gpu_recipe("one_device", "\"cpu:0\"", 32), "distrain_cuda_cpu");
+  const Trained on_gpu = train_on(gpu_recipe("one_device", "\"cuda:0\"", 32), "distrain_cuda_gpu");
+  check_weights(on_cpu.weights, on_gpu.weights, 1e-4);
+  CHECK(on_gpu.loss == doctest::Approx(on_cpu.loss).epsilon(1e-4));
+}
+
+TEST_CASE("cuda: mirrored and central_storage on two logical devices of one GPU match one_device with the global batch") {
+  SKIP_WITHOUT_GPU();
+  const auto single = train_on(gpu_recipe("one_device", "\"cuda:0\"", 32), "distrain_cuda_one");
+  for (const char* ops : {"hierarchical_copy", "reduce_to_one_device"}) {
+    INFO(ops);
+    const auto mirrored = train_on(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
+                                              fmt::format("cross_device_ops = \"{}\"", ops)),
+                                   "distrain_cuda_mirrored");
+    check_weights(single.weights, mirrored.weights, 1e-5);
+  }
+  const auto central = train_on(gpu_recipe("central_storage", "\"cuda:0\", \"cuda:0\"", 16), "distrain_cuda_central");
+  check_weights(single.weights, central.weights, 1e-5);
+  const auto sync_bn = train_on(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
+                                           "cross_device_ops = \"hierarchical_copy\"\nsync_batch_norm = true"),
+                                "distrain_cuda_sync_bn");
+  check_weights(single.weights, sync_bn.weights, 1e-5);
+}
+
+#ifdef DISTRAIN_WITH_CUDA
+TEST_CASE("cuda: the nccl communicator with one rank (one GPU) leaves every collective's data as it was") {
+  SKIP_WITHOUT_GPU();
+  auto comms = NcclCommunicator::create_local({0});
+  REQUIRE(comms.size() == 1);
+  std::vector<float> v{1, 2, 3, 4};
+  Buffer t(gpu(), Shape{4}), out(gpu(), Shape{4});
+  gpu().upload(v.data(), t.view());
+  comms[0]->all_reduce(t.view(), ReduceOp::sum);
+  comms[0]->broadcast(t.view(), 0);
+  comms[0]->all_gather(t.view(), out.view());
+  CHECK(from_gpu(out.view()) == v);
+  comms[0]->reduce_scatter(t.view(), out.view(), ReduceOp::sum);
+  CHECK(from_gpu(out.view()) == v);
+  comms[0]->barrier();
+}
+#endif
+
+TEST_CASE("recipes: GPU device lists are checked before anything runs") {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      parse_recipe(text, "gpu.toml");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16, "cross_device_ops = \"nccl\"")).find("NCCL refuses two ranks on one GPU") !=
+        std::string::npos);
+  CHECK(error_of(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16, "cross_device_ops = \"hierarchical_copy\"")).empty());
+  CHECK(error_of(gpu_recipe("mirrored", "\"cpu:0\", \"cpu:0\"", 16)).find("cpu:0 is listed twice") != std::string::npos);
+  CHECK(error_of(gpu_recipe("multi_worker_mirrored", "\"cuda:0\", \"cuda:0\"", 16)).find("only mirrored and central_storage share a GPU") !=
+        std::string::npos);
+  CHECK(error_of(gpu_recipe("zero", "\"cuda:0\"", 16)).find("strategy zero runs on cpu devices in this version") !=
+        std::string::npos);
+  CHECK(error_of(gpu_recipe("one_device", "\"cuda:0\"", 16) + "allow_tf32 = \"yes\"\n").find("train.allow_tf32") !=
+        std::string::npos);
+}
+
+}  // namespace distrain::test
