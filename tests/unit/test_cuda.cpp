@@ -159,7 +159,7 @@ TEST_CASE("cuda parity: SGD with Nesterov momentum and weight decay, AdamW, thre
   check_pair(v, "adam v");
 }
 
-TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric padding), 1x1; forward and both gradients") {
+TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric padding), 1x1, forward and both gradients") {
   SKIP_WITHOUT_GPU();
   struct Case {
     const char* name;
