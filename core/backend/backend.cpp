@@ -32,9 +32,11 @@ int cpu_threads() { return g_cpu_threads > 0 ? g_cpu_threads : omp_get_max_threa
 
 Backend& backend_for(const Device& device) {
   static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Backend>> backends;
+  // Never destroyed: at exit the CUDA runtime may be torn down before any static
+  // destructor would run, and a backend outlives every buffer anyway.
+  static auto* backends = new std::map<std::string, std::unique_ptr<Backend>>;
   std::lock_guard lock(mutex);
-  auto& slot = backends[device.str()];
+  auto& slot = (*backends)[device.str()];
   if (!slot) {
     if (device.is_cpu()) {
       slot = std::make_unique<CpuBackend>(device.index);

@@ -115,7 +115,7 @@ void CudaBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Ten
   DT_CHECK(k == kb && c.shape[0] == m && c.shape[1] == n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
            ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
   if (m == 0 || n == 0) return;
-  DT_CUBLAS(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  DT_CUBLAS(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   DT_CUBLAS(cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
                         static_cast<int>(m), static_cast<int>(k), &alpha, b.f32(), static_cast<int>(b.shape[1]), a.f32(),
