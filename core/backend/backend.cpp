@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -29,6 +30,24 @@ void set_cpu_threads(int threads) {
 }
 
 int cpu_threads() { return g_cpu_threads > 0 ? g_cpu_threads : omp_get_max_threads(); }
+
+void check_same_numel(const Tensor& a, const Tensor& b) {
+  DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
+}
+
+GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c) {
+  DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
+  const GemmDims d{ta ? a.shape[1] : a.shape[0], ta ? a.shape[0] : a.shape[1], tb ? b.shape[0] : b.shape[1]};
+  const int64_t kb = tb ? b.shape[1] : b.shape[0];
+  DT_CHECK(d.k == kb && c.shape[0] == d.m && c.shape[1] == d.n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
+           ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
+  return d;
+}
+
+float adam_step_size(const AdamHyper& h) {
+  const double t = static_cast<double>(h.step);
+  return static_cast<float>(h.learning_rate * std::sqrt(1.0 - std::pow(h.beta_2, t)) / (1.0 - std::pow(h.beta_1, t)));
+}
 
 Backend& backend_for(const Device& device) {
   static std::mutex mutex;

@@ -129,6 +129,16 @@ class Backend {
   virtual void adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) = 0;
 };
 
+// Shared by the implementations, so every device checks and computes alike.
+void check_same_numel(const Tensor& a, const Tensor& b);
+// (m, k, n) of gemm's op(a) (m x k) * op(b) (k x n) -> c (m x n); throws when shapes disagree.
+struct GemmDims {
+  int64_t m, k, n;
+};
+GemmDims gemm_dims(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, const Tensor& c);
+// Adam's learning rate with both bias corrections folded in, computed in double.
+float adam_step_size(const AdamHyper& h);
+
 // The backend of a device; created once per device and shared.
 Backend& backend_for(const Device& device);
 

@@ -2,7 +2,6 @@
 
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <set>
 #include <filesystem>
 #include <fstream>
@@ -88,10 +87,10 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     if (s.devices.empty()) s.devices.push_back(gpus.devices.empty() ? "cpu:0" : "cuda:0");
   }
   std::set<std::string> seen;
-  bool shared_gpu = false, any_cuda = false;
+  bool shared_gpu = false, all_cpu = true;
   for (const auto& d : s.devices) {
     const Device dev = Device::parse(d, c.file() + ": strategy.devices");
-    any_cuda = any_cuda || dev.is_cuda();
+    all_cpu = all_cpu && dev.is_cpu();
     if (seen.insert(dev.str()).second) continue;
     // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
     if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage"))
@@ -99,7 +98,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
                                     dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
     shared_gpu = true;
   }
-  if (any_cuda && (s.name == "zero" || s.name == "parameter_server"))
+  if (!all_cpu && (s.name == "zero" || s.name == "parameter_server"))
     c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
                                   "multi_worker_mirrored or central_storage", s.name));
   if (s.name == "one_device" && s.devices.size() != 1)
@@ -109,7 +108,6 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
   if (c.has("communication") && s.name != "multi_worker_mirrored")
     c.fail("communication", "applies to strategy \"multi_worker_mirrored\" only");
-  const bool all_cpu = std::all_of(s.devices.begin(), s.devices.end(), [](const std::string& d) { return d.rfind("cpu", 0) == 0; });
   if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
   if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
   if (shared_gpu && s.cross_device_ops == "nccl")

@@ -3,13 +3,21 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
 
 #include "core/backend/backend.hpp"
 #include "core/base/rng.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
 #include "core/layers/registry.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/trainer.hpp"
 
 namespace distrain::test {
 
@@ -40,6 +48,38 @@ inline std::vector<float> random_vector(size_t n, uint64_t seed, double lo = -1.
   std::vector<float> v(n);
   for (float& x : v) x = static_cast<float>(rng.uniform(lo, hi));
   return v;
+}
+
+// max |a - b| <= tol * max |a|: close at the scale of the whole tensor.
+inline void check_close(const std::vector<float>& a, const std::vector<float>& b, double tol = 1e-5) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  INFO("max |a - b| = " << diff << ", max |a| = " << scale);
+  CHECK(diff <= tol * std::max(scale, 1e-30));
+}
+
+struct Trained {
+  std::vector<float> weights;  // the last checkpoint's, read back on cpu:0
+  double loss;                 // the last epoch's training loss
+};
+
+// Trains the recipe `text` afresh in `dir`, quietly.
+inline Trained train_from_text(const std::string& text, const std::string& dir) {
+  const Recipe recipe = parse_recipe(text, dir + ".toml");
+  std::filesystem::remove_all(dir);
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  const TrainSummary s = train(recipe, o);
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  auto strategy = make_strategy(single);
+  load_weights(s.last_checkpoint, strategy->model());
+  return {to_host(strategy->model().params().values()), s.loss};
 }
 
 }  // namespace distrain::test

@@ -7,11 +7,7 @@
 #include <functional>
 
 #include "core/backend/gpu_info.hpp"
-#include "core/io/checkpoint.hpp"
-#include "core/io/recipe.hpp"
-#include "core/strategy/strategy.hpp"
 #include "core/tensor/buffer.hpp"
-#include "core/train/trainer.hpp"
 #include "tests/unit/helpers.hpp"
 #ifdef DISTRAIN_WITH_CUDA
 #include "core/comm/nccl/nccl_communicator.hpp"
@@ -38,6 +34,8 @@ std::string no_gpu() {
 
 Backend& gpu() { return backend_for(Device{DeviceType::cuda, 0}); }
 
+std::string temp_dir(const char* name) { return (fs::temp_directory_path() / name).string(); }
+
 // The same values on the CPU and on the GPU.
 struct Pair {
   Buffer c, g;
@@ -59,15 +57,8 @@ std::vector<float> from_gpu(const Tensor& t) {
 
 // max |cpu - gpu| <= tol * max(|cpu|), over the whole tensor.
 void check_pair(const Pair& p, const char* what, double tol = 1e-5) {
-  const auto a = to_host(p.cv());
-  const auto b = from_gpu(p.gv());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
-  }
-  INFO(what << ": max |cpu - gpu| = " << diff << ", max |cpu| = " << scale);
-  CHECK(diff <= tol * std::max(scale, 1e-30));
+  INFO(what << " (a: cpu, b: gpu)");
+  check_close(to_host(p.cv()), from_gpu(p.gv()), tol);
 }
 
 Pair labels(int64_t n, int64_t k, uint64_t seed) {
@@ -291,64 +282,32 @@ validate = false
                      strategy, devices, per_replica, extra_strategy);
 }
 
-struct Trained {
-  std::vector<float> weights;
-  double loss;
-};
-
-Trained train_on(const std::string& text, const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / name).string();
-  const Recipe recipe = parse_recipe(text, dir + ".toml");
-  fs::remove_all(dir);
-  TrainOptions o;
-  o.run_dir = dir;
-  o.out = std::fopen("/dev/null", "w");
-  const TrainSummary s = train(recipe, o);
-  Recipe single = recipe;
-  single.strategy = StrategySpec{};
-  single.strategy.devices = {"cpu:0"};
-  auto strategy = make_strategy(single);
-  load_weights(s.last_checkpoint, strategy->model());
-  return {to_host(strategy->model().params().values()), s.loss};
-}
-
-void check_weights(const std::vector<float>& a, const std::vector<float>& b, double tol) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
-  }
-  INFO("max |a - b| = " << diff << ", max |a| = " << scale);
-  CHECK(diff <= tol * scale);
-}
-
 }  // namespace
 
 TEST_CASE("cuda: 8 training steps on cuda:0 end with the CPU run's weights and loss") {
   SKIP_WITHOUT_GPU();
-  const Trained on_cpu = train_on(gpu_recipe("one_device", "\"cpu:0\"", 32), "distrain_cuda_cpu");
-  const Trained on_gpu = train_on(gpu_recipe("one_device", "\"cuda:0\"", 32), "distrain_cuda_gpu");
-  check_weights(on_cpu.weights, on_gpu.weights, 1e-4);
+  const Trained on_cpu = train_from_text(gpu_recipe("one_device", "\"cpu:0\"", 32), temp_dir("distrain_cuda_cpu"));
+  const Trained on_gpu = train_from_text(gpu_recipe("one_device", "\"cuda:0\"", 32), temp_dir("distrain_cuda_gpu"));
+  check_close(on_cpu.weights, on_gpu.weights, 1e-4);
   CHECK(on_gpu.loss == doctest::Approx(on_cpu.loss).epsilon(1e-4));
 }
 
 TEST_CASE("cuda: mirrored and central_storage on two logical devices of one GPU match one_device with the global batch") {
   SKIP_WITHOUT_GPU();
-  const auto single = train_on(gpu_recipe("one_device", "\"cuda:0\"", 32), "distrain_cuda_one");
+  const auto single = train_from_text(gpu_recipe("one_device", "\"cuda:0\"", 32), temp_dir("distrain_cuda_one"));
   for (const char* ops : {"hierarchical_copy", "reduce_to_one_device"}) {
     INFO(ops);
-    const auto mirrored = train_on(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
+    const auto mirrored = train_from_text(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
                                               fmt::format("cross_device_ops = \"{}\"", ops)),
-                                   "distrain_cuda_mirrored");
-    check_weights(single.weights, mirrored.weights, 1e-5);
+                                   temp_dir("distrain_cuda_mirrored"));
+    check_close(single.weights, mirrored.weights, 1e-5);
   }
-  const auto central = train_on(gpu_recipe("central_storage", "\"cuda:0\", \"cuda:0\"", 16), "distrain_cuda_central");
-  check_weights(single.weights, central.weights, 1e-5);
-  const auto sync_bn = train_on(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
+  const auto central = train_from_text(gpu_recipe("central_storage", "\"cuda:0\", \"cuda:0\"", 16), temp_dir("distrain_cuda_central"));
+  check_close(single.weights, central.weights, 1e-5);
+  const auto sync_bn = train_from_text(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16,
                                            "cross_device_ops = \"hierarchical_copy\"\nsync_batch_norm = true"),
-                                "distrain_cuda_sync_bn");
-  check_weights(single.weights, sync_bn.weights, 1e-5);
+                                temp_dir("distrain_cuda_sync_bn"));
+  check_close(single.weights, sync_bn.weights, 1e-5);
 }
 
 #ifdef DISTRAIN_WITH_CUDA

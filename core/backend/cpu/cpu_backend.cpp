@@ -21,10 +21,6 @@ void check_cpu(const Tensor& t, const char* what) {
   DT_CHECK(t.device.is_cpu(), "{} is on {}, expected a cpu tensor", what, t.device.str());
 }
 
-void check_same_numel(const Tensor& a, const Tensor& b) {
-  DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(int index) : index_(index), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
@@ -56,13 +52,7 @@ void CpuBackend::fill(Tensor t, float value) {
 }
 
 void CpuBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor c) {
-  DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
-  const int64_t m = ta ? a.shape[1] : a.shape[0];
-  const int64_t k = ta ? a.shape[0] : a.shape[1];
-  const int64_t kb = tb ? b.shape[1] : b.shape[0];
-  const int64_t n = tb ? b.shape[0] : b.shape[1];
-  DT_CHECK(k == kb && c.shape[0] == m && c.shape[1] == n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
-           ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
+  const auto [m, k, n] = gemm_dims(ta, tb, a, b, c);
   const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a.f32(), a.shape[1], b.f32(),
                                           b.shape[1], beta, c.f32(), n);
   DT_CHECK(status == dnnl_success, "dnnl_sgemm failed with status {}", static_cast<int>(status));
@@ -240,9 +230,7 @@ void CpuBackend::adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor 
   float* pm = m.f32();
   float* pv = v.f32();
   const int64_t n = param.numel();
-  const double t = static_cast<double>(h.step);
-  const float alpha = static_cast<float>(h.learning_rate * std::sqrt(1.0 - std::pow(h.beta_2, t)) /
-                                         (1.0 - std::pow(h.beta_1, t)));
+  const float alpha = adam_step_size(h);
   const float decay = h.weight_decay * h.learning_rate;
   const float b1 = 1.0f - h.beta_1, b2 = 1.0f - h.beta_2;
 #pragma omp parallel for simd if (n > kParallelThreshold)

@@ -1,7 +1,5 @@
 #include "core/backend/cuda/cuda_backend.hpp"
 
-#include <cmath>
-
 #include "core/backend/cuda/cuda_check.hpp"
 #include "core/backend/cuda/kernels.hpp"
 
@@ -13,10 +11,6 @@ constexpr size_t kCublasWorkspace = size_t{32} << 20;  // set once, so cuBLAS ne
 
 void check_cuda(const Tensor& t, const CudaBackend& be, const char* what) {
   DT_CHECK(t.device == be.device(), "{} is on {}, expected {}", what, t.device.str(), be.device().str());
-}
-
-void check_same_numel(const Tensor& a, const Tensor& b) {
-  DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
 }
 
 }  // namespace
@@ -107,13 +101,7 @@ void CudaBackend::fill(Tensor t, float value) {
 
 void CudaBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor c) {
   auto lock = enter();
-  DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
-  const int64_t m = ta ? a.shape[1] : a.shape[0];
-  const int64_t k = ta ? a.shape[0] : a.shape[1];
-  const int64_t kb = tb ? b.shape[1] : b.shape[0];
-  const int64_t n = tb ? b.shape[0] : b.shape[1];
-  DT_CHECK(k == kb && c.shape[0] == m && c.shape[1] == n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
-           ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
+  const auto [m, k, n] = gemm_dims(ta, tb, a, b, c);
   if (m == 0 || n == 0) return;
   DT_CUBLAS(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
@@ -195,10 +183,7 @@ void CudaBackend::sgd_update(Tensor param, const Tensor& grad, Tensor velocity, 
 void CudaBackend::adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) {
   auto lock = enter();
   check_same_numel(param, grad);
-  // The bias corrections fold into one step size, computed in double as on the CPU.
-  const double t = static_cast<double>(h.step);
-  const float alpha =
-      static_cast<float>(h.learning_rate * std::sqrt(1.0 - std::pow(h.beta_2, t)) / (1.0 - std::pow(h.beta_1, t)));
+  const float alpha = adam_step_size(h);
   cuda::adam(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), alpha, h.weight_decay * h.learning_rate,
              1.0f - h.beta_1, 1.0f - h.beta_2, h.epsilon, stream_);
 }
