@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Installs what distrain needs on Debian 12 (bookworm): compiler, CMake, oneDNN, HDF5,
-# CLI11, toml++, fmt, doctest, OpenMPI, zlib, patchelf (for `make bundle`) and the
-# Fashion-MNIST data set.
+# Installs what distrain needs on Debian 12 (bookworm), from a bare system up: compiler,
+# CMake, oneDNN (whose CMake config needs the OpenCL headers, only a Recommends of
+# libdnnl-dev), HDF5, CLI11, toml++, fmt, nlohmann/json, doctest, OpenMPI, zlib, patchelf
+# (for `make bundle`), python3 (the bundle test runs bin/distrain-gpu's library finder)
+# and the Fashion-MNIST data set.
 # CUDA, cuDNN and NCCL are optional: found in /usr/local/cuda when present.
 set -euo pipefail
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 packages=(build-essential cmake pkg-config
-  libdnnl-dev libhdf5-dev libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev
-  libopenmpi-dev openmpi-bin zlib1g-dev patchelf dataset-fashion-mnist)
+  libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libcli11-dev libtomlplusplus-dev libfmt-dev
+  nlohmann-json3-dev doctest-dev libopenmpi-dev openmpi-bin zlib1g-dev patchelf python3
+  dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
