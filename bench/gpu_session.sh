@@ -35,7 +35,7 @@ data="$PWD/.gpu/data"
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; "$exe" info; } >"$out/info.txt" 2>&1
 # The CUDA cases of the unit tests (parity with the CPU, training, logical devices, NCCL).
-.gpu/tests/unit_tests -tc='*cuda*' >"$out/gpu_tests.txt" 2>&1
+DISTRAIN_CUDA_PLUGIN="$bundle/lib/libdistrain_cuda.so" .gpu/tests/unit_tests -tc='*cuda*' >"$out/gpu_tests.txt" 2>&1
 echo "unit_tests exit $?" >>"$out/gpu_tests.txt"
 
 : >"$out/bench.jsonl"

@@ -50,15 +50,17 @@ void register_info(CLI::App& app) {
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);
     fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n  MPI      {} (multi_worker_mirrored)\n", onednn, hdf5, mpi);
-    if (gpu.built) {
+    if (gpu.built && gpu.cuda_runtime.empty()) {
+      fmt::print("  CUDA     plugin present, not usable: {}\n", gpu.problem);
+    } else if (gpu.built) {
       fmt::print("  CUDA     compute backend built with runtime {}, cuDNN {}, NCCL {}{}\n", gpu.cuda_runtime, gpu.cudnn, gpu.nccl,
                  gpu.cublas.empty() ? "" : ", cuBLAS " + gpu.cublas);
     } else {
-      fmt::print("  CUDA     not built\n");
+      fmt::print("  CUDA     not built (CPU only)\n");
     }
     fmt::print("devices\n");
     for (const auto& dev : devices) fmt::print("  {}\n", dev);
-    if (gpu.built && gpu.devices.empty()) fmt::print("  (no GPU: {})\n", gpu.problem);
+    if (!gpu.cuda_runtime.empty() && gpu.devices.empty()) fmt::print("  (no GPU: {})\n", gpu.problem);
   });
 }
 

@@ -1,6 +1,6 @@
 # Finds nvcc + CUDA runtime + cuDNN + NCCL (+ cuBLAS) and defines
-# distrain_add_cuda_sources(target), which adds core/backend/cuda/ and core/comm/nccl/
-# when enabled.
+# distrain_add_cuda_plugin(executable), which builds core/backend/cuda/ and core/comm/nccl/
+# into the plugin when enabled.
 set(DISTRAIN_HAVE_CUDA OFF)
 if(NOT DISTRAIN_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -44,18 +44,23 @@ if(NOT DISTRAIN_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "distrain: CUDA backend ${DISTRAIN_HAVE_CUDA}")
 
-function(distrain_add_cuda_sources target)
+# The CUDA backend and the NCCL communicator as a plugin, libdistrain_cuda.so, beside the
+# executable (core/backend/cuda_plugin.hpp opens it on demand). It links every CUDA library
+# itself and takes distrain's own symbols from the executable that loads it.
+function(distrain_add_cuda_plugin executable)
   if(NOT DISTRAIN_HAVE_CUDA)
     return()
   endif()
   file(GLOB _cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cu ${CMAKE_SOURCE_DIR}/core/backend/cuda/*.cpp
        ${CMAKE_SOURCE_DIR}/core/comm/nccl/*.cpp)
-  target_sources(${target} PRIVATE ${_cu})
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90")
-  target_include_directories(${target} PRIVATE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
-  target_compile_definitions(${target} PUBLIC DISTRAIN_WITH_CUDA=1)
-  # constexpr helpers (core/base/rng.hpp) are called from kernels.
-  # constexpr helpers (core/base/rng.hpp) are called from kernels.
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
-  target_link_libraries(${target} PUBLIC CUDA::cudart_static CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  add_library(distrain_cuda MODULE ${_cu})
+  set_target_properties(distrain_cuda PROPERTIES CUDA_ARCHITECTURES "90" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  target_include_directories(distrain_cuda PRIVATE ${CMAKE_SOURCE_DIR} ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+  target_compile_definitions(distrain_cuda PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+  target_compile_options(distrain_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+    # constexpr helpers (core/base/rng.hpp) are called from kernels.
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  target_link_libraries(distrain_cuda PRIVATE fmt::fmt MPI::MPI_C CUDA::cudart_static CUDA::cublas
+    ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  add_dependencies(${executable} distrain_cuda)
 endfunction()

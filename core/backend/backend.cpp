@@ -8,10 +8,7 @@
 #include <mutex>
 
 #include "core/backend/cpu/cpu_backend.hpp"
-#include "core/backend/gpu_info.hpp"
-#ifdef DISTRAIN_WITH_CUDA
-#include "core/backend/cuda/cuda_backend.hpp"
-#endif
+#include "core/backend/cuda_plugin.hpp"
 
 namespace distrain {
 
@@ -60,21 +57,13 @@ Backend& backend_for(const Device& device) {
     if (device.is_cpu()) {
       slot = std::make_unique<CpuBackend>(device.index);
     } else {
-#ifdef DISTRAIN_WITH_CUDA
-      slot = make_cuda_backend(device.index);
-#else
-      // Never fall back to the CPU behind the user's back.
-      throw UserError(fmt::format("device {}: this distrain was built without CUDA; use a cpu device, or rebuild "
-                                  "with the CUDA toolkit, cuDNN and NCCL installed (`distrain info` shows the build)",
-                                  device.str()));
-#endif
+      // Never fall back to the CPU behind the user's back: no plugin is an error.
+      const std::string problem = cuda_plugin_status().problem;
+      DT_USER_CHECK(problem.empty(), "device {}: {}", device.str(), problem);
+      slot = cuda_plugin().make_backend(device.index);
     }
   }
   return *slot;
 }
-
-#ifndef DISTRAIN_WITH_CUDA
-GpuInfo gpu_info() { return GpuInfo{}; }
-#endif
 
 }  // namespace distrain

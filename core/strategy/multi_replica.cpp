@@ -6,11 +6,8 @@
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
+#include "core/backend/cuda_plugin.hpp"
 #include "core/base/rng.hpp"
-#ifdef DISTRAIN_WITH_CUDA
-#include "core/backend/cuda/cuda_backend.hpp"
-#include "core/comm/nccl/nccl_communicator.hpp"
-#endif
 
 namespace distrain {
 
@@ -79,22 +76,12 @@ void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& dev
   const bool nccl_world = world_ && (spec_.communication == "nccl" || (spec_.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_world || one_gpu,
                 "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]", fmt::join(spec_.devices, ", "));
-#ifdef DISTRAIN_WITH_CUDA
   if (nccl_local) {
-    std::vector<int> gpus;
-    std::vector<cudaStream_t> streams;
-    for (int r = 0; r < local_replicas(); ++r) {
-      gpus.push_back(devices[static_cast<size_t>(r)].index);
-      streams.push_back(static_cast<CudaBackend&>(replica(r).backend()).stream());
-    }
-    for (auto& c : NcclCommunicator::create_local(gpus, streams)) gpu_local_.push_back(std::move(c));
+    std::vector<Backend*> gpus;
+    for (int r = 0; r < local_replicas(); ++r) gpus.push_back(&replica(r).backend());
+    gpu_local_ = cuda_plugin().nccl_local(gpus);
   }
-  if (nccl_world)
-    gpu_world_ = NcclCommunicator::create_world(*world_, devices[0].index,
-                                                static_cast<CudaBackend&>(replica(0).backend()).stream());
-#else
-  DT_USER_CHECK(!nccl_local && !nccl_world, "NCCL needs a distrain built with CUDA");
-#endif
+  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, replica(0).backend());
 }
 
 void MultiReplicaStrategy::through_host(int r, Tensor t, const std::function<void(Tensor)>& sum) {

@@ -2,8 +2,10 @@
 # The relocatable bundle (make bundle): bundle_test.sh BUILD_DIR SOURCE_DIR
 # Builds it, unpacks it under a path with a space, and checks that it runs with an empty
 # environment, that every library it loads comes from its lib/ (but glibc and the CUDA
-# libraries), and that bin/distrain-gpu adds a PyTorch installation's libraries only
-# when they are missing. Prints "N passed, N failed".
+# libraries), that the executable links no CUDA library and trains on the CPU where the
+# CUDA plugin cannot load (and names the missing library when a GPU is asked for), and
+# that bin/distrain-gpu adds a PyTorch installation's libraries only when they are
+# missing. Prints "N passed, N failed".
 set -u
 build=$1
 src=$2
@@ -49,6 +51,14 @@ done)
 for banned in libc.so.6 libcudnn.so.9 libnccl.so.2; do
   [ ! -e "$dir/lib/$banned" ] && ok "$banned not bundled" || bad "$banned is in lib/"
 done
+cuda_linked=$(ldd "$exe" | grep -E "libcuda|libcudart|libcublas|libcudnn|libnccl")
+[ -z "$cuda_linked" ] && ok "bin/distrain links no CUDA library" || bad "bin/distrain links: $cuda_linked"
+plugin="$dir/lib/libdistrain_cuda.so"
+if [ -f "$build/libdistrain_cuda.so" ]; then
+  [ -f "$plugin" ] && ok "the CUDA plugin is in lib/" || bad "the build has libdistrain_cuda.so, the bundle does not"
+else
+  [ ! -f "$plugin" ] && ok "a build without CUDA bundles no plugin" || bad "lib/libdistrain_cuda.so in a build without CUDA"
+fi
 
 # Runs with an empty environment, trains and evaluates.
 cat >"$work/tiny.toml" <<'TOML'
@@ -87,6 +97,28 @@ if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" train "$work/tiny.toml" --
 else
   bad "train/eval from the bundle: $(tail -c 400 "$work/train") $(cat "$work/eval" 2>/dev/null)"
 fi
+
+# A host without the CUDA libraries: a copy whose plugin needs a cuDNN that exists nowhere
+# (or, from a build without CUDA, no plugin at all). CPU training still runs; a cuda device
+# stops with exit 2 and the reason.
+nocuda="$work/nocuda"
+cp -r "$dir" "$nocuda"
+missing_lib="not built"
+if [ -f "$nocuda/lib/libdistrain_cuda.so" ]; then
+  missing_lib=libdistrain_absent_cudnn.so.9
+  patchelf --replace-needed libcudnn.so.9 "$missing_lib" "$nocuda/lib/libdistrain_cuda.so"
+fi
+env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$nocuda/bin/distrain" info >"$work/info" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "$missing_lib" "$work/info" && ok "info without CUDA libraries says why: $(grep -m1 -E 'CUDA' "$work/info")" ||
+  bad "info without CUDA libraries: exit $rc, $(cat "$work/info")"
+env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$nocuda/bin/distrain" train "$work/tiny.toml" --run-dir "$work/run_nocuda" >"$work/train" 2>&1 &&
+  [ -f "$work/run_nocuda/ckpt-000004.h5" ] && ok "CPU training without CUDA libraries" || bad "CPU training without CUDA: $(tail -c 400 "$work/train")"
+env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$nocuda/bin/distrain" train "$work/tiny.toml" --run-dir "$work/run_gpu" \
+  --set 'strategy.devices=["cuda:0"]' >"$work/out" 2>"$work/err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "cuda:0" "$work/err" && grep -q "$missing_lib" "$work/err" &&
+  ok "a cuda device without CUDA libraries: exit 2, $(cat "$work/err")" || bad "cuda device without CUDA: exit $rc, $(cat "$work/err")"
 
 # distrain-gpu: with every library present it changes nothing.
 if "$dir/bin/distrain-gpu" --version | grep -q "^distrain "; then ok "distrain-gpu runs distrain"; else bad "distrain-gpu --version"; fi

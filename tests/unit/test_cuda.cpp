@@ -6,12 +6,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "core/backend/gpu_info.hpp"
+#include "core/backend/cuda_plugin.hpp"
 #include "core/tensor/buffer.hpp"
 #include "tests/unit/helpers.hpp"
-#ifdef DISTRAIN_WITH_CUDA
-#include "core/comm/nccl/nccl_communicator.hpp"
-#endif
 
 namespace distrain::test {
 namespace {
@@ -21,7 +18,7 @@ namespace fs = std::filesystem;
 // Why the GPU cases cannot run here, or "" when they can.
 std::string no_gpu() {
   const GpuInfo g = gpu_info();
-  if (!g.built) return "this distrain was built without CUDA";
+  if (!g.built) return g.problem;
   if (g.devices.empty()) return "no CUDA device here (" + g.problem + ")";
   return "";
 }
@@ -310,10 +307,9 @@ TEST_CASE("cuda: mirrored and central_storage on two logical devices of one GPU 
   check_close(single.weights, sync_bn.weights, 1e-5);
 }
 
-#ifdef DISTRAIN_WITH_CUDA
 TEST_CASE("cuda: the nccl communicator with one rank (one GPU) leaves every collective's data as it was") {
   SKIP_WITHOUT_GPU();
-  auto comms = NcclCommunicator::create_local({0});
+  auto comms = cuda_plugin().nccl_local({&gpu()});
   REQUIRE(comms.size() == 1);
   std::vector<float> v{1, 2, 3, 4};
   Buffer t(gpu(), Shape{4}), out(gpu(), Shape{4});
@@ -326,7 +322,6 @@ TEST_CASE("cuda: the nccl communicator with one rank (one GPU) leaves every coll
   CHECK(from_gpu(out.view()) == v);
   comms[0]->barrier();
 }
-#endif
 
 TEST_CASE("recipes: GPU device lists are checked before anything runs") {
   auto error_of = [](const std::string& text) -> std::string {

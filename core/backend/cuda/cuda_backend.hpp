@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "core/backend/backend.hpp"
+#include "core/backend/gpu_info.hpp"
 
 namespace distrain {
 
@@ -76,5 +77,8 @@ class CudaBackend final : public Backend {
 
 // The backend of GPU `index`; throws UserError when there is no such GPU.
 std::unique_ptr<Backend> make_cuda_backend(int index);
+// Versions and visible GPUs, for `distrain info` (named apart from the executable's
+// gpu_info(), which the plugin's symbols must not shadow).
+GpuInfo query_gpu_info();
 
 }  // namespace distrain

@@ -10,7 +10,7 @@
 
 namespace distrain {
 
-GpuInfo gpu_info() {
+GpuInfo query_gpu_info() {
   GpuInfo info;
   info.built = true;
   int runtime = 0;
