@@ -15,7 +15,8 @@ for model in cnn convnet; do
   [ "$model" = cnn ] || recipe=$here/recipes/fashion_mnist_convnet.toml
   d=() ; t=()
   for _ in $(seq "$rounds"); do
-    d+=("$("$here/$build/distrain" bench "$recipe" --steps 100 --warmup 10 --json | grep -oE '"images_per_sec": [0-9.]+' | grep -oE '[0-9.]+$')")
+    d+=("$("$here/$build/distrain" bench "$recipe" --steps 100 --warmup 10 --json |
+      "$python" -c 'import json, sys; print(json.load(sys.stdin)["images_per_sec"])')")
     t+=("$("$python" "$here/bench/pytorch_reference.py" --model "$model" --threads "$threads" --steps 100 --warmup 10 | grep -oE '"images_per_sec": [0-9.]+' | grep -oE '[0-9.]+$')")
   done
   "$python" - "$model" "${d[*]}" "${t[*]}" <<'PY'

@@ -11,12 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
+#include "core/base/json.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
@@ -92,21 +92,63 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
   return m;
 }
 
-std::string to_json(const Measured& m, const std::string& recipe_name) {
-  return fmt::format(R"({{"recipe": "{}", "strategy": "{}", "replicas": {}, "global_batch": {}, "threads": {}, )"
-                     R"("images_per_sec": {:.1f}, "step_ms": {{"min": {:.3f}, "median": {:.3f}, "max": {:.3f}}}, )"
-                     R"("comm_share": {:.4f}, "steps": {}, "memory_per_replica": {{"parameters": {}, "gradients": {}, )"
-                     R"("optimizer": {}, "activations": {}}}}})",
-                     recipe_name, m.strategy, m.replicas, m.global_batch, m.threads, m.images_per_sec, m.min_ms, m.median_ms,
-                     m.max_ms, m.comm_share, m.steps, m.memory.parameters, m.memory.gradients, m.memory.optimizer,
-                     m.memory.activations);
+Json to_json(const Measured& m, const std::string& recipe_name) {
+  return {{"recipe", recipe_name},
+          {"strategy", m.strategy},
+          {"replicas", m.replicas},
+          {"global_batch", m.global_batch},
+          {"threads", m.threads},
+          {"images_per_sec", m.images_per_sec},
+          {"step_ms", {{"min", m.min_ms}, {"median", m.median_ms}, {"max", m.max_ms}}},
+          {"comm_share", m.comm_share},
+          {"steps", m.steps},
+          {"memory_per_replica",
+           {{"parameters", m.memory.parameters},
+            {"gradients", m.memory.gradients},
+            {"optimizer", m.memory.optimizer},
+            {"activations", m.memory.activations}}}};
 }
 
-double json_number(const std::string& text, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\": ([-0-9.eE+]+)");
-  DT_CHECK(std::regex_search(text, m, re), "no {} in {}", key, text);
-  return std::stod(m[1]);
+// The inverse of to_json; throws Json::exception when a key is missing or of another type.
+Measured measured_from_json(const Json& j) {
+  Measured m;
+  m.strategy = j.at("strategy").get<std::string>();
+  m.replicas = j.at("replicas").get<int>();
+  m.global_batch = j.at("global_batch").get<int64_t>();
+  m.threads = j.at("threads").get<int>();
+  m.images_per_sec = j.at("images_per_sec").get<double>();
+  m.min_ms = j.at("step_ms").at("min").get<double>();
+  m.median_ms = j.at("step_ms").at("median").get<double>();
+  m.max_ms = j.at("step_ms").at("max").get<double>();
+  m.comm_share = j.at("comm_share").get<double>();
+  m.steps = j.at("steps").get<int64_t>();
+  const Json& mem = j.at("memory_per_replica");
+  m.memory = {mem.at("parameters").get<int64_t>(), mem.at("gradients").get<int64_t>(), mem.at("optimizer").get<int64_t>(),
+              mem.at("activations").get<int64_t>()};
+  return m;
+}
+
+// The line of a child's output that best says what went wrong: the first naming an error,
+// else the last one, so that our own error message stays on one line.
+std::string telling_line(const std::string& out) {
+  std::istringstream lines(out);
+  std::string last = "(no output)";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("error") != std::string::npos) return line.substr(0, 300);
+    if (!line.empty()) last = line;
+  }
+  return last.substr(0, 300);
+}
+
+// The result object among the lines `mpirun -np n` printed; its own notices and the ranks'
+// logs are not JSON and are skipped.
+Json child_result(const std::string& out, int n) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) return j;
+  }
+  throw UserError(fmt::format("bench: `mpirun -np {}` printed no JSON result: {}", n, telling_line(out)));
 }
 
 std::string shell_quote(const std::string& s) {
@@ -135,20 +177,12 @@ Measured measure_with_mpirun(const Args& a, const std::vector<std::string>& over
   char buf[4096];
   while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
   const int rc = ::pclose(p);
-  DT_USER_CHECK(rc == 0 && out.find("\"images_per_sec\"") != std::string::npos,
-                "bench: `mpirun -np {}` failed (is openmpi-bin installed?): {}", n, out.substr(0, 400));
-  Measured m;
-  m.strategy = "multi_worker_mirrored";
-  m.replicas = static_cast<int>(json_number(out, "replicas"));
-  m.threads = threads;
-  m.global_batch = static_cast<int64_t>(json_number(out, "global_batch"));
-  m.images_per_sec = json_number(out, "images_per_sec");
-  m.min_ms = json_number(out, "min");
-  m.median_ms = json_number(out, "median");
-  m.max_ms = json_number(out, "max");
-  m.comm_share = json_number(out, "comm_share");
-  m.steps = a.steps;
-  return m;
+  DT_USER_CHECK(rc == 0, "bench: `mpirun -np {}` failed (is openmpi-bin installed?): {}", n, telling_line(out));
+  try {
+    return measured_from_json(child_result(out, n));
+  } catch (const Json::exception& e) {
+    throw UserError(fmt::format("bench: the result of `mpirun -np {}` is incomplete: {}", n, e.what()));
+  }
 }
 
 std::vector<int> parse_counts(const std::string& text) {
@@ -203,13 +237,18 @@ void scaling(const Args& a) {
     p.efficiency = p.speedup / ideal;  // weak: ips(N) / (N x ips(1)); strong: speed-up / N
   }
   if (a.json) {
-    std::string s = "[";
-    for (size_t i = 0; i < points.size(); ++i)
-      s += fmt::format(R"({}{{"strategy": "{}", "mode": "{}", "replicas": {}, "global_batch": {}, "images_per_sec": {:.1f}, )"
-                       R"("speedup": {:.4f}, "efficiency": {:.4f}, "step_ms": {:.3f}, "comm_share": {:.4f}}})",
-                       i ? ", " : "", name, a.mode, points[i].replicas, points[i].global_batch, points[i].images_per_sec,
-                       points[i].speedup, points[i].efficiency, points[i].step_ms, points[i].comm_share);
-    fmt::print("{}]\n", s);
+    Json list = Json::array();
+    for (const auto& p : points)
+      list.push_back({{"strategy", name},
+                      {"mode", a.mode},
+                      {"replicas", p.replicas},
+                      {"global_batch", p.global_batch},
+                      {"images_per_sec", p.images_per_sec},
+                      {"speedup", p.speedup},
+                      {"efficiency", p.efficiency},
+                      {"step_ms", p.step_ms},
+                      {"comm_share", p.comm_share}});
+    fmt::print("{}\n", dump_line(list));
   } else {
     fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all\n", a.mode, base.name, name, a.steps,
                a.warmup, cpu_threads());
@@ -261,7 +300,7 @@ void register_bench(CLI::App& app) {
     const Measured m = measure(recipe, a->steps, a->warmup, rank);
     if (rank != 0) return;  // under mpirun, worker 0 reports
     if (a->json) {
-      fmt::print("{}\n", to_json(m, recipe.name));
+      fmt::print("{}\n", dump_line(to_json(m, recipe.name)));
     } else {
       fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe.name, m.replicas,
                  m.strategy, m.global_batch, m.steps, a->warmup);

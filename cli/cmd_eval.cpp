@@ -1,6 +1,7 @@
 // distrain eval --ckpt FILE [--data PATH] [--json]: rebuilds the model from the recipe
 // stored in the checkpoint, loads its weights, and evaluates the test split.
 #include "cli/commands.hpp"
+#include "core/base/json.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
@@ -33,7 +34,7 @@ void register_eval(CLI::App& app) {
     const double loss = s.loss_sum / static_cast<double>(s.count);
     const double accuracy = static_cast<double>(s.correct) / static_cast<double>(s.count);
     if (a->json)
-      fmt::print("{{\"loss\": {:.6f}, \"accuracy\": {:.6f}, \"examples\": {}}}\n", loss, accuracy, s.count);
+      fmt::print("{}\n", dump_line(Json{{"loss", loss}, {"accuracy", accuracy}, {"examples", s.count}}));
     else
       fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", a->ckpt, header.state.step,
                  loss, accuracy, s.count, data.test.source);

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/backend/backend.hpp"
 #include "core/backend/gpu_info.hpp"
+#include "core/base/json.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {
@@ -17,12 +18,6 @@ std::string cpu_model() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
-}
-
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& i : items) s += (s.empty() ? "\"" : ", \"") + i + "\"";
-  return "[" + s + "]";
 }
 }  // namespace
 
@@ -41,11 +36,11 @@ void register_info(CLI::App& app) {
     std::vector<std::string> devices{fmt::format("cpu:0 {} ({} threads)", cpu_model(), cpu_threads())};
     devices.insert(devices.end(), gpu.devices.begin(), gpu.devices.end());
     if (*json) {
-      fmt::print(R"({{"version": "{}", "onednn": "{}", "hdf5": "{}", "mpi": "{}", "cuda_built": {}, "cuda_runtime": "{}", )"
-                 R"("cudnn": "{}", "cublas": "{}", "nccl": "{}", "cuda_compute": {}, "devices": {}}})"
-                 "\n",
-                 DISTRAIN_VERSION, onednn, hdf5, mpi, gpu.built, gpu.cuda_runtime, gpu.cudnn, gpu.cublas, gpu.nccl,
-                 gpu.built, quoted_list(devices));
+      const Json info = {{"version", DISTRAIN_VERSION}, {"onednn", onednn}, {"hdf5", hdf5}, {"mpi", mpi},
+                         {"cuda_built", gpu.built}, {"cuda_runtime", gpu.cuda_runtime}, {"cudnn", gpu.cudnn},
+                         {"cublas", gpu.cublas}, {"nccl", gpu.nccl}, {"cuda_compute", !gpu.cuda_runtime.empty()},
+                         {"cuda_problem", gpu.problem}, {"devices", devices}};
+      fmt::print("{}\n", dump_line(info));
       return;
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);

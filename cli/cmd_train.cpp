@@ -1,23 +1,47 @@
 // distrain train RECIPE [--set KEY=VALUE]... [--run-dir DIR] [--fresh]
+//                       [--progress auto|bar|line|none] [--progress-every N]
 #include "cli/commands.hpp"
 #include "core/base/log.hpp"
+#include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/train/trainer.hpp"
 
 namespace distrain::cli {
+
+namespace {
+
+// auto: the redrawn bar only where someone watches a terminal. A launcher (mpirun, srun)
+// gives each rank a pseudo-terminal even when the job's output goes to a log, where the
+// redraws would pile up on one endless line.
+ProgressStyle progress_style(const std::string& name) {
+  if (name == "bar") return ProgressStyle::bar;
+  if (name == "none") return ProgressStyle::none;
+  if (name == "auto" && stdout_is_terminal() && !launched_by_mpi()) return ProgressStyle::bar;
+  return ProgressStyle::line;
+}
+
+}  // namespace
 
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model from a recipe; resumes from the newest checkpoint of its run folder");
   auto recipe_path = std::make_shared<std::string>();
   auto overrides = std::make_shared<std::vector<std::string>>();
   auto options = std::make_shared<TrainOptions>();
+  auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("recipe", *recipe_path, "Recipe file (TOML)")->required();
   cmd->add_option("--set", *overrides, "Override a recipe key: --set optimizer.learning_rate=0.01 (repeatable)");
   cmd->add_option("--run-dir", options->run_dir, "Run folder (default: the recipe's checkpoint.dir)");
   cmd->add_flag("--fresh", options->fresh, "Start over: delete the run folder's checkpoints and metrics first");
+  cmd->add_option("--progress", *progress,
+                  "auto: a bar on an interactive terminal (never under mpirun/srun), else lines; bar: redrawn in place; "
+                  "line: plain lines for logs; none: no progress")
+      ->check(CLI::IsMember({"auto", "bar", "line", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--progress-every", options->progress.every, "Line progress: a line every N batches (default: about ten per epoch)")
+      ->check(CLI::Range(1, 1000000));
   cmd->callback([=] {
     const Recipe recipe = load_recipe(*recipe_path, *overrides);
-    options->interactive = stdout_is_terminal();
+    options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
     const TrainSummary s = train(recipe, *options);
     if (s.validated)

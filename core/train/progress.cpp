@@ -1,28 +1,41 @@
 #include "core/train/progress.hpp"
 
 #include <fmt/format.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace distrain {
 
 namespace {
 
 constexpr int kBarWidth = 30;
+constexpr int kMinBarWidth = 10;  // narrower bars say too little for the room they take
+constexpr int64_t kLinesPerEpoch = 10;
 
-std::string bar(int64_t done, int64_t total) {
-  const int filled = total ? static_cast<int>(kBarWidth * done / total) : kBarWidth;
-  std::string s(static_cast<size_t>(kBarWidth), '.');
+std::string bar(int64_t done, int64_t total, int width) {
+  const int filled = total ? static_cast<int>(width * done / total) : width;
+  std::string s(static_cast<size_t>(width), '.');
   for (int i = 0; i < filled; ++i) s[static_cast<size_t>(i)] = '=';
-  if (filled < kBarWidth) s[static_cast<size_t>(filled)] = '>';
+  if (filled < width) s[static_cast<size_t>(filled)] = '>';
   return "[" + s + "]";
 }
 
-double mean_loss(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
-double accuracy(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
+// One column short of the terminal: some terminals wrap as soon as the last one is
+// written, and a wrapped line leaves a copy of its start behind at every redraw.
+int line_width(std::FILE* out) { return std::max(1, terminal_columns(out) - 1); }
+
+std::string validation_figures(const LossStats& v) {
+  return v.count ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", mean_loss(v), accuracy(v)) : "";
+}
 
 }  // namespace
+
+double mean_loss(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
+double accuracy(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
 
 std::string format_duration(double seconds) {
   const auto t = static_cast<int64_t>(std::max(0.0, std::round(seconds)));
@@ -30,8 +43,25 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}", t / 60, t % 60);
 }
 
-Progress::Progress(std::FILE* out, bool interactive, int64_t epochs, int64_t batches_per_epoch)
-    : out_(out), interactive_(interactive), epochs_(epochs), batches_(batches_per_epoch) {}
+int terminal_columns(std::FILE* out) {
+  winsize ws{};
+  if (::ioctl(::fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* columns = std::getenv("COLUMNS"); columns && std::atoi(columns) > 0) return std::atoi(columns);
+  return 80;
+}
+
+std::string fit_bar_line(const std::string& head, int64_t done, int64_t total, const std::string& tail, int columns) {
+  const int room = columns - static_cast<int>(head.size() + tail.size()) - 3;  // " [" and "]"
+  if (room < kMinBarWidth) return head + tail;
+  return head + " " + bar(done, total, std::min(room, kBarWidth)) + tail;
+}
+
+Progress::Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch)
+    : out_(options.style == ProgressStyle::none ? nullptr : out),
+      style_(options.style),
+      every_(options.every > 0 ? options.every : std::max<int64_t>(1, (batches_per_epoch + kLinesPerEpoch - 1) / kLinesPerEpoch)),
+      epochs_(epochs),
+      batches_(batches_per_epoch) {}
 
 void Progress::begin_epoch(int64_t epoch) {
   epoch_ = epoch;
@@ -39,26 +69,42 @@ void Progress::begin_epoch(int64_t epoch) {
 }
 
 void Progress::update(int64_t done, const LossStats& running, double images_per_sec, double seconds) {
-  if (!out_ || !interactive_) return;
+  if (!out_) return;
+  const double eta = done ? seconds / static_cast<double>(done) * static_cast<double>(batches_ - done) : 0.0;
+  if (style_ == ProgressStyle::bar) {
+    draw_bar(done, running, images_per_sec, eta);
+    return;
+  }
+  if (done % every_ != 0 || done == batches_) return;  // the epoch's own line follows the last batch
+  fmt::print(out_, "epoch {}/{} batch {}/{} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s - ETA {}\n", epoch_ + 1, epochs_,
+             done, batches_, mean_loss(running), accuracy(running), images_per_sec, format_duration(eta));
+  std::fflush(out_);
+}
+
+void Progress::draw_bar(int64_t done, const LossStats& running, double images_per_sec, double eta) {
   const auto now = std::chrono::steady_clock::now();
   if (done < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;  // redraw at most 10 times a second
   last_draw_ = now;
-  const double eta = done ? seconds / static_cast<double>(done) * static_cast<double>(batches_ - done) : 0.0;
-  fmt::print(out_, "\r\033[KEpoch {}/{}  {}/{} {} ETA {} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s", epoch_ + 1,
-             epochs_, done, batches_, bar(done, batches_), format_duration(eta), mean_loss(running), accuracy(running),
-             images_per_sec);
+  const int width = line_width(out_);
+  std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", epoch_ + 1, epochs_, done, batches_), done, batches_,
+                                  fmt::format(" ETA {} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s", format_duration(eta),
+                                              mean_loss(running), accuracy(running), images_per_sec),
+                                  width);
+  line.resize(std::min(line.size(), static_cast<size_t>(width)));  // \r goes back to the start of the last row only
+  fmt::print(out_, "\r\033[K{}", line);
   std::fflush(out_);
 }
 
 void Progress::end_epoch(const EpochReport& r) {
   if (!out_) return;
-  const std::string val = r.validation.count ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", mean_loss(r.validation),
-                                                           accuracy(r.validation))
-                                             : "";
-  if (interactive_) {
-    fmt::print(out_, "\r\033[KEpoch {}/{}  {}/{} {} {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s\n", r.epoch, epochs_,
-               r.batches, batches_, bar(r.batches, batches_), format_duration(r.seconds), mean_loss(r.train), accuracy(r.train), val,
-               r.images_per_sec);
+  const std::string val = validation_figures(r.validation);
+  if (style_ == ProgressStyle::bar) {
+    // The epoch's last line stays, so it may wrap: only the bar gives way to the figures.
+    const std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", r.epoch, epochs_, r.batches, batches_), r.batches, batches_,
+                                          fmt::format(" {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s", format_duration(r.seconds),
+                                                      mean_loss(r.train), accuracy(r.train), val, r.images_per_sec),
+                                          line_width(out_));
+    fmt::print(out_, "\r\033[K{}\n", line);
   } else {
     fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} img/s - {:.1f}s\n",
                r.epoch, epochs_, r.step, mean_loss(r.train), accuracy(r.train), val, r.learning_rate, r.images_per_sec,

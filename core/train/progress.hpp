@@ -1,7 +1,10 @@
-// Progress output of `distrain train` (rank 0 only). On a terminal, a Keras-style bar per
-// epoch redrawn in place:
-//   Epoch 3/10  469/469 [=====>........] ETA 0:03 - loss: 0.2841 - accuracy: 0.8963 - 5210 img/s
-// followed by the epoch's validation figures. Elsewhere (logs, pipes), one plain line per epoch.
+// Progress output of `distrain train` (rank 0 only), in one of three styles:
+//   bar   a Keras-style bar per epoch, redrawn in place and fitted to the terminal's width:
+//         Epoch 3/10  469/469 [=====>........] ETA 0:03 - loss: 0.2841 - accuracy: 0.8963 - 5210 img/s
+//         followed by the epoch's validation figures;
+//   line  plain lines for logs: one every `every` batches and one per epoch; no carriage
+//         returns or escape sequences;
+//   none  nothing.
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -10,6 +13,13 @@
 #include "core/model/loss.hpp"
 
 namespace distrain {
+
+enum class ProgressStyle { bar, line, none };
+
+struct ProgressOptions {
+  ProgressStyle style = ProgressStyle::line;
+  int64_t every = 0;  // line style: a line every this many batches; 0: about ten per epoch
+};
 
 struct EpochReport {
   int64_t epoch = 0;  // 1-based
@@ -22,20 +32,31 @@ struct EpochReport {
 class Progress {
  public:
   // out == nullptr: print nothing (workers other than rank 0).
-  Progress(std::FILE* out, bool interactive, int64_t epochs, int64_t batches_per_epoch);
+  Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch);
   void begin_epoch(int64_t epoch);  // 0-based
   // After each batch: batches done in the epoch, the epoch's running metrics.
   void update(int64_t batches_done, const LossStats& running, double images_per_sec, double seconds);
   void end_epoch(const EpochReport& report);
 
  private:
+  void draw_bar(int64_t done, const LossStats& running, double images_per_sec, double eta);
   std::FILE* out_;
-  bool interactive_;
+  ProgressStyle style_;
+  int64_t every_;
   int64_t epochs_, batches_;
   int64_t epoch_ = 0;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
+double mean_loss(const LossStats& s);  // 0 without examples
+double accuracy(const LossStats& s);
+
 std::string format_duration(double seconds);  // 0:03, 1:02:03
+
+// The width of the terminal `out` writes to: its window size, else $COLUMNS, else 80.
+int terminal_columns(std::FILE* out);
+// head + " [====>...]" + tail in `columns` or fewer when it can: the bar narrows first (to
+// at most 30 cells), and goes when fewer than 10 fit. The text itself is never cut here.
+std::string fit_bar_line(const std::string& head, int64_t done, int64_t total, const std::string& tail, int columns);
 
 }  // namespace distrain

@@ -2,9 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <regex>
-#include <sstream>
 
 #include "core/base/log.hpp"
 #include "core/base/rng.hpp"
@@ -12,6 +9,7 @@
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/evaluate.hpp"
+#include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
 
 namespace distrain {
@@ -22,34 +20,6 @@ namespace {
 
 double mean(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
 double acc(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// Keeps the lines of epochs a checkpoint has completed; later ones are redone on resume.
-void trim_metrics(const fs::path& file, int64_t completed_epochs) {
-  if (!fs::exists(file)) return;
-  std::ifstream in(file);
-  std::string kept, line;
-  static const std::regex epoch_field(R"("epoch": (\d+))");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, epoch_field) && std::stoll(m[1]) <= completed_epochs) kept += line + "\n";
-  }
-  in.close();
-  std::ofstream(file, std::ios::trunc) << kept;
-}
-
 
 }  // namespace
 
@@ -130,7 +100,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(loader.global_batch()),
                             total_steps);
   std::FILE* out = writer ? options.out : nullptr;
-  Progress progress(out, options.interactive, recipe.train.epochs, per_epoch);
+  Progress progress(out, options.progress, recipe.train.epochs, per_epoch);
 
   TrainSummary summary;
   summary.run_dir = run_dir;
@@ -157,7 +127,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   while (state.epoch < recipe.train.epochs && state.step < total_steps) {
     loader.start(state.epoch, state.batch_in_epoch);
     progress.begin_epoch(state.epoch);
-    double lr = 0;
+    double lr = schedule.at(std::max<int64_t>(state.step - 1, 0));  // the last step's: resumed at its end, an epoch runs none
     while (state.step < total_steps) {
       std::optional<Batch> batch = loader.next();
       if (!batch) break;
@@ -189,14 +159,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       report.validation = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
     }
     progress.end_epoch(report);
-    if (writer) std::ofstream(metrics_file, std::ios::app) << fmt::format(
-        R"({{"epoch": {}, "step": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, "val_accuracy": {}, )"
-        R"("learning_rate": {:.6g}, "images_per_sec": {:.1f}, "seconds": {:.3f}, "complete": {}}})"
-        "\n",
-        report.epoch, report.step, mean(report.train), acc(report.train),
-        report.validation.count ? fmt::format("{:.6f}", mean(report.validation)) : "null",
-        report.validation.count ? fmt::format("{:.6f}", acc(report.validation)) : "null", lr, report.images_per_sec,
-        report.seconds, epoch_done);
+    if (writer) append_metrics(metrics_file, report, epoch_done);
 
     summary.loss = mean(report.train);
     summary.accuracy = acc(report.train);
@@ -215,14 +178,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   summary.epochs = state.epoch;
   summary.train_seconds = train_seconds;
   summary.images_per_sec = static_cast<double>(trained_examples) / std::max(train_seconds, 1e-9);
-  if (writer) std::ofstream(fs::path(run_dir) / "summary.json") << fmt::format(
-      R"({{"name": "{}", "steps": {}, "epochs_completed": {}, "loss": {:.6f}, "accuracy": {:.6f}, "val_loss": {}, )"
-      R"("val_accuracy": {}, "train_seconds": {:.3f}, "images_per_sec": {:.1f}, "last_checkpoint": "{}"}})"
-      "\n",
-      json_escape(recipe.name), summary.steps, summary.epochs, summary.loss, summary.accuracy,
-      summary.validated ? fmt::format("{:.6f}", summary.val_loss) : "null",
-      summary.validated ? fmt::format("{:.6f}", summary.val_accuracy) : "null", summary.train_seconds,
-      summary.images_per_sec, json_escape(summary.last_checkpoint));
+  if (writer) write_summary(fs::path(run_dir) / "summary.json", recipe.name, summary);
   return summary;
 }
 

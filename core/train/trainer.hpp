@@ -10,6 +10,7 @@
 
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
+#include "core/train/progress.hpp"
 
 namespace distrain {
 
@@ -17,7 +18,7 @@ struct TrainOptions {
   std::string run_dir;  // empty: the recipe's checkpoint.dir
   bool fresh = false;   // ignore and delete earlier checkpoints and metrics of the run folder
   std::FILE* out = stdout;
-  bool interactive = false;  // progress bars redrawn in place (stdout is a terminal)
+  ProgressOptions progress;  // style of rank 0's progress on `out`: plain lines unless asked
   // > 0: stop abruptly after this optimizer step, saving nothing, as a crash would.
   // Lets tests check that a resumed run ends exactly where an uninterrupted one does.
   int64_t crash_after_step = 0;

@@ -29,6 +29,23 @@ expect_error() {
   fi
 }
 
+# json_true EXPR FILE...: true when the Python expression EXPR holds, J[i] being FILE i
+# parsed as JSON (for a .jsonl file, the list of its lines' objects). Not valid JSON: false.
+json_true() {
+  python3 - "$@" <<'PY'
+import json, os, sys
+def load(path):
+    text = open(path, encoding="utf-8").read()
+    return [json.loads(line) for line in text.splitlines()] if path.endswith(".jsonl") else json.loads(text)
+try:
+    J = [load(p) for p in sys.argv[2:]]
+    sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)  # parenthesised: EXPR may span lines
+except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+    print(f"json_true: {e!r}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
 # A small, fast recipe on synthetic data, written next to the other test files.
 tiny="$work/tiny.toml"
 cat >"$tiny" <<'TOML'
@@ -101,6 +118,7 @@ errors)
   expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
     "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
   expect_error "bad flag" "--nope" "$distrain" train "$tiny" --nope
+  expect_error "unknown --progress style" "--progress: fancy not in {auto,bar,line,none}" "$distrain" train "$tiny" --progress fancy
   sed 's/train_examples = 256/train_examples = 257/; s/type = "max_pool2d"/type = "batch_norm"\n[[model.layers]]\ntype = "max_pool2d"/' "$tiny" >"$work/bn.toml"
   expect_error "sync_batch_norm with a replica left without examples" "set data.drop_remainder = true" \
     "$distrain" train "$work/bn.toml" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' --set strategy.sync_batch_norm=true --run-dir "$work/r3"
@@ -108,39 +126,88 @@ errors)
 train_eval)
   cd "$work" || exit 1
   if "$distrain" train "$tiny" >"$work/train.log" 2>&1; then ok "train exits 0"; else bad "train: $(tail -n 3 "$work/train.log")"; fi
-  [ "$(wc -l <runs/tiny/metrics.jsonl)" -eq 3 ] && ok "metrics.jsonl has one line per epoch" || bad "metrics.jsonl: $(cat runs/tiny/metrics.jsonl)"
-  for key in epoch step loss accuracy val_loss val_accuracy learning_rate images_per_sec; do
-    grep -q "\"$key\": " runs/tiny/metrics.jsonl || bad "metrics.jsonl lacks $key"
-  done
-  [ -f runs/tiny/summary.json ] && ok "summary.json written" || bad "no summary.json"
+  json_true 'len(J[0]) == 3 and all(set(o) == {"epoch", "step", "loss", "accuracy", "val_loss", "val_accuracy", "learning_rate",
+    "images_per_sec", "seconds", "complete"} for o in J[0]) and J[0][2]["step"] == 24' runs/tiny/metrics.jsonl &&
+    ok "metrics.jsonl: one JSON object per epoch with every key" || bad "metrics.jsonl: $(cat runs/tiny/metrics.jsonl)"
+  json_true 'J[0]["name"] == "tiny" and J[0]["steps"] == 24 and J[0]["val_loss"] == J[1][-1]["val_loss"]' runs/tiny/summary.json runs/tiny/metrics.jsonl &&
+    ok "summary.json written" || bad "summary.json: $(cat runs/tiny/summary.json)"
   grep -q "^epoch 3/3 step 24 " "$work/train.log" && ok "one plain line per epoch when not a terminal" || bad "train log: $(cat "$work/train.log")"
   ckpt=runs/tiny/ckpt-000024.h5
   [ -f "$ckpt" ] && ok "final checkpoint" || bad "no $ckpt: $(ls runs/tiny)"
   "$distrain" eval --ckpt "$ckpt" --json >"$work/eval.json" 2>"$work/eval.err"
-  if [ "$(wc -l <"$work/eval.json")" -eq 1 ] && grep -qE '^\{"loss": [0-9.]+, "accuracy": [0-9.]+, "examples": 128\}$' "$work/eval.json"; then
+  if [ "$(wc -l <"$work/eval.json")" -eq 1 ] && json_true 'list(J[0]) == ["loss", "accuracy", "examples"] and J[0]["examples"] == 128' "$work/eval.json"; then
     ok "eval --json prints exactly one JSON object"
   else
     bad "eval --json: $(cat "$work/eval.json" "$work/eval.err")"
   fi
-  val=$(tail -n 1 runs/tiny/metrics.jsonl | grep -oE '"val_accuracy": [0-9.]+' | grep -oE '[0-9.]+$')
-  grep -q "\"accuracy\": $val" "$work/eval.json" && ok "eval agrees with the last validation" || bad "eval $(cat "$work/eval.json") vs val_accuracy $val"
+  json_true 'J[0]["accuracy"] == J[1][-1]["val_accuracy"] and J[0]["loss"] == J[1][-1]["val_loss"]' "$work/eval.json" runs/tiny/metrics.jsonl &&
+    ok "eval agrees with the last validation" || bad "eval $(cat "$work/eval.json") vs $(tail -n 1 runs/tiny/metrics.jsonl)"
+  # A name and a run folder with quotes, a backslash and non-ASCII letters come back intact.
+  odd='odd "dé\jà" run'
+  sed 's/^name = "tiny"/name = "dé\\"j\\\\à vu"/' "$tiny" >"$work/odd.toml"
+  "$distrain" train "$work/odd.toml" --set train.epochs=2 --run-dir "$odd" >"$work/odd.log" 2>&1
+  "$distrain" eval --ckpt "$odd/ckpt-000016.h5" --json >"$work/odd_eval.json" 2>&1
+  ODD="$odd" json_true 'J[0]["name"] == "d\u00e9\"j\\\u00e0 vu" and J[0]["last_checkpoint"] == os.environ["ODD"] + "/ckpt-000016.h5" and
+    J[0]["val_accuracy"] == J[1][-1]["val_accuracy"] == J[2]["accuracy"] and len(J[1]) == 2' \
+    "$odd/summary.json" "$odd/metrics.jsonl" "$work/odd_eval.json" &&
+    ok "a name and run folder with quotes, a backslash and non-ASCII round-trip through the JSON files" ||
+    bad "odd name: $(cat "$odd/summary.json" "$work/odd_eval.json" "$work/odd.log")"
+  # --progress: plain lines for logs, nothing, or the bar when asked even on a pipe.
+  "$distrain" train "$tiny" --fresh --run-dir p --progress line >"$work/line.log" 2>&1
+  if grep -q $'\r' "$work/line.log" || grep -q $'\033' "$work/line.log"; then
+    bad "--progress line writes carriage returns or escapes: $(cat -A "$work/line.log" | head -n 3)"
+  elif [ "$(grep -c '^epoch [123]/3 step [0-9]* - loss: ' "$work/line.log")" -eq 3 ] && grep -q '^epoch 2/3 batch 4/8 - loss: ' "$work/line.log"; then
+    ok "--progress line: plain lines within epochs and one per epoch"
+  else
+    bad "--progress line: $(cat "$work/line.log")"
+  fi
+  "$distrain" train "$tiny" --fresh --run-dir p --progress line --progress-every 4 >"$work/every.log" 2>&1
+  [ "$(grep -c '^epoch 1/3 batch ' "$work/every.log")" -eq 1 ] && ok "--progress-every 4: one line within each 8-batch epoch" ||
+    bad "--progress-every: $(cat "$work/every.log")"
+  "$distrain" train "$tiny" --fresh --run-dir p --progress none >"$work/none.log" 2>&1
+  ! grep -qi "epoch" "$work/none.log" && grep -q "^done: 24 steps" "$work/none.log" && ok "--progress none: no progress, the summary still" ||
+    bad "--progress none: $(cat "$work/none.log")"
+  COLUMNS=200 "$distrain" train "$tiny" --fresh --run-dir p --progress bar >"$work/bar.log" 2>&1
+  grep -qF $'\r\033[KEpoch 3/3  8/8 [==============================] ' "$work/bar.log" && ok "--progress bar is drawn when asked" ||
+    bad "--progress bar: $(cat -A "$work/bar.log" | head -n 3)"
   "$distrain" train "$tiny" >"$work/again.log" 2>&1
   grep -q "run already complete at step 24" "$work/again.log" && ok "rerun of a finished run trains nothing" || bad "rerun: $(cat "$work/again.log")"
   "$distrain" train "$tiny" --fresh --set train.epochs=1 --set checkpoint.keep=1 >/dev/null 2>&1
   [ "$(ls runs/tiny/ckpt-*.h5 | wc -l)" -eq 1 ] && [ -f runs/tiny/ckpt-000008.h5 ] && ok "--fresh starts over; keep = 1" || bad "after --fresh: $(ls runs/tiny)"
-  "$distrain" info --json | grep -qE '"version": ".*"mpi": "[^"]+"' && ok "info --json names versions" || bad "info --json"
-  "$distrain" bench "$tiny" --steps 5 --warmup 1 --json | grep -qE '"images_per_sec": [0-9.]+, "step_ms": \{"min"' && ok "bench --json" || bad "bench --json"
+  "$distrain" info --json >"$work/info.json"
+  json_true 'J[0]["version"] and J[0]["mpi"] and J[0]["devices"][0].startswith("cpu:0 ")' "$work/info.json" && ok "info --json names versions" ||
+    bad "info --json: $(cat "$work/info.json")"
+  "$distrain" bench "$tiny" --steps 5 --warmup 1 --json >"$work/bench.json"
+  json_true 'J[0]["images_per_sec"] > 0 and J[0]["step_ms"]["min"] <= J[0]["step_ms"]["median"] and J[0]["global_batch"] == 32' "$work/bench.json" &&
+    ok "bench --json" || bad "bench --json: $(cat "$work/bench.json")"
   "$distrain" check "$tiny" | grep -q "global batch 32" && ok "check prints the plan" || bad "check"
   "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' >"$work/check2.log"
   grep -q "2 replica(s) x 32 per replica = global batch 64" "$work/check2.log" && grep -q "0.002 = 0.001 x linear rule for global batch 64 / base batch 32" "$work/check2.log" &&
     ok "check shows replicas, global batch and the scaled learning rate" || bad "check mirrored: $(cat "$work/check2.log")"
   "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --steps 3 --warmup 1 --json --csv "$work/s.csv" --svg "$work/s.svg" >"$work/s.json"
-  grep -qE '^\[\{"strategy": "mirrored", "mode": "weak", "replicas": 1, "global_batch": 32, .*"replicas": 2, "global_batch": 64, "images_per_sec": [0-9.]+, "speedup": [0-9.]+, "efficiency": [0-9.]+' "$work/s.json" &&
+  json_true '[(p["strategy"], p["mode"], p["replicas"], p["global_batch"]) for p in J[0]] == [("mirrored", "weak", 1, 32), ("mirrored", "weak", 2, 64)]
+    and all(p["images_per_sec"] > 0 and p["speedup"] > 0 and p["efficiency"] > 0 for p in J[0])' "$work/s.json" &&
     ok "bench --replicas --json lists the points" || bad "bench scaling json: $(cat "$work/s.json")"
   [ "$(wc -l <"$work/s.csv")" -eq 3 ] && grep -q "<polyline" "$work/s.svg" && grep -q ">efficiency<" "$work/s.svg" &&
     ok "bench writes CSV and SVG" || bad "bench csv/svg"
   "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --mode strong --steps 3 --warmup 1 | grep -qE "^ +2 +32 " &&
     ok "bench --mode strong keeps the global batch" || bad "bench strong"
+  # multi_worker_mirrored points come from `mpirun ... bench --json`, here a stand-in: lines
+  # around the result that are not JSON are skipped, and no result is one clear error.
+  mkdir -p fake
+  cat >fake/mpirun <<'SH'
+#!/bin/sh
+echo "a launcher notice"
+echo '{"recipe":"tiny","strategy":"multi_worker_mirrored","replicas":2,"global_batch":64,"threads":1,"images_per_sec":1234.5,"step_ms":{"min":1,"median":2,"max":3},"comm_share":0.25,"steps":3,"memory_per_replica":{"parameters":1,"gradients":1,"optimizer":1,"activations":1}}'
+echo "[rank 1] a last word"
+SH
+  chmod +x fake/mpirun
+  PATH="$work/fake:$PATH" "$distrain" bench "$tiny" --strategy multi_worker_mirrored --replicas 2 --steps 3 --json >"$work/mw.json" 2>&1
+  json_true 'J[0][0]["images_per_sec"] == 1234.5 and J[0][0]["step_ms"] == 2 and J[0][0]["global_batch"] == 64' "$work/mw.json" &&
+    ok "bench reads its mpirun child's JSON among other lines" || bad "bench child json: $(cat "$work/mw.json")"
+  printf '#!/bin/sh\necho "no result here"\n' >fake/mpirun
+  expect_error "bench: a child without a JSON result" "bench: \`mpirun -np 2\` printed no JSON result: no result here" \
+    env PATH="$work/fake:$PATH" "$distrain" bench "$tiny" --strategy multi_worker_mirrored --replicas 2 --steps 3
   ;;
 kill_resume)
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
@@ -164,7 +231,8 @@ kill_resume)
     a=$("$distrain" eval --ckpt full/ckpt-003200.h5 --json)
     b=$("$distrain" eval --ckpt killed/ckpt-003200.h5 --json)
     [ -n "$a" ] && [ "$a" = "$b" ] && ok "resumed run ends where the uninterrupted one does ($a)" || bad "eval differs: $a vs $b"
-    cmp -s <(grep -oE '"val_loss": [0-9.]+' full/metrics.jsonl) <(grep -oE '"val_loss": [0-9.]+' killed/metrics.jsonl) &&
+    json_true '[[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[0]] ==
+      [[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[1]] and len(J[0]) == 400' full/metrics.jsonl killed/metrics.jsonl &&
       ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
   fi
   ;;
