@@ -144,6 +144,9 @@ void parse_train(ConfigTable c, TrainSpec& t) {
   t.eval_batch = c.get_int("eval_batch", 500);
   if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
   t.allow_tf32 = c.get_bool("allow_tf32", false);
+  t.tensorboard = c.get_bool("tensorboard", true);
+  t.tensorboard_every_steps = c.get_int("tensorboard_every_steps", 100);
+  if (t.tensorboard_every_steps < 0) c.fail("tensorboard_every_steps", "must be >= 0 (0 = epoch metrics only)");
   c.finish();
 }
 

@@ -34,6 +34,8 @@ struct TrainSpec {
   bool validate = true;
   int64_t eval_batch = 500;
   bool allow_tf32 = false;  // GPU matrix products and convolutions may round to TF32
+  bool tensorboard = true;  // TensorBoard event files in the run folder
+  int64_t tensorboard_every_steps = 100;  // also the loss of every N-th step; 0 = epoch metrics only
 };
 
 struct CheckpointSpec {

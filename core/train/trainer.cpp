@@ -11,6 +11,7 @@
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
+#include "core/train/tensorboard_log.hpp"
 
 namespace distrain {
 
@@ -59,6 +60,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
     fs::remove(metrics_file);
     fs::remove(fs::path(run_dir) / "summary.json");
+    for (const auto& f : list_event_files(run_dir)) fs::remove(f);
   }
 
   TrainState state;
@@ -122,6 +124,9 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     return summary;
   }
 
+  std::optional<TensorBoardLog> tensorboard;  // rank 0's, as metrics.jsonl
+  if (writer && recipe.train.tensorboard) tensorboard.emplace(run_dir, state, recipe.train.tensorboard_every_steps);
+
   double train_seconds = 0;
   int64_t trained_examples = 0;
   while (state.epoch < recipe.train.epochs && state.step < total_steps) {
@@ -142,6 +147,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       trained_examples += stats.count;
       ++state.step;
       ++state.batch_in_epoch;
+      if (tensorboard) tensorboard->step(state.step, stats);
       progress.update(state.batch_in_epoch, state.epoch_stats,
                       static_cast<double>(state.epoch_stats.count) / std::max(state.epoch_seconds, 1e-9), state.epoch_seconds);
       if (recipe.checkpoint.every_steps && state.step % recipe.checkpoint.every_steps == 0 && state.step < total_steps) save();
@@ -159,6 +165,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       report.validation = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
     }
     progress.end_epoch(report);
+    if (tensorboard) tensorboard->epoch(report);
     if (writer) append_metrics(metrics_file, report, epoch_done);
 
     summary.loss = mean(report.train);

@@ -2,7 +2,8 @@
 // schedule, validation, metrics, progress and checkpoints.
 //
 // A run folder holds ckpt-<step>.h5 (the last checkpoint.keep), metrics.jsonl (one JSON
-// object per epoch) and summary.json (written at the end). A run resumes from its newest
+// object per epoch), summary.json (written at the end) and TensorBoard event files
+// (train.tensorboard, core/train/tensorboard_log.hpp). A run resumes from its newest
 // checkpoint unless `fresh`, and then continues exactly as if never interrupted.
 #pragma once
 #include <cstdio>

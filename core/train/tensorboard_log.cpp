@@ -1,0 +1,46 @@
+#include "core/train/tensorboard_log.hpp"
+
+namespace distrain {
+
+namespace {
+
+float mean_loss(const LossStats& s) { return s.count ? static_cast<float>(s.loss_sum / static_cast<double>(s.count)) : 0.f; }
+float accuracy(const LossStats& s) {
+  return s.count ? static_cast<float>(static_cast<double>(s.correct) / static_cast<double>(s.count)) : 0.f;
+}
+
+constexpr const char* kStepTag = "batch_loss";
+
+// Trims before the writer picks its file name, which must sort after the kept files.
+const std::string& trimmed(const std::string& run_dir, const TrainState& resumed) {
+  // A checkpoint inside an epoch follows either a crash (no epoch metrics at its step) or
+  // a train.steps cap, whose partial epoch's metrics the resumed run writes again whole.
+  const bool mid_epoch = resumed.batch_in_epoch > 0;
+  trim_event_files(run_dir, [&](const Event& e) {
+    return e.step < resumed.step || (e.step == resumed.step && (!mid_epoch || e.scalars[0].first == kStepTag));
+  });
+  return run_dir;
+}
+
+}  // namespace
+
+TensorBoardLog::TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps)
+    : file_(trimmed(run_dir, resumed)), every_steps_(every_steps) {}
+
+void TensorBoardLog::step(int64_t step, const LossStats& stats) {
+  if (every_steps_ > 0 && step % every_steps_ == 0) file_.add(step, {{kStepTag, mean_loss(stats)}});
+}
+
+void TensorBoardLog::epoch(const EpochReport& report) {
+  Scalars s{{"loss", mean_loss(report.train)}, {"accuracy", accuracy(report.train)}};
+  if (report.validation.count) {
+    s.emplace_back("val_loss", mean_loss(report.validation));
+    s.emplace_back("val_accuracy", accuracy(report.validation));
+  }
+  s.emplace_back("learning_rate", static_cast<float>(report.learning_rate));
+  s.emplace_back("images_per_sec", static_cast<float>(report.images_per_sec));
+  file_.add(report.step, s);
+  file_.flush();
+}
+
+}  // namespace distrain

@@ -1,0 +1,31 @@
+// What a training run shows in TensorBoard (train.tensorboard): each epoch's metrics,
+// tagged as in metrics.jsonl (loss, accuracy, val_loss, val_accuracy, learning_rate,
+// images_per_sec) at the global step where the epoch ended, and `batch_loss`, the loss of
+// every train.tensorboard_every_steps-th step. Written by rank 0 only, as metrics.jsonl.
+#pragma once
+#include <string>
+
+#include "core/io/checkpoint.hpp"
+#include "core/io/tensorboard.hpp"
+#include "core/train/progress.hpp"
+
+namespace distrain {
+
+class TensorBoardLog {
+ public:
+  // Drops the run folder's events that the resumed checkpoint does not cover, as
+  // metrics.jsonl is trimmed: those after its step, which this run redoes, and, when it was
+  // saved inside an epoch, that partial epoch's metrics. Then opens a new event file.
+  // resumed: the checkpoint's state (step 0: nothing to keep). every_steps = 0: epoch metrics only.
+  TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps);
+  // After optimizer step `step` (counted from 1), with that step's metrics.
+  void step(int64_t step, const LossStats& stats);
+  // At the end of an epoch (or of the run, inside one); flushes the file.
+  void epoch(const EpochReport& report);
+
+ private:
+  EventFileWriter file_;
+  int64_t every_steps_;
+};
+
+}  // namespace distrain

@@ -1,0 +1,149 @@
+// TensorBoard event files: CRC32C and TFRecord framing, Event encoding (bytes as
+// TensorFlow's protobuf writes them), and the events of a run stopped by a step cap,
+// crashed after a checkpoint and resumed: every step once, values as an uninterrupted run's.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/io/tensorboard.hpp"
+#include "core/io/tfrecord.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hex(std::string_view bytes) {
+  std::string out;
+  for (char c : bytes) out += fmt::format("{:02x}", static_cast<uint8_t>(c));
+  return out;
+}
+
+// Every scalar of the folder's event files in file order: tag -> [(step, value)].
+std::map<std::string, std::vector<std::pair<int64_t, float>>> read_scalars(const std::string& dir) {
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> out;
+  for (const auto& f : list_event_files(dir))
+    for (const auto& r : read_tfrecords(f).records) {
+      const Event e = decode_event(r, f);
+      for (const auto& [tag, value] : e.scalars) out[tag].emplace_back(e.step, value);
+    }
+  return out;
+}
+
+const char* kRecipe = R"(
+name = "tb"
+seed = 2
+[data]
+dataset = "synthetic"
+train_examples = 300
+test_examples = 64
+image_shape = [6, 6, 1]
+[model]
+input_shape = [6, 6, 1]
+layers = [
+  { type = "rescaling", scale = 0.00392156862745098 },
+  { type = "flatten" },
+  { type = "dense", units = 10 },
+]
+[strategy]
+per_replica_batch = 32
+[train]
+epochs = 3
+tensorboard_every_steps = 1
+[checkpoint]
+every_epochs = 0
+every_steps = 8
+)";
+
+TrainOptions quiet(const fs::path& dir, int64_t crash_after_step = 0) {
+  TrainOptions o;
+  o.run_dir = dir.string();
+  o.out = std::fopen("/dev/null", "w");
+  o.crash_after_step = crash_after_step;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("crc32c: Castagnoli check values, masked as TensorFlow masks them") {
+  CHECK(crc32c("123456789") == 0xE3069283u);
+  CHECK(crc32c("") == 0u);
+  CHECK(crc32c(std::string(32, '\0')) == 0x8A9136AAu);  // RFC 3720 B.4
+  CHECK(crc32c(std::string(32, '\xff')) == 0x62A8AB43u);
+  const uint32_t c = crc32c("123456789");
+  CHECK(masked_crc32c("123456789") == ((c >> 15) | (c << 17)) + 0xa282ead8u);
+}
+
+TEST_CASE("tfrecord: records read back, a record cut short at the end is dropped, a corrupt one is an error") {
+  const fs::path file = fs::temp_directory_path() / "distrain_test.tfrecord";
+  const std::string frames = tfrecord_frame("first") + tfrecord_frame("") + tfrecord_frame(std::string(300, 'x'));
+  CHECK(frames.size() == 3 * 16 + 5 + 300);
+  std::ofstream(file, std::ios::binary) << frames;
+  TFRecords r = read_tfrecords(file.string());
+  CHECK(r.records == std::vector<std::string>{"first", "", std::string(300, 'x')});
+  CHECK_FALSE(r.truncated);
+
+  fs::resize_file(file, frames.size() - 1);
+  r = read_tfrecords(file.string());
+  CHECK(r.records.size() == 2);
+  CHECK(r.truncated);
+
+  std::string corrupt = frames;
+  corrupt[12] ^= 1;  // a byte of the first record's data
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << corrupt;
+  CHECK_THROWS_WITH_AS(read_tfrecords(file.string()), doctest::Contains("record 0 at byte 0 has a bad data CRC"), UserError);
+}
+
+TEST_CASE("tensorboard events: the bytes TensorFlow's protobuf writes, decoded back") {
+  // From tensorboard.compat.proto.event_pb2.Event(...).SerializeToString().
+  const Event scalar{1.0, 2, "", {{"a", 1.0f}}};
+  CHECK(hex(encode_event(scalar)) == "09000000000000f03f10022a0a0a080a0161150000803f");
+  CHECK(hex(encode_event(Event{1.5, 0, "brain.Event:2", {}})) == "09000000000000f83f1a0d627261696e2e4576656e743a32");
+
+  const Event e{1.25e9, 123456789012, "", {{"loss", 0.25f}, {"val_accuracy", 0.875f}}};
+  const Event d = decode_event(encode_event(e), "test");
+  CHECK(d.wall_time == e.wall_time);
+  CHECK(d.step == e.step);
+  CHECK(d.scalars == e.scalars);
+  CHECK_THROWS_WITH_AS(decode_event(encode_event(e).substr(0, 20), "cut"), doctest::Contains("cut: malformed event"), UserError);
+}
+
+TEST_CASE("tensorboard: a capped, crashed and resumed run shows every step once, as an uninterrupted run") {
+  const Recipe recipe = parse_recipe(kRecipe, "tb.toml");
+  const fs::path a = fs::temp_directory_path() / "distrain_tb_a", b = fs::temp_directory_path() / "distrain_tb_b";
+  fs::remove_all(a);
+  fs::remove_all(b);
+  train(recipe, quiet(a));  // 10 steps per epoch (the last batch partial), 30 in all
+
+  Recipe capped = recipe;
+  capped.train.steps = 5;
+  train(capped, quiet(b));      // reports the partial epoch 1 at step 5, saves ckpt-5
+  train(recipe, quiet(b, 14));  // resumes at 5, writes epoch 1 (step 10) and steps to 14, crashes
+  CHECK(list_checkpoints(b.string()).back() == (b / "ckpt-000008.h5").string());
+  train(recipe, quiet(b));  // resumes at 8: steps 9..14 and epoch 1 again
+
+  const auto full = read_scalars(a.string()), resumed = read_scalars(b.string());
+  CHECK(list_event_files(b.string()).size() == 3);
+  REQUIRE(full.size() == 7);
+  for (const auto& [tag, points] : full) {
+    INFO(tag);
+    std::vector<int64_t> steps, resumed_steps;
+    for (const auto& [step, value] : points) steps.push_back(step);
+    for (const auto& [step, value] : resumed.at(tag)) resumed_steps.push_back(step);
+    CHECK(resumed_steps == steps);
+    CHECK(steps == (tag == "batch_loss" ? std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+                                                                19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}
+                                        : std::vector<int64_t>{10, 20, 30}));
+    if (tag != "images_per_sec") CHECK(resumed.at(tag) == points);  // exact resume: the same values
+  }
+
+  TrainOptions fresh = quiet(b);
+  fresh.fresh = true;
+  Recipe quiet_tb = recipe;
+  quiet_tb.train.tensorboard = false;
+  train(quiet_tb, fresh);
+  CHECK(list_event_files(b.string()).empty());
+}
+
+}  // namespace distrain::test
