@@ -4,10 +4,9 @@ namespace distrain {
 
 namespace {
 
-float mean_loss(const LossStats& s) { return s.count ? static_cast<float>(s.loss_sum / static_cast<double>(s.count)) : 0.f; }
-float accuracy(const LossStats& s) {
-  return s.count ? static_cast<float>(static_cast<double>(s.correct) / static_cast<double>(s.count)) : 0.f;
-}
+// TensorBoard's scalars are float32.
+float mean_loss_f32(const LossStats& s) { return static_cast<float>(mean_loss(s)); }
+float accuracy_f32(const LossStats& s) { return static_cast<float>(accuracy(s)); }
 
 constexpr const char* kStepTag = "batch_loss";
 
@@ -28,14 +27,14 @@ TensorBoardLog::TensorBoardLog(const std::string& run_dir, const TrainState& res
     : file_(trimmed(run_dir, resumed)), every_steps_(every_steps) {}
 
 void TensorBoardLog::step(int64_t step, const LossStats& stats) {
-  if (every_steps_ > 0 && step % every_steps_ == 0) file_.add(step, {{kStepTag, mean_loss(stats)}});
+  if (every_steps_ > 0 && step % every_steps_ == 0) file_.add(step, {{kStepTag, mean_loss_f32(stats)}});
 }
 
 void TensorBoardLog::epoch(const EpochReport& report) {
-  Scalars s{{"loss", mean_loss(report.train)}, {"accuracy", accuracy(report.train)}};
+  Scalars s{{"loss", mean_loss_f32(report.train)}, {"accuracy", accuracy_f32(report.train)}};
   if (report.validation.count) {
-    s.emplace_back("val_loss", mean_loss(report.validation));
-    s.emplace_back("val_accuracy", accuracy(report.validation));
+    s.emplace_back("val_loss", mean_loss_f32(report.validation));
+    s.emplace_back("val_accuracy", accuracy_f32(report.validation));
   }
   s.emplace_back("learning_rate", static_cast<float>(report.learning_rate));
   s.emplace_back("images_per_sec", static_cast<float>(report.images_per_sec));

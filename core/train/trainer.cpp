@@ -19,8 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double mean(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
-double acc(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
 
 }  // namespace
 
@@ -168,11 +166,11 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     if (tensorboard) tensorboard->epoch(report);
     if (writer) append_metrics(metrics_file, report, epoch_done);
 
-    summary.loss = mean(report.train);
-    summary.accuracy = acc(report.train);
+    summary.loss = mean_loss(report.train);
+    summary.accuracy = accuracy(report.train);
     summary.validated = report.validation.count > 0;
-    summary.val_loss = mean(report.validation);
-    summary.val_accuracy = acc(report.validation);
+    summary.val_loss = mean_loss(report.validation);
+    summary.val_accuracy = accuracy(report.validation);
     if (!epoch_done) break;  // the step cap ended the run inside this epoch
     state = TrainState{state.step, state.epoch + 1, 0, {}, 0.0};
     const bool last = state.epoch == recipe.train.epochs || state.step == total_steps;
