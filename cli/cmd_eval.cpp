@@ -17,7 +17,7 @@ void register_eval(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5)")->required();
-  cmd->add_option("--data", a->data, "Folder of IDX files to evaluate on (default: the recipe's data.path)");
+  cmd->add_option("--data", a->data, "Folder of IDX files, or HDF5 file (data.dataset = hdf5), to evaluate on (default: the recipe's data.path)");
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
   cmd->callback([a] {

@@ -6,6 +6,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/rng.hpp"
+#include "datasets/hdf5_data.hpp"
 #include "datasets/idx.hpp"
 
 namespace distrain {
@@ -52,8 +53,9 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
     return Splits{make_synthetic(spec, spec.train_examples, derive_seed(seed, 1), derive_seed(seed, 100)),
                   make_synthetic(spec, spec.test_examples, derive_seed(seed, 1), derive_seed(seed, 200))};
   }
+  if (spec.dataset == "hdf5") return read_hdf5_splits(spec);
   DT_USER_CHECK(spec.dataset == "fashion_mnist" || spec.dataset == "mnist",
-                "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic)", spec.dataset);
+                "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic, hdf5)", spec.dataset);
   const std::string dir = spec.path.empty() ? default_data_path(spec.dataset) : spec.path;
   if (!std::filesystem::is_directory(dir)) {
     const std::string hint = spec.dataset == "fashion_mnist" ? "apt-get install dataset-fashion-mnist" : "download the MNIST IDX files";

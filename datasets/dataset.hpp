@@ -1,5 +1,7 @@
-// Dataset: labelled images held in memory as raw bytes (N, H, W, C) uint8. The loader
-// turns them into float32 values in [0, 255]; scaling belongs to the model (rescaling).
+// Dataset: labelled examples held in memory, (N, H, W, C) images or (N, features) rows,
+// as raw uint8 bytes or, from a user's float32 HDF5 data, as floats. The loader turns
+// bytes into float32 values in [0, 255] and passes floats as they are; scaling belongs
+// to the model (rescaling).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,21 +13,25 @@ namespace distrain {
 
 struct Dataset {
   std::string source;     // a path or "synthetic", for messages
-  Shape example_shape;    // (H, W, C)
+  Shape example_shape;    // (H, W, C) or (features)
   int64_t num_classes = 0;
-  std::vector<uint8_t> pixels;  // size() * example_shape.numel()
+  // size() * example_shape.numel() values, in exactly one of the two.
+  std::vector<uint8_t> pixels;
+  std::vector<float> floats;
   std::vector<int32_t> labels;  // in [0, num_classes)
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
 struct DataSpec {
-  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic
-  std::string path;                       // folder of IDX files; default per dataset
+  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5
+  std::string path;                       // folder of IDX files (default per dataset); hdf5: the file
   bool shuffle = true;
   bool drop_remainder = false;
   // synthetic only
   int64_t train_examples = 2048, test_examples = 512, num_classes = 10;
   Shape image_shape{28, 28, 1};
+  // hdf5 only: the datasets inside the file (num_classes 0: the largest label + 1)
+  std::string train_images = "x_train", train_labels = "y_train", test_images = "x_test", test_labels = "y_test";
 };
 
 std::string default_data_path(const std::string& dataset);
@@ -35,7 +41,7 @@ struct Splits {
 };
 
 // Loads both splits. Throws UserError naming the file and what to do when files are
-// missing, truncated or not IDX.
+// missing, truncated, or not IDX (HDF5) files of the expected shapes.
 Splits load_dataset(const DataSpec& spec, uint64_t seed);
 
 }  // namespace distrain

@@ -1,5 +1,6 @@
 #include "datasets/loader.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/base/error.hpp"
@@ -87,9 +88,13 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64
     s.labels.resize(static_cast<size_t>(s.count));
     for (int64_t i = 0; i < s.count; ++i, ++at) {
       const int64_t src = order[static_cast<size_t>(at)];
-      const uint8_t* px = data_.pixels.data() + src * per;
       float* dst = s.images.data() + i * per;
-      for (int64_t j = 0; j < per; ++j) dst[j] = px[j];
+      if (data_.floats.empty()) {
+        const uint8_t* px = data_.pixels.data() + src * per;
+        for (int64_t j = 0; j < per; ++j) dst[j] = px[j];
+      } else {
+        std::copy_n(data_.floats.data() + src * per, per, dst);
+      }
       s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
     }
   }

@@ -18,7 +18,7 @@
 namespace distrain {
 
 struct ReplicaSlice {
-  std::vector<float> images;    // (count, H, W, C), raw values in [0, 255]
+  std::vector<float> images;    // (count, example shape...), raw values: [0, 255] from bytes
   std::vector<int32_t> labels;  // (count)
   int64_t count = 0;
 };

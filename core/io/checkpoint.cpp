@@ -1,7 +1,6 @@
 #include "core/io/checkpoint.hpp"
 
 #include <fcntl.h>
-#include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "core/base/error.hpp"
+#include "core/base/h5_id.hpp"
 
 namespace distrain {
 
@@ -19,32 +19,6 @@ namespace {
 
 constexpr const char* kFormat = "distrain-checkpoint";
 constexpr int64_t kFormatVersion = 1;
-
-// RAII for HDF5 ids; HDF5's own error printing is switched off, we report instead.
-class H5Id {
- public:
-  H5Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Id() {
-    if (id_ >= 0) close_(id_);
-  }
-  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
-  H5Id(const H5Id&) = delete;
-  H5Id& operator=(const H5Id&) = delete;
-  operator hid_t() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-void quiet_hdf5() {
-  static const bool once = [] {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)once;
-}
 
 void h5check(bool ok, const std::string& path, const std::string& what) {
   if (!ok) throw UserError(fmt::format("{}: {}", path, what));

@@ -18,9 +18,20 @@ namespace {
 const std::vector<std::string> kStrategies{"one_device",      "mirrored", "multi_worker_mirrored",
                                            "central_storage", "zero",     "parameter_server"};
 
+void parse_hdf5_data(ConfigTable& c, DataSpec& d) {
+  if (d.path.empty()) c.fail("path", "required with dataset = \"hdf5\": the .h5 file to read (docs/hdf5_data.md)");
+  d.train_images = c.get_string("train_images", d.train_images);
+  d.train_labels = c.get_string("train_labels", d.train_labels);
+  d.test_images = c.get_string("test_images", d.test_images);
+  d.test_labels = c.get_string("test_labels", d.test_labels);
+  d.num_classes = c.get_int("num_classes", 0);
+  if (d.num_classes != 0 && d.num_classes < 2) c.fail("num_classes", "must be at least 2 (0: the largest label + 1)");
+}
+
 void parse_data(ConfigTable c, DataSpec& d) {
-  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic"});
+  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5"});
   d.path = c.get_string("path", "");
+  if (d.dataset == "hdf5") parse_hdf5_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);
   if (d.dataset == "synthetic") {

@@ -107,6 +107,8 @@ errors)
   expect_error "truncated IDX" "train-images-idx3-ubyte: 18 bytes, expected 24 for 2 images of 2x2 (truncated)" "$distrain" check "$work/idx.toml" --set data.path="$work/idx"
   printf '\x00\x00\x08\x04\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02' >"$work/idx/train-images-idx3-ubyte"
   expect_error "wrong IDX magic" "not an IDX image file (magic 0x00000804" "$distrain" check "$work/idx.toml" --set data.path="$work/idx"
+  expect_error "hdf5 needs a path" 'data.path: required with dataset = "hdf5"' "$distrain" check "$work/idx.toml" --set data.dataset=hdf5
+  expect_error "hdf5 file not HDF5" "idx/train-images-idx3-ubyte: not an HDF5 file (data.path)" "$distrain" check "$work/idx.toml" --set data.dataset=hdf5 --set data.path="$work/idx/train-images-idx3-ubyte"
   expect_error "bad tensorboard_every_steps" "train.tensorboard_every_steps: must be >= 0" "$distrain" check "$tiny" --set train.tensorboard_every_steps=-1
   expect_error "checkpoint missing" "nope.h5: checkpoint not found" "$distrain" eval --ckpt "$work/nope.h5"
   echo "plain text" >"$work/text.h5"

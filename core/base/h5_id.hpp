@@ -1,0 +1,36 @@
+// H5Id: RAII for HDF5 ids (files, groups, datasets, spaces, types), shared by the
+// checkpoint files and the HDF5 data reader. HDF5's own error printing is switched off
+// by quiet_hdf5(): callers turn failed calls into one-line messages instead.
+#pragma once
+#include <hdf5.h>
+
+#include <utility>
+
+namespace distrain {
+
+class H5Id {
+ public:
+  H5Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  operator hid_t() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+inline void quiet_hdf5() {
+  static const bool once = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace distrain
