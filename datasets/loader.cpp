@@ -37,6 +37,8 @@ void Loader::stop() {
 }
 
 void Loader::start(int64_t epoch, int64_t first_batch) {
+  DT_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(), "batch {} of an epoch of {}", first_batch,
+           batches_per_epoch());
   stop();
   done_ = false;
   worker_ = std::thread([this, epoch, first_batch] { produce(epoch, first_batch); });

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <utility>
@@ -202,6 +203,23 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
   fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
 }
 
+namespace {
+// A corrupt or edited /state must not steer a resumed run (a negative batch_in_epoch
+// indexes before the epoch's order). What depends on the recipe, batch_in_epoch against
+// the batches per epoch, the trainer checks.
+void check_state(const TrainState& s, const std::string& path) {
+  const LossStats& e = s.epoch_stats;
+  DT_USER_CHECK(s.step >= 0 && s.epoch >= 0 && s.batch_in_epoch >= 0 && s.batch_in_epoch <= s.step,
+                "{}: checkpoint state out of range (step {}, epoch {}, batch_in_epoch {}); the file is corrupt", path,
+                s.step, s.epoch, s.batch_in_epoch);
+  DT_USER_CHECK(e.count >= 0 && e.correct >= 0 && e.correct <= e.count && std::isfinite(e.loss_sum) &&
+                    std::isfinite(s.epoch_seconds) && s.epoch_seconds >= 0,
+                "{}: checkpoint epoch statistics out of range (count {}, correct {}, loss_sum {}, seconds {}); the file is "
+                "corrupt",
+                path, e.count, e.correct, e.loss_sum, s.epoch_seconds);
+}
+}  // namespace
+
 CheckpointHeader read_checkpoint_header(const std::string& path) {
   H5Id f = open_for_read(path);
   CheckpointHeader h;
@@ -222,6 +240,7 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
        read_attr_i64(g, "epoch_correct", h.state.epoch_stats.correct) &&
        read_attr_i64(g, "epoch_count", h.state.epoch_stats.count) && read_attr_f64(g, "epoch_seconds", h.state.epoch_seconds);
   DT_USER_CHECK(ok, "{}: checkpoint /state is incomplete (corrupt?)", path);
+  check_state(h.state, path);
   return h;
 }
 

@@ -10,6 +10,7 @@
 #include "core/base/error.hpp"
 #include "core/backend/gpu_info.hpp"
 #include "core/io/config_table.hpp"
+#include "core/io/toml_depth.hpp"
 
 namespace distrain {
 
@@ -175,6 +176,7 @@ void parse_checkpoint(ConfigTable c, CheckpointSpec& k, const std::string& name)
 }
 
 toml::table parse_text(const std::string& text, const std::string& file) {
+  check_toml_nesting(text, file);
   try {
     return toml::parse(text, file);
   } catch (const toml::parse_error& e) {
@@ -241,6 +243,7 @@ void apply_override(toml::table& table, const std::string& assignment, const std
   const std::string value_text = assignment.substr(eq + 1);
   toml::table parsed;
   toml::node_view<toml::node> value;
+  check_toml_nesting("v = " + value_text, "--set " + key);
   try {
     parsed = toml::parse("v = " + value_text);
     value = parsed["v"];
@@ -251,6 +254,7 @@ void apply_override(toml::table& table, const std::string& assignment, const std
   std::stringstream ks(key);
   for (std::string part; std::getline(ks, part, '.');) {
     DT_USER_CHECK(!part.empty(), "--set {}: empty component in key '{}'", assignment, key);
+    DT_USER_CHECK(parts.size() < kMaxTomlNesting, "--set: key '{:.60}...' has more than {} parts", key, kMaxTomlNesting);
     parts.push_back(part);
   }
   toml::node* node = &table;

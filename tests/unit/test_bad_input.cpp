@@ -1,0 +1,83 @@
+// Inputs that once crashed distrain: TOML nested deep enough to overflow the parser's
+// stack (in a recipe, a --set, or a checkpoint's stored recipe) and a checkpoint whose
+// /state was corrupted into values that index outside the epoch.
+#include <filesystem>
+#include <string>
+
+#include "core/io/checkpoint.hpp"
+#include "core/io/recipe.hpp"
+#include "core/io/toml_depth.hpp"
+#include "core/strategy/strategy.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string repeated(const std::string& part, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += part;
+  return s;
+}
+
+const char* kTiny = R"(
+name = "tiny"
+[data]
+dataset = "synthetic"
+train_examples = 64
+test_examples = 32
+image_shape = [4, 4, 1]
+[model]
+input_shape = [4, 4, 1]
+layers = [{ type = "flatten" }, { type = "dense", units = 10 }]
+)";
+
+}  // namespace
+
+TEST_CASE("toml nesting: deep keys, headers, arrays and inline tables are refused before the parser recurses") {
+  const std::string deep_key = "a" + repeated(".a", 50000) + " = 1\n";
+  const std::string deep_header = "[a" + repeated(".a", 200000) + "]\n";
+  const std::string deep_array = "v = " + repeated("[", 100000) + repeated("]", 100000) + "\n";
+  const std::string deep_inline = "v = " + repeated("{ a = ", 1000) + "1" + repeated(" }", 1000) + "\n";
+  for (const std::string& text : {deep_key, deep_header, deep_array, deep_inline}) {
+    CHECK_THROWS_WITH_AS(parse_recipe(text, "deep.toml"), doctest::Contains("deep.toml:1: keys or values nest deeper than 64"),
+                         UserError);
+  }
+  CHECK_THROWS_WITH_AS(check_toml_nesting("name = \"x\"\n\n" + deep_key, "r.toml"), doctest::Contains("r.toml:3:"), UserError);
+  // Dots and brackets in strings, comments and numbers are not nesting.
+  const std::string shallow = "a.b.c = 0.001 # " + repeated("[.", 500) + "\ns = \"" + repeated("[.{", 500) +
+                              "\"\nm = '''\n" + repeated("[", 500) + "\n'''\n[x.y]\nz = [[1, 2], { p = 1.5 }]\n";
+  CHECK_NOTHROW(check_toml_nesting(shallow, "ok.toml"));
+  CHECK_NOTHROW(parse_recipe(kTiny, "tiny.toml"));
+  // --set: its value and its key.
+  toml::table table;
+  CHECK_THROWS_WITH_AS(apply_override(table, "x=" + repeated("[", 100000), "tiny.toml"), doctest::Contains("nest deeper"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(apply_override(table, "a" + repeated(".a", 50000) + "=1", "tiny.toml"),
+                       doctest::Contains("more than 64 parts"), UserError);
+}
+
+TEST_CASE("checkpoint: a corrupt /state (negative step or batch, impossible counts) is refused on load") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("distrain_bad_state_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Recipe recipe = parse_recipe(kTiny, "tiny.toml");
+  auto s = make_strategy(recipe);
+  s->model_state().initialize(1);
+  auto written = [&](const TrainState& st) {
+    const std::string path = (dir / checkpoint_name(st.step < 0 ? 0 : st.step)).string();
+    save_checkpoint(path, s->model_state(), s->optimizer_state(), st, recipe.resolved_text());
+    return path;
+  };
+  CHECK_NOTHROW(read_checkpoint_header(written(TrainState{11, 1, 2, LossStats{3.5, 4, 5}, 1.25})));
+  for (const TrainState& bad : {TrainState{11, 1, -5, LossStats{}, 0.0}, TrainState{-5, 0, 0, LossStats{}, 0.0},
+                                TrainState{11, -3, 0, LossStats{}, 0.0}, TrainState{11, 0, 1000000000, LossStats{}, 0.0},
+                                TrainState{11, 0, 2, LossStats{1.0, 9, -1000}, 0.0},
+                                TrainState{11, 0, 2, LossStats{std::nan(""), 1, 2}, 0.0}}) {
+    CHECK_THROWS_WITH_AS(read_checkpoint_header(written(bad)), doctest::Contains("the file is corrupt"), UserError);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace distrain::test
