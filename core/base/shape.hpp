@@ -22,7 +22,8 @@ class Shape {
   }
   int64_t numel() const {
     int64_t n = 1;
-    for (int64_t d : dims_) n *= d;
+    for (int64_t d : dims_)
+      DT_CHECK(!__builtin_mul_overflow(n, d, &n), "the element count of {} overflows int64", str());
     return n;
   }
   const std::vector<int64_t>& dims() const { return dims_; }

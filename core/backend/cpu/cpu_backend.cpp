@@ -34,9 +34,14 @@ void* CpuBackend::allocate(size_t bytes) {
 
 void CpuBackend::deallocate(void* p) { std::free(p); }
 
-void CpuBackend::upload(const void* host, Tensor dst) { std::memcpy(dst.data, host, dst.bytes()); }
+// An empty tensor may have no storage at all, and memcpy must not see a null pointer.
+void CpuBackend::upload(const void* host, Tensor dst) {
+  if (dst.bytes() > 0) std::memcpy(dst.data, host, dst.bytes());
+}
 
-void CpuBackend::download(const Tensor& src, void* host) { std::memcpy(host, src.data, src.bytes()); }
+void CpuBackend::download(const Tensor& src, void* host) {
+  if (src.bytes() > 0) std::memcpy(host, src.data, src.bytes());
+}
 
 void CpuBackend::copy(const Tensor& src, Tensor dst) {
   check_same_numel(src, dst);
