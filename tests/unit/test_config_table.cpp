@@ -26,7 +26,8 @@ TEST_CASE("config table: get_float rejects nan and inf, naming file, line and ke
 
 TEST_CASE("config table: nan and inf are rejected for optimizer keys from --set and for layer keys") {
   const fs::path p = fs::temp_directory_path() / "distrain_config_nan.toml";
-  std::ofstream(p) << "name = \"nan\"\n[optimizer]\ntype = \"adam\"\n";
+  std::ofstream(p) << "name = \"nan\"\n[model]\ninput_shape = [4]\nlayers = [{ type = \"dense\", units = 2 }]\n"
+                       "[optimizer]\ntype = \"adam\"\n";
   for (const std::string set : {"optimizer.learning_rate=inf", "optimizer.beta_1=nan", "optimizer.epsilon=inf"}) {
     const std::string want = set.substr(0, set.find('=')) + ": expected a finite number";
     CHECK_THROWS_WITH_AS(load_recipe(p.string(), {set}), doctest::Contains(want.c_str()), UserError);
