@@ -1,12 +1,11 @@
 // distrain compare A.h5 B.h5 [--rtol R]: do two checkpoints hold the same weights?
 // For each variable of A: the largest absolute difference relative to the largest
-// magnitude in A. Exit 0 when every variable is within rtol, 1 otherwise (as diff).
-#include <algorithm>
-#include <cmath>
-
+// magnitude in A (NaN or infinity on either side differs). Exit 0 when every variable
+// is within rtol, 1 otherwise (as diff).
 #include "cli/commands.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
+#include "core/io/weight_diff.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain::cli {
@@ -34,15 +33,10 @@ void register_compare(CLI::App& app) {
       std::vector<float> x(static_cast<size_t>(v.shape.numel())), y(x.size());
       pa.backend().download(pa.value(static_cast<int>(i)), x.data());
       pa.backend().download(sb->model().params().value(static_cast<int>(i)), y.data());
-      double diff = 0, scale = 0;
-      for (size_t k = 0; k < x.size(); ++k) {
-        diff = std::max(diff, static_cast<double>(std::abs(x[k] - y[k])));
-        scale = std::max(scale, static_cast<double>(std::abs(x[k])));
-      }
-      const double rel = scale > 0 ? diff / scale : diff;
-      const bool ok = rel <= args->rtol;
+      const WeightDiff d = weight_diff(x, y);
+      const bool ok = d.relative <= args->rtol;
       same = same && ok;
-      fmt::print("{:<40} max|a-b| {:.3e}  relative {:.3e}{}\n", v.layer + "/" + v.name, diff, rel, ok ? "" : "  DIFFERS");
+      fmt::print("{:<40} max|a-b| {:.3e}  relative {:.3e}{}\n", v.layer + "/" + v.name, d.max_abs, d.relative, ok ? "" : "  DIFFERS");
     }
     fmt::print("{}\n", same ? "same within rtol" : "different");
     if (!same) throw ExitCode(1);

@@ -136,14 +136,76 @@ void fsync_path(const std::string& path, int flags) {
   }
 }
 
+// A checkpoint is what a run resumes from, and rotation deletes older ones for it: one
+// holding NaN or infinity must never be written.
+void check_finite(const std::vector<float>& host, const std::string& path, const std::string& what) {
+  const bool finite = std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); });
+  DT_USER_CHECK(finite, "{}: not saved: {} holds NaN or infinity (training diverged)", path, what);
+}
+
+// Writes the whole checkpoint `path` to `tmp`; throws, leaving `tmp` for the caller to
+// remove, when a variable or slot is not finite.
+void write_checkpoint_file(const std::string& path, const std::string& tmp, ModelState& model, OptimizerState& optimizer,
+                           const TrainState& state, const std::string& recipe_text) {
+  const ParamArena& arena = model.layout();
+  H5Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  DT_USER_CHECK(f.ok(), "{}: cannot create (is the folder writable?)", tmp);
+  write_attr_str(f, "format", kFormat);
+  write_attr_i64(f, "format_version", kFormatVersion);
+  write_attr_i64(f, "step", state.step);
+  write_attr_i64(f, "epoch", state.epoch);
+  write_attr_str(f, "recipe", recipe_text);
+  write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
+  {
+    H5Id g(ensure_group(f, "model"), H5Gclose);
+    std::vector<float> host;
+    for (size_t i = 0; i < arena.variables().size(); ++i) {
+      const Variable& v = arena.variables()[i];
+      H5Id lg(ensure_group(g, v.layer), H5Gclose);
+      model.read(static_cast<int>(i), host);  // one variable at a time, gathered if sharded
+      check_finite(host, path, v.layer + "/" + v.name);
+      write_array(lg, v.name, v.shape, host);
+    }
+  }
+  {
+    H5Id g(ensure_group(f, "optimizer"), H5Gclose);
+    write_attr_str(g, "type", optimizer.type());
+    write_attr_i64(g, "iterations", optimizer.iterations());
+    std::vector<float> host;
+    for (const std::string& slot : optimizer.slot_names()) {
+      H5Id sg(ensure_group(g, slot), H5Gclose);
+      for (const Variable& v : arena.variables()) {
+        if (!v.trainable) continue;
+        H5Id lg(ensure_group(sg, v.layer), H5Gclose);
+        optimizer.read(slot, v, host);  // one variable at a time, gathered if sharded
+        check_finite(host, path, slot + "/" + v.layer + "/" + v.name);
+        write_array(lg, v.name, v.shape, host);
+      }
+    }
+  }
+  {
+    H5Id g(ensure_group(f, "state"), H5Gclose);
+    write_attr_i64(g, "epoch", state.epoch);
+    write_attr_i64(g, "batch_in_epoch", state.batch_in_epoch);
+    write_attr_f64(g, "epoch_loss_sum", state.epoch_stats.loss_sum);
+    write_attr_i64(g, "epoch_correct", state.epoch_stats.correct);
+    write_attr_i64(g, "epoch_count", state.epoch_stats.count);
+    write_attr_f64(g, "epoch_seconds", state.epoch_seconds);
+  }
+  DT_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "flushing {}", tmp);
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
                      const std::string& recipe_text, bool writer) {
-  const ParamArena& arena = model.layout();
   if (!writer) {  // take part in gathering sharded variables and slots, write nothing
+    const ParamArena& arena = model.layout();
     std::vector<float> host;
-    for (size_t i = 0; i < arena.variables().size(); ++i) model.read(static_cast<int>(i), host);
+    for (size_t i = 0; i < arena.variables().size(); ++i) {
+      model.read(static_cast<int>(i), host);
+      check_finite(host, path, arena.variables()[i].layer + "/" + arena.variables()[i].name);  // stop with the writer
+    }
     for (const std::string& slot : optimizer.slot_names())
       for (const Variable& v : arena.variables())
         if (v.trainable) optimizer.read(slot, v, host);
@@ -153,50 +215,11 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
   const std::string tmp = path + ".tmp";
   const fs::path dir = fs::path(path).parent_path();
   if (!dir.empty()) fs::create_directories(dir);
-  {
-    H5Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    DT_USER_CHECK(f.ok(), "{}: cannot create (is the folder writable?)", tmp);
-    write_attr_str(f, "format", kFormat);
-    write_attr_i64(f, "format_version", kFormatVersion);
-    write_attr_i64(f, "step", state.step);
-    write_attr_i64(f, "epoch", state.epoch);
-    write_attr_str(f, "recipe", recipe_text);
-    write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
-    {
-      H5Id g(ensure_group(f, "model"), H5Gclose);
-      std::vector<float> host;
-      for (size_t i = 0; i < arena.variables().size(); ++i) {
-        const Variable& v = arena.variables()[i];
-        H5Id lg(ensure_group(g, v.layer), H5Gclose);
-        model.read(static_cast<int>(i), host);  // one variable at a time, gathered if sharded
-        write_array(lg, v.name, v.shape, host);
-      }
-    }
-    {
-      H5Id g(ensure_group(f, "optimizer"), H5Gclose);
-      write_attr_str(g, "type", optimizer.type());
-      write_attr_i64(g, "iterations", optimizer.iterations());
-      std::vector<float> host;
-      for (const std::string& slot : optimizer.slot_names()) {
-        H5Id sg(ensure_group(g, slot), H5Gclose);
-        for (const Variable& v : arena.variables()) {
-          if (!v.trainable) continue;
-          H5Id lg(ensure_group(sg, v.layer), H5Gclose);
-          optimizer.read(slot, v, host);  // one variable at a time, gathered if sharded
-          write_array(lg, v.name, v.shape, host);
-        }
-      }
-    }
-    {
-      H5Id g(ensure_group(f, "state"), H5Gclose);
-      write_attr_i64(g, "epoch", state.epoch);
-      write_attr_i64(g, "batch_in_epoch", state.batch_in_epoch);
-      write_attr_f64(g, "epoch_loss_sum", state.epoch_stats.loss_sum);
-      write_attr_i64(g, "epoch_correct", state.epoch_stats.correct);
-      write_attr_i64(g, "epoch_count", state.epoch_stats.count);
-      write_attr_f64(g, "epoch_seconds", state.epoch_seconds);
-    }
-    DT_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "flushing {}", tmp);
+  try {
+    write_checkpoint_file(path, tmp, model, optimizer, state, recipe_text);
+  } catch (...) {
+    fs::remove(tmp);
+    throw;
   }
   fsync_path(tmp, O_RDONLY);
   fs::rename(tmp, path);
@@ -299,7 +322,9 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 
 void prune_checkpoints(const std::string& dir, int64_t keep) {
   const auto all = list_checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove(all[i]);
+  // The newest is what a run resumes from: whatever `keep` says, it stays.
+  const auto kept = static_cast<size_t>(std::max<int64_t>(keep, 1));
+  for (size_t i = 0; i + kept < all.size(); ++i) fs::remove(all[i]);
 }
 
 }  // namespace distrain

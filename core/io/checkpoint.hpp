@@ -31,7 +31,8 @@ struct CheckpointHeader {
 };
 
 // Called by every rank (variables and optimizer slots may be sharded and are gathered a
-// variable at a time); only `writer` writes the file.
+// variable at a time); only `writer` writes the file. A variable or slot holding NaN or
+// infinity is a UserError naming it, and nothing is written.
 void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
                      const std::string& recipe_text, bool writer = true);
 
@@ -47,7 +48,8 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
 // ckpt-<step>.h5 files of a run folder, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 std::string checkpoint_name(int64_t step);
-// Deletes all but the newest `keep`.
+// Deletes all but the newest `keep`, never the newest one. Only finite checkpoints are
+// ever written (save_checkpoint refuses NaN and infinity), so what remains can resume.
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
 }  // namespace distrain

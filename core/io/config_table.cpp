@@ -1,5 +1,7 @@
 #include "core/io/config_table.hpp"
 
+#include <cmath>
+
 #include "core/base/error.hpp"
 
 namespace distrain {
@@ -46,7 +48,10 @@ double ConfigTable::get_float(const std::string& key, std::optional<double> fall
   }
   if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
   if (!n->is_floating_point()) fail(key, "expected a number");
-  return n->as_floating_point()->get();
+  const double v = n->as_floating_point()->get();
+  // Range checks written as `x < 0 || x >= 1` are false for NaN, so no key may see one.
+  if (!std::isfinite(v)) fail(key, fmt::format("expected a finite number, not {}", v));
+  return v;
 }
 
 bool ConfigTable::get_bool(const std::string& key, bool fallback) {
@@ -134,7 +139,9 @@ std::map<int64_t, double> ConfigTable::get_int_keyed_floats(const std::string& k
     const long long batch = std::strtoll(ks.c_str(), &end, 10);
     if (ks.empty() || *end || batch <= 0 || !(v.is_floating_point() || v.is_integer()))
       fail(key, fmt::format("entry '{}': expected <global batch> = <learning rate>", ks));
-    out[batch] = v.is_integer() ? static_cast<double>(v.as_integer()->get()) : v.as_floating_point()->get();
+    const double rate = v.is_integer() ? static_cast<double>(v.as_integer()->get()) : v.as_floating_point()->get();
+    if (!std::isfinite(rate)) fail(key, fmt::format("entry '{}': expected a finite learning rate, not {}", ks, rate));
+    out[batch] = rate;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "core/train/trainer.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "core/base/log.hpp"
@@ -19,6 +20,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A diverged run stops at once: going on would write NaN into metrics and checkpoints,
+// and rotation would delete the good checkpoints for them. The loss is summed over every
+// replica and worker before it gets here, so every rank stops at the same step.
+void check_loss_finite(const LossStats& stats, int64_t step, const std::string& last_checkpoint) {
+  if (std::isfinite(stats.loss_sum)) return;
+  throw UserError(fmt::format(
+      "step {}: the loss is not finite ({}); lower optimizer.learning_rate or add optimizer.schedule.warmup_steps; "
+      "the last finite checkpoint is {}",
+      step, std::isnan(stats.loss_sum) ? "nan" : "inf", last_checkpoint.empty() ? "none (none was written)" : last_checkpoint));
+}
 
 }  // namespace
 
@@ -106,7 +117,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
 
   TrainSummary summary;
   summary.run_dir = run_dir;
-  std::string last_saved;
+  std::string last_saved = existing.empty() ? "" : existing.back();
   auto save = [&] {
     const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
     strategy->prepare_for_read();  // every worker takes part, in both
@@ -141,6 +152,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       const LossStats stats = strategy->train_step(
           *batch, StepInfo{state.step, static_cast<float>(lr), derive_seed(recipe.seed, static_cast<uint64_t>(state.step))});
       const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      check_loss_finite(stats, state.step + 1, last_saved);
       state.epoch_stats += stats;
       state.epoch_seconds += dt;
       train_seconds += dt;

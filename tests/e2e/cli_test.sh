@@ -33,7 +33,7 @@ expect_error() {
 # parsed as JSON (for a .jsonl file, the list of its lines' objects). Not valid JSON: false.
 json_true() {
   python3 - "$@" <<'PY'
-import json, os, sys
+import json, math, os, sys
 def load(path):
     text = open(path, encoding="utf-8").read()
     return [json.loads(line) for line in text.splitlines()] if path.endswith(".jsonl") else json.loads(text)
@@ -109,6 +109,8 @@ errors)
   expect_error "wrong IDX magic" "not an IDX image file (magic 0x00000804" "$distrain" check "$work/idx.toml" --set data.path="$work/idx"
   expect_error "hdf5 needs a path" 'data.path: required with dataset = "hdf5"' "$distrain" check "$work/idx.toml" --set data.dataset=hdf5
   expect_error "hdf5 file not HDF5" "idx/train-images-idx3-ubyte: not an HDF5 file (data.path)" "$distrain" check "$work/idx.toml" --set data.dataset=hdf5 --set data.path="$work/idx/train-images-idx3-ubyte"
+  expect_error "an infinite float key is named" "optimizer.learning_rate: expected a finite number, not inf" "$distrain" check "$tiny" --set optimizer.learning_rate=inf
+  expect_error "a NaN layer key is named" "model.layers[0].scale: expected a finite number, not nan" "$distrain" check "$tiny" --set model.layers.0.scale=nan
   expect_error "bad tensorboard_every_steps" "train.tensorboard_every_steps: must be >= 0" "$distrain" check "$tiny" --set train.tensorboard_every_steps=-1
   expect_error "checkpoint missing" "nope.h5: checkpoint not found" "$distrain" eval --ckpt "$work/nope.h5"
   echo "plain text" >"$work/text.h5"
@@ -177,6 +179,19 @@ train_eval)
   grep -q "run already complete at step 24" "$work/again.log" && ok "rerun of a finished run trains nothing" || bad "rerun: $(cat "$work/again.log")"
   "$distrain" train "$tiny" --fresh --set train.epochs=1 --set checkpoint.keep=1 >/dev/null 2>&1
   [ "$(ls runs/tiny/ckpt-*.h5 | wc -l)" -eq 1 ] && [ -f runs/tiny/ckpt-000008.h5 ] && ok "--fresh starts over; keep = 1" || bad "after --fresh: $(ls runs/tiny)"
+  # A divergent learning rate (1e6 only makes this model's loss huge) stops at the first
+  # non-finite loss: exit 2, one line naming the step and the last finite checkpoint,
+  # which stays and evaluates; no NaN is written.
+  "$distrain" train "$tiny" --run-dir div --set train.epochs=1 >/dev/null 2>&1
+  expect_error "a non-finite loss stops training" "the loss is not finite (" \
+    "$distrain" train "$tiny" --run-dir div --set optimizer.learning_rate=1e20
+  grep -qE '^\[rank 0\] error: step (9|1[0-9]|2[0-4]): the loss is not finite \((nan|inf)\); lower optimizer.learning_rate .*; the last finite checkpoint is div/ckpt-000008.h5$' "$work/err" &&
+    ok "the error names the step and the last finite checkpoint" || bad "divergence message: $(cat "$work/err")"
+  [ "$(ls div | grep -c '\.h5')" -eq 1 ] && "$distrain" eval --ckpt div/ckpt-000008.h5 --json >"$work/div_eval.json" &&
+    json_true 'math.isfinite(J[0]["loss"])' "$work/div_eval.json" &&
+    ok "the checkpoint before the divergence is kept, alone, and evaluates" || bad "after divergence: $(ls div) $(cat "$work/div_eval.json")"
+  json_true 'len(J[0]) == 1 and J[1]["steps"] == 8' div/metrics.jsonl div/summary.json && ! grep -qiwE 'nan|inf|infinity' div/metrics.jsonl div/summary.json &&
+    ok "metrics.jsonl and summary.json hold no NaN" || bad "divergence JSON: $(cat div/metrics.jsonl div/summary.json)"
   "$distrain" info --json >"$work/info.json"
   json_true 'J[0]["version"] and J[0]["mpi"] and J[0]["devices"][0].startswith("cpu:0 ")' "$work/info.json" && ok "info --json names versions" ||
     bad "info --json: $(cat "$work/info.json")"
