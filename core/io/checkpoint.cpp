@@ -9,6 +9,7 @@
 #include <regex>
 #include <utility>
 
+#include "core/base/crc32c.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
 
@@ -20,6 +21,7 @@ namespace {
 
 constexpr const char* kFormat = "distrain-checkpoint";
 constexpr int64_t kFormatVersion = 1;
+constexpr const char* kChecksumAttr = "crc32c";
 
 void h5check(bool ok, const std::string& path, const std::string& what) {
   if (!ok) throw UserError(fmt::format("{}: {}", path, what));
@@ -79,13 +81,19 @@ hid_t ensure_group(hid_t parent, const std::string& name) {
   return H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 }
 
-// Writes a float32 dataset at group/name with the given shape.
+uint32_t checksum(const std::vector<float>& host) {
+  return crc32c(std::string_view(reinterpret_cast<const char*>(host.data()), host.size() * sizeof(float)));
+}
+
+// Writes a float32 dataset at group/name with the given shape, and the CRC32C of its
+// bytes as attribute "crc32c", so that bit rot is found when it is read.
 void write_array(hid_t group, const std::string& name, const Shape& shape, const std::vector<float>& host) {
   std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   H5Id ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   DT_CHECK(ds.ok() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
            "writing dataset {}", name);
+  write_attr_i64(ds, kChecksumAttr, checksum(host));
 }
 
 
@@ -112,9 +120,19 @@ void read_array(hid_t file, const std::string& file_path, const std::string& pat
   if (stored != shape)
     throw UserError(fmt::format("{}: {} has shape {}, the model expects {}; the checkpoint {}", file_path, path,
                                 stored.str(), shape.str(), mismatch));
+  // HDF5 would convert an int32 or float64 dataset silently; the format stores float32.
+  H5Id type(H5Dget_type(ds), H5Tclose);
+  if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 4)
+    throw UserError(fmt::format("{}: {} is not float32 (class {}, {} bytes); distrain checkpoints hold float32", file_path,
+                                path, static_cast<int>(H5Tget_class(type)), H5Tget_size(type)));
   host.resize(static_cast<size_t>(shape.numel()));
   h5check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, file_path,
           "cannot read " + path + " (file truncated or corrupt?)");
+  int64_t stored_crc = 0;  // files written before checksums, or by other tools, have none
+  if (read_attr_i64(ds, kChecksumAttr, stored_crc) && stored_crc != checksum(host))
+    throw UserError(fmt::format("{}: {} does not match its checksum (the file is corrupt: bit rot, or an edit; "
+                                "delete its crc32c attribute to accept an edit)",
+                                file_path, path));
 }
 
 
@@ -289,6 +307,7 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
   DT_USER_CHECK(g.ok(), "{}: checkpoint lacks /optimizer", path);
   int64_t iterations = 0;
   DT_USER_CHECK(read_attr_i64(g, "iterations", iterations), "{}: /optimizer lacks iterations", path);
+  DT_USER_CHECK(iterations >= 0, "{}: /optimizer iterations is {}; the file is corrupt", path, iterations);
   std::string type;
   DT_USER_CHECK(read_attr_str(g, "type", type) && type == optimizer.type(),
                 "{}: optimizer state is for '{}', the recipe uses '{}' (use checkpoint.init_from to load weights only)", path,

@@ -8,9 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/crc32c.hpp"
+
 namespace distrain {
 
-uint32_t crc32c(std::string_view data);
 // TensorFlow stores CRCs masked, so that a CRC of data that embeds CRCs stays strong.
 uint32_t masked_crc32c(std::string_view data);
 

@@ -1,8 +1,12 @@
 // Inputs that once crashed distrain: TOML nested deep enough to overflow the parser's
 // stack (in a recipe, a --set, or a checkpoint's stored recipe) and a checkpoint whose
 // /state was corrupted into values that index outside the epoch.
+#include <hdf5.h>
+
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
@@ -77,6 +81,56 @@ TEST_CASE("checkpoint: a corrupt /state (negative step or batch, impossible coun
                                 TrainState{11, 0, 2, LossStats{std::nan(""), 1, 2}, 0.0}}) {
     CHECK_THROWS_WITH_AS(read_checkpoint_header(written(bad)), doctest::Contains("the file is corrupt"), UserError);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: a flipped bit in a variable or a dataset of another type is refused, naming the variable") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("distrain_bit_rot_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Recipe recipe = parse_recipe(kTiny, "tiny.toml");
+  auto s = make_strategy(recipe);
+  s->model_state().initialize(1);
+  const std::string path = (dir / checkpoint_name(3)).string();
+  save_checkpoint(path, s->model_state(), s->optimizer_state(), TrainState{3, 0, 3, LossStats{}, 0.0}, recipe.resolved_text());
+  auto t = make_strategy(recipe);
+  CHECK_NOTHROW(load_weights(path, t->model()));
+  const char* kernel = "/model/dense_1/kernel";
+  const int64_t n = 16 * 10;
+
+  const std::string rotten = (dir / "rotten.h5").string();
+  fs::copy_file(path, rotten);
+  {
+    const hid_t f = H5Fopen(rotten.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t ds = H5Dopen2(f, kernel, H5P_DEFAULT);
+    std::vector<float> w(n);
+    REQUIRE(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data()) >= 0);
+    uint32_t bits;
+    std::memcpy(&bits, &w[7], 4);
+    bits ^= 1u << 3;
+    std::memcpy(&w[7], &bits, 4);
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data()) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  CHECK_THROWS_WITH_AS(load_weights(rotten, t->model()), doctest::Contains("/model/dense_1/kernel does not match its checksum"),
+                       UserError);
+
+  const std::string ints = (dir / "ints.h5").string();
+  fs::copy_file(path, ints);
+  {
+    const hid_t f = H5Fopen(ints.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(H5Ldelete(f, kernel, H5P_DEFAULT) >= 0);
+    const hsize_t dims[2] = {16, 10};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t ds = H5Dcreate2(f, kernel, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<int32_t> w(n, 1);
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data()) >= 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  CHECK_THROWS_WITH_AS(load_weights(ints, t->model()), doctest::Contains("/model/dense_1/kernel is not float32"), UserError);
   fs::remove_all(dir);
 }
 
