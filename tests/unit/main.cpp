@@ -1,2 +1,23 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// The unit-test runner. Tests write under std::filesystem::temp_directory_path(); each
+// run of this binary points TMPDIR at a folder of its own (removed at the end), so two
+// runs of the suite, or ctest -j, never share a folder name such as distrain_eq_one.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+int main(int argc, char** argv) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/distrain_unit.XXXXXX";
+  const char* own = mkdtemp(pattern.data());
+  if (own) setenv("TMPDIR", own, 1);
+  doctest::Context context(argc, argv);
+  const int result = context.run();
+  if (own) {
+    std::error_code ignored;
+    std::filesystem::remove_all(own, ignored);
+  }
+  return result;
+}
