@@ -122,6 +122,7 @@ class ParameterServer final : public Strategy {
   LossStats evaluate(const Batch& batch) override { return epoch_total(replica_->evaluate(batch.replicas.at(0))); }
 
   LossStats epoch_total(const LossStats& local) override { return sum_over_workers(local, *group_); }
+  int max_over_workers(int local) override { return max_over(local, *group_); }
 
   void serve(const std::string& resume, const std::string& init_from, uint64_t seed) override;
 
