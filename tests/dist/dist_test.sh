@@ -228,7 +228,7 @@ sigterm)
   # SIGTERM to rank 1 only, mid-epoch: both ranks stop after the same step (the job exits 3
   # within 60 s, rank 0 names the step, its checkpoint exists); the rerun resumes and ends
   # bitwise where an uninterrupted 2-worker run does.
-  long=("${mw[@]}" --set data.train_examples=16000 --set train.epochs=1 --set train.validate=false --progress-every 10)
+  long=("${mw[@]}" --set data.train_examples=160000 --set train.epochs=1 --set train.validate=false --progress-every 100)
   start=$(date +%s.%N)
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/full" >"$work/full.log" 2>&1
   echo "uninterrupted 2-rank run: $(echo "$(date +%s.%N) - $start" | bc) s"
@@ -236,7 +236,8 @@ sigterm)
   job=$!
   victim=""
   for _ in $(seq 1 1200); do
-    grep -q '^epoch 1/1 batch 100/500' "$work/s.log" && victim=$(pid_of_rank 1) && [ -n "$victim" ] && break
+    [ -z "$victim" ] && victim=$(pid_of_rank 1)
+    [ -n "$victim" ] && grep -q '^epoch 1/1 batch 1000/5000' "$work/s.log" && break
     sleep 0.05
   done
   start=$(date +%s.%N)
@@ -247,7 +248,7 @@ sigterm)
   echo "SIGTERM to rank 1 to job exit: $(echo "$(date +%s.%N) - $start" | bc) s"
   step=$(sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p' "$work/s.log")
   ckpt=$work/s/$(printf 'ckpt-%06d.h5' "${step:-0}")
-  if [ -n "$victim" ] && [ "$rc" -eq 3 ] && [ -n "$step" ] && [ $((step % 500)) -ne 0 ] && [ -f "$ckpt" ]; then
+  if [ -n "$victim" ] && [ "$rc" -eq 3 ] && [ -n "$step" ] && [ $((step % 5000)) -ne 0 ] && [ -f "$ckpt" ]; then
     ok "SIGTERM to rank 1: both ranks stopped after step $step (exit 3), checkpoint saved"
   else
     bad "SIGTERM to rank 1 (pid '$victim'): exit $rc, step '$step': $(tail -n 5 "$work/s.log")"
@@ -256,7 +257,7 @@ sigterm)
   rc=$?
   [ "$rc" -eq 0 ] && grep -q "resuming from $ckpt" "$work/s2.log" && ok "the rerun resumes from $(basename "$ckpt")" ||
     bad "rerun: exit $rc: $(tail -n 5 "$work/s2.log")"
-  "$distrain" compare "$work/full/ckpt-000500.h5" "$work/s/ckpt-000500.h5" --rtol 0 >"$work/cmp.log" 2>&1 &&
+  "$distrain" compare "$work/full/ckpt-005000.h5" "$work/s/ckpt-005000.h5" --rtol 0 >"$work/cmp.log" 2>&1 &&
     ok "the resumed job ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
   ;;
 *)
