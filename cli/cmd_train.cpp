@@ -1,7 +1,10 @@
 // distrain train RECIPE [--set KEY=VALUE]... [--run-dir DIR] [--fresh]
 //                       [--progress auto|bar|line|none] [--progress-every N]
+#include <csignal>
+
 #include "cli/commands.hpp"
 #include "core/base/log.hpp"
+#include "core/base/stop_signal.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/train/trainer.hpp"
@@ -43,7 +46,12 @@ void register_train(CLI::App& app) {
     const Recipe recipe = load_recipe(*recipe_path, *overrides);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
+    install_stop_handlers();
     const TrainSummary s = train(recipe, *options);
+    if (s.stopped_by) {
+      log::info("stopped by {} at step {}; rerun to resume", s.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", s.steps);
+      throw ExitCode{kExitStopped};
+    }
     if (s.validated)
       log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} img/s; {}", s.steps,
                 s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, s.last_checkpoint);

@@ -20,9 +20,13 @@ struct ExitCode {
   int code;
 };
 
-// Exit codes: 0 success, 1 internal error, 2 bad input (recipe, data, checkpoint, flags).
+// Exit codes: 0 success, 1 internal error, 2 bad input (recipe, data, checkpoint, flags),
+// 3 stopped by SIGTERM/SIGINT with a checkpoint saved: rerun to resume. Not 128+signal
+// (143, 130), which a shell reports for a process the signal killed, having saved nothing
+// (as a second signal does): a job script can tell the two apart.
 constexpr int kExitInternal = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitStopped = 3;
 
 bool stdout_is_terminal();
 

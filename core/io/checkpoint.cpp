@@ -230,7 +230,7 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
     return;
   }
   quiet_hdf5();
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const fs::path dir = fs::path(path).parent_path();
   if (!dir.empty()) fs::create_directories(dir);
   try {
@@ -323,6 +323,11 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
 }
 
 std::string checkpoint_name(int64_t step) { return fmt::format("ckpt-{:06d}.h5", step); }
+
+bool is_partial_save(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  return name.ends_with(".tmp") || name.find(".tmp.") != std::string::npos;
+}
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;

@@ -3,8 +3,8 @@
 //   /model/<layer>/<variable>               float32, full Keras shapes
 //   /optimizer        attrs type, iterations; /optimizer/<slot>/<layer>/<variable>
 //   /state            attrs for an exact resume: next batch in the epoch, partial metrics
-// Saving is atomic: write <file>.tmp, flush, fsync, rename. A crash at any moment
-// leaves every earlier checkpoint intact.
+// Saving is atomic: write <file>.tmp.<pid>, flush, fsync, rename. A crash at any moment
+// leaves every earlier checkpoint intact; the PID keeps two processes from sharing a name.
 #pragma once
 #include <string>
 #include <vector>
@@ -48,6 +48,9 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
 // ckpt-<step>.h5 files of a run folder, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 std::string checkpoint_name(int64_t step);
+// A file a save cut short left behind: <name>.tmp.<pid> (or <name>.tmp, as TensorBoard's
+// trim and earlier versions name theirs).
+bool is_partial_save(const std::string& path);
 // Deletes all but the newest `keep`, never the newest one. Only finite checkpoints are
 // ever written (save_checkpoint refuses NaN and infinity), so what remains can resume.
 void prune_checkpoints(const std::string& dir, int64_t keep);

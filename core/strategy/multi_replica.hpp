@@ -31,6 +31,7 @@ class MultiReplicaStrategy : public Strategy {
   void prepare_for_read() override;
   // Replica 0 of each worker evaluates its share; sums over workers.
   LossStats evaluate(const Batch& batch) override;
+  int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
 
  protected:
   MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients = true, bool full_values = true);

@@ -122,6 +122,13 @@ class ParameterServer final : public Strategy {
   LossStats evaluate(const Batch& batch) override { return epoch_total(replica_->evaluate(batch.replicas.at(0))); }
 
   LossStats epoch_total(const LossStats& local) override { return sum_over_workers(local, *group_); }
+  // The trainer asks once per step. Asynchronous workers must not meet every step (it
+  // would make them lockstep), so they meet every kStopCheckSteps-th call: the same local
+  // step on every worker, since each takes one batch per step. A stop waits that long.
+  int max_over_workers(int local) override {
+    constexpr int64_t kStopCheckSteps = 16;
+    return ++stop_checks_ % kStopCheckSteps == 0 ? max_over(local, *group_) : 0;
+  }
 
   void serve(const std::string& resume, const std::string& init_from, uint64_t seed) override;
 
@@ -201,7 +208,7 @@ class ParameterServer final : public Strategy {
   std::unique_ptr<Replica> replica_;
   std::unique_ptr<Optimizer> optimizer_;  // on a server: slots for its range
   std::vector<float> values_;             // on a server: its range of the parameters
-  int64_t arena_ = 0, clock_ = 0;
+  int64_t arena_ = 0, clock_ = 0, stop_checks_ = 0;
   float lr_ = 0;
 };
 

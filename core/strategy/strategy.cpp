@@ -16,6 +16,12 @@ LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world) {
   return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
 }
 
+int max_over(int local, MpiCommunicator& world) {
+  float v = static_cast<float>(local);  // exact: the values are small integers
+  world.all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::max);
+  return static_cast<int>(v);
+}
+
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.

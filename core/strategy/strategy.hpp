@@ -89,6 +89,9 @@ class Strategy {
   // An epoch's training metrics over all workers, from this process's (strategies that
   // sum metrics every step return them unchanged).
   virtual LossStats epoch_total(const LossStats& local) { return local; }
+  // The largest `local` over the workers that train (one tiny all-reduce): lets every worker
+  // act on what only some see, such as a stop signal sent to one rank, after the same step.
+  virtual int max_over_workers(int local) { return local; }
 
   // The batch one optimizer update sees, for the learning-rate schedule: the global batch,
   // except for an asynchronous parameter server, which applies each worker's push alone.
@@ -116,6 +119,8 @@ class Strategy {
 class MpiCommunicator;
 // Metrics summed over the workers of `world` (sums and counts, never means).
 LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world);
+// The largest `local` over the workers of `world`.
+int max_over(int local, MpiCommunicator& world);
 
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe);

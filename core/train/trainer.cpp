@@ -6,12 +6,14 @@
 
 #include "core/base/log.hpp"
 #include "core/base/rng.hpp"
+#include "core/base/stop_signal.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
+#include "core/train/run_lock.hpp"
 #include "core/train/tensorboard_log.hpp"
 
 namespace distrain {
@@ -62,9 +64,11 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   // Worker 0 owns the run folder; every worker reads the same checkpoint to resume.
   const bool writer = strategy->rank() == 0;
   fs::create_directories(run_dir);
+  std::optional<RunLock> lock;  // before anything in the folder is written or deleted; held until we return
+  if (writer) lock.emplace(run_dir);
   if (writer)
     for (const auto& e : fs::directory_iterator(run_dir))
-      if (e.path().extension() == ".tmp") fs::remove(e.path());  // a save cut short by a crash
+      if (is_partial_save(e.path().string())) fs::remove(e.path());  // a save cut short by a crash
   if (options.fresh && writer) {
     for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
     fs::remove(metrics_file);
@@ -120,6 +124,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   std::string last_saved = existing.empty() ? "" : existing.back();
   auto save = [&] {
     const std::string path = (fs::path(run_dir) / checkpoint_name(state.step)).string();
+    if (path == last_saved) return;  // a stop signal came at a periodic save
     strategy->prepare_for_read();  // every worker takes part, in both
     save_checkpoint(path, strategy->model_state(), strategy->optimizer_state(), state, recipe.resolved_text(), writer);
     if (writer) prune_checkpoints(run_dir, recipe.checkpoint.keep);
@@ -167,7 +172,11 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
         summary.steps = state.step;
         return summary;
       }
+      // Every worker stops after the same step, whichever of them got the signal.
+      if (state.step < total_steps) summary.stopped_by = strategy->max_over_workers(stop_signal());
+      if (summary.stopped_by) break;
     }
+    if (summary.stopped_by) break;  // no epoch report: a rerun redoes it from the checkpoint
 
     const bool epoch_done = state.batch_in_epoch == per_epoch;
     EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy->epoch_total(state.epoch_stats), {}, lr,
@@ -190,11 +199,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     const bool last = state.epoch == recipe.train.epochs || state.step == total_steps;
     if (recipe.checkpoint.every_epochs && (state.epoch % recipe.checkpoint.every_epochs == 0) && !last) save();
   }
-  save();  // the final state; periodic saves skip the last step so this is never a duplicate
+  save();  // the final state, or where a stop signal ended the run
 
   summary.last_checkpoint = last_saved;
   summary.steps = state.step;
   summary.epochs = state.epoch;
+  if (summary.stopped_by) return summary;  // not over: no summary.json (TensorBoard's file closes as we return)
   summary.train_seconds = train_seconds;
   summary.images_per_sec = static_cast<double>(trained_examples) / std::max(train_seconds, 1e-9);
   if (writer) write_summary(fs::path(run_dir) / "summary.json", recipe.name, summary);

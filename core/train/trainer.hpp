@@ -30,6 +30,7 @@ struct TrainSummary {
   int64_t steps = 0, epochs = 0;
   double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
   bool validated = false;
+  int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | fault
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | fault | sigterm
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -15,6 +15,13 @@ failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
+# pid_of_rank RANK: the process of `distrain train $recipe` that mpirun started as RANK.
+pid_of_rank() {
+  pgrep -f "distrain train $recipe" | while read -r p; do
+    [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c "^OMPI_COMM_WORLD_RANK=$1\$")" = 1 ] && echo "$p"
+  done | head -n 1
+}
+
 # kill_rank_and_resume RANK CMD...: runs CMD (an mpirun job writing $work/f) in the
 # background, SIGKILLs rank RANK once a checkpoint exists, expects the job to stop within
 # 60 s with the launcher naming the rank, then reruns CMD and expects it to resume.
@@ -27,9 +34,7 @@ kill_rank_and_resume() {
   job=$!
   for _ in $(seq 1 600); do
     if ls "$work"/f/ckpt-*.h5 >/dev/null 2>&1; then
-      victim=$(pgrep -f "distrain train $recipe" | while read -r p; do
-        [ "$(tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -c "^OMPI_COMM_WORLD_RANK=$rank\$")" = 1 ] && echo "$p"
-      done | head -n 1)
+      victim=$(pid_of_rank "$rank")
       [ -n "$victim" ] && break
     fi
     sleep 0.05
@@ -218,6 +223,44 @@ fault)
   # SIGKILL one worker mid-run: the job stops, naming the lost rank, well within 60 s;
   # the same command then resumes from the newest checkpoint.
   kill_rank_and_resume 1 "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=400 --set checkpoint.keep=3 --run-dir "$work/f"
+  ;;
+sigterm)
+  # SIGTERM to rank 1 only, mid-epoch: both ranks stop after the same step (the job exits 3
+  # within 60 s, rank 0 names the step, its checkpoint exists); the rerun resumes and ends
+  # bitwise where an uninterrupted 2-worker run does.
+  # A wide convolution: steps slow enough that the signal lands mid-epoch even though
+  # mpirun's output forwarding lags behind the ranks.
+  long=("${mw[@]}" --set model.layers.1.filters=64 --set data.train_examples=64000 --set train.epochs=1 --set train.validate=false --progress-every 50)
+  start=$(date +%s.%N)
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/full" >"$work/full.log" 2>&1
+  echo "uninterrupted 2-rank run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/s" >"$work/s.log" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 1200); do
+    [ -z "$victim" ] && victim=$(pid_of_rank 1)
+    [ -n "$victim" ] && grep -q '^epoch 1/1 batch 100/2000' "$work/s.log" && break
+    sleep 0.05
+  done
+  start=$(date +%s.%N)
+  [ -n "$victim" ] && kill -TERM "$victim"
+  timeout 60 tail --pid="$job" -f /dev/null
+  wait "$job"
+  rc=$?
+  echo "SIGTERM to rank 1 to job exit: $(echo "$(date +%s.%N) - $start" | bc) s"
+  step=$(sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p' "$work/s.log")
+  ckpt=$work/s/$(printf 'ckpt-%06d.h5' "${step:-0}")
+  if [ -n "$victim" ] && [ "$rc" -eq 3 ] && [ -n "$step" ] && [ $((step % 2000)) -ne 0 ] && [ -f "$ckpt" ]; then
+    ok "SIGTERM to rank 1: both ranks stopped after step $step (exit 3), checkpoint saved"
+  else
+    bad "SIGTERM to rank 1 (pid '$victim'): exit $rc, step '$step': $(tail -n 5 "$work/s.log")"
+  fi
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/s" >"$work/s2.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 0 ] && grep -q "resuming from $ckpt" "$work/s2.log" && ok "the rerun resumes from $(basename "$ckpt")" ||
+    bad "rerun: exit $rc: $(tail -n 5 "$work/s2.log")"
+  "$distrain" compare "$work/full/ckpt-002000.h5" "$work/s/ckpt-002000.h5" --rtol 0 >"$work/cmp.log" 2>&1 &&
+    ok "the resumed job ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
   ;;
 *)
   echo "unknown group $group"

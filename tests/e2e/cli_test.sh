@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the real executable: cli_test.sh DISTRAIN SOURCE_DIR GROUP
-# GROUP: errors | train_eval | kill_resume | recipes. Prints "N passed, N failed".
+# GROUP: errors | train_eval | kill_resume | sigterm | run_lock | recipes. Prints "N passed, N failed".
 set -u
 distrain=$1
 src=$2
@@ -253,6 +253,88 @@ kill_resume)
       [[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[1]] and len(J[0]) == 400' full/metrics.jsonl killed/metrics.jsonl &&
       ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
   fi
+  ;;
+sigterm)
+  # SIGTERM mid-epoch (1000 steps an epoch): the step ends, its checkpoint is saved, the run
+  # exits 3 with one line; the rerun resumes there and ends bitwise where an uninterrupted
+  # run does. A second SIGTERM ends a run at once, as the signal's default action.
+  cd "$work" || exit 1
+  base=(--set data.train_examples=32000 --set train.epochs=2 --set train.validate=false --set checkpoint.every_epochs=0 --progress line)
+  long=("${base[@]}" --progress-every 10)
+  start=$(date +%s.%N)
+  "$distrain" train "$tiny" "${long[@]}" --run-dir full >/dev/null 2>&1
+  echo "uninterrupted run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  "$distrain" train "$tiny" "${long[@]}" --run-dir stopped >"$work/stop.out" 2>"$work/stop.err" &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -qs '^epoch 1/2 batch 300/1000' "$work/stop.out" && break
+    sleep 0.05
+  done
+  start=$(date +%s.%N)
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  echo "SIGTERM to exit: $(echo "$(date +%s.%N) - $start" | bc) s"
+  line=$(grep -c '' "$work/stop.err")
+  msg=$(grep '^stopped by' "$work/stop.out")
+  step=$(echo "$msg" | sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p')
+  if [ "$rc" -eq 3 ] && [ "$line" -eq 0 ] && [ -n "$step" ] && [ "$(echo "$msg" | wc -l)" -eq 1 ]; then
+    ok "SIGTERM: exit 3, '$msg'"
+  else
+    bad "SIGTERM: exit $rc, '$msg', stderr: $(head -c 400 "$work/stop.err")"
+  fi
+  ckpt=stopped/$(printf 'ckpt-%06d.h5' "${step:-0}")
+  if [ -f "$ckpt" ] && [ $((step % 1000)) -ne 0 ] && [ ! -f stopped/summary.json ] && ! ls stopped | grep -q tmp; then
+    ok "stopped mid-epoch with $ckpt saved, no summary.json, no partial file"
+  else
+    bad "after SIGTERM: step '$step', files: $(ls stopped | tr '\n' ' ')"
+  fi
+  start=$(date +%s.%N)
+  "$distrain" train "$tiny" "${long[@]}" --run-dir stopped >"$work/resume.log" 2>&1
+  rc=$?
+  echo "resumed run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  [ "$rc" -eq 0 ] && grep -q "resuming from $ckpt" "$work/resume.log" && ok "rerun resumes from $ckpt" || bad "resume (exit $rc): $(tail -n 3 "$work/resume.log")"
+  "$distrain" compare full/ckpt-002000.h5 stopped/ckpt-002000.h5 --rtol 0 >"$work/cmp.log" 2>&1 &&
+    ok "resumed run ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
+  json_true '[[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[0]] ==
+    [[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[1]] and len(J[0]) == 2' full/metrics.jsonl stopped/metrics.jsonl &&
+    ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
+  # Steps of about 0.1 s, so that the second signal comes while the first is being acted
+  # on (two sent at once would merge into one pending signal).
+  "$distrain" train "$tiny" "${base[@]}" --set strategy.per_replica_batch=1024 --progress-every 1 --run-dir twice >"$work/twice.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -qs '^epoch 1/2 batch 2/32' "$work/twice.out" && break
+    sleep 0.05
+  done
+  kill -TERM "$pid"
+  sleep 0.02
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 143 ] && ! grep -q '^stopped by' "$work/twice.out" && ok "a second SIGTERM ends the run at once (exit 143)" ||
+    bad "two SIGTERMs: exit $rc: $(tail -n 2 "$work/twice.out")"
+  ;;
+run_lock)
+  # One trainer per run folder: a second train (even with --fresh) exits 2 naming the
+  # first's PID and deletes nothing; the first finishes.
+  cd "$work" || exit 1
+  "$distrain" train "$tiny" --set train.epochs=150 --set checkpoint.every_steps=100 --run-dir locked >"$work/first.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    [ -f locked/ckpt-000100.h5 ] && [ "$(cat locked/.lock 2>/dev/null)" = "$pid" ] && break
+    sleep 0.05
+  done
+  expect_error "a second train on the folder is refused" "locked: another distrain train (PID $pid) is using this run folder" \
+    "$distrain" train "$tiny" --run-dir locked
+  expect_error "a second train --fresh is refused" "locked: another distrain train (PID $pid)" "$distrain" train "$tiny" --run-dir locked --fresh
+  [ -f locked/ckpt-000100.h5 ] && ok "the refused --fresh deleted nothing" || bad "locked/ckpt-000100.h5 is gone"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 0 ] && [ -f locked/summary.json ] && ok "the first run finishes" || bad "first run: exit $rc: $(tail -n 3 "$work/first.log")"
+  "$distrain" train "$tiny" --set train.epochs=151 --set checkpoint.every_steps=100 --run-dir locked >"$work/after.log" 2>&1 &&
+    grep -q "resuming from locked/ckpt-001200.h5" "$work/after.log" && ok "the folder is free once the first ends" ||
+    bad "after: $(tail -n 3 "$work/after.log")"
   ;;
 recipes)
   # Every shipped recipe is checked and trains a few steps on the real data.
