@@ -325,10 +325,13 @@ run_lock)
     [ -f locked/ckpt-000100.h5 ] && [ "$(cat locked/.lock 2>/dev/null)" = "$pid" ] && break
     sleep 0.05
   done
+  # Paused while the others try, so that it cannot finish first however loaded the machine.
+  kill -STOP "$pid"
   expect_error "a second train on the folder is refused" "locked: another distrain train (PID $pid) is using this run folder" \
     "$distrain" train "$tiny" --run-dir locked
   expect_error "a second train --fresh is refused" "locked: another distrain train (PID $pid)" "$distrain" train "$tiny" --run-dir locked --fresh
   [ -f locked/ckpt-000100.h5 ] && ok "the refused --fresh deleted nothing" || bad "locked/ckpt-000100.h5 is gone"
+  kill -CONT "$pid"
   wait "$pid"
   rc=$?
   [ "$rc" -eq 0 ] && [ -f locked/summary.json ] && ok "the first run finishes" || bad "first run: exit $rc: $(tail -n 3 "$work/first.log")"
