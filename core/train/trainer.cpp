@@ -11,6 +11,7 @@
 #include "core/strategy/strategy.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/preflight.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/tensorboard_log.hpp"
 
@@ -51,6 +52,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   auto strategy = make_strategy(recipe);
   Model& model = strategy->model();
   check_data_fits(recipe, model, data.train);
+  check_memory_fits(recipe, *strategy);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
     const auto found = options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir);
     strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
@@ -61,7 +63,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
 
   // Worker 0 owns the run folder; every worker reads the same checkpoint to resume.
   const bool writer = strategy->rank() == 0;
-  fs::create_directories(run_dir);
+  prepare_run_folder(run_dir, writer);
   if (writer)
     for (const auto& e : fs::directory_iterator(run_dir))
       if (e.path().extension() == ".tmp") fs::remove(e.path());  // a save cut short by a crash
