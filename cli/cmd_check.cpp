@@ -36,6 +36,7 @@ void register_check(CLI::App& app) {
     const int64_t per_epoch =
         Loader(data.train, LoaderSpec{recipe.strategy.per_replica_batch, strategy->num_replicas(), false, recipe.data.drop_remainder})
             .batches_per_epoch();
+    check_planned_steps(recipe, per_epoch);
     const int64_t planned = per_epoch * recipe.train.epochs;
     const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
     const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(global), total);

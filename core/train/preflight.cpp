@@ -68,6 +68,12 @@ void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
     too_large(recipe, "train.eval_batch", recipe.train.eval_batch, eval, replicas, eval_total, limit);
 }
 
+void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch) {
+  DT_USER_CHECK(mul(recipe.train.epochs, batches_per_epoch) < kMax,
+                "{}: train.epochs = {} x {} batches per epoch overflows a 64-bit step count; lower train.epochs",
+                recipe.file, recipe.train.epochs, batches_per_epoch);
+}
+
 void prepare_run_folder(const std::string& run_dir, bool writer) {
   std::error_code ec;
   DT_USER_CHECK(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),

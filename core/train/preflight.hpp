@@ -16,6 +16,9 @@ namespace distrain {
 // or train.eval_batch, with the sizes.
 void check_memory_fits(const Recipe& recipe, Strategy& strategy);
 
+// train.epochs x the batches of an epoch is the planned step count: it must fit 64 bits.
+void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch);
+
 // Creates the run folder when missing and proves it writable by creating and removing a
 // probe file, so a read-only folder, a path that is a file, or a full disk stops the
 // run before training instead of at the first save. Only the writer (worker 0) probes.

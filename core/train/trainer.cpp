@@ -110,6 +110,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const int64_t per_epoch = loader.batches_per_epoch();
   DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
+  check_planned_steps(recipe, per_epoch);
   const int64_t planned = recipe.train.epochs * per_epoch;
   const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(loader.global_batch()),

@@ -116,6 +116,8 @@ run "$distrain" check "$tiny" --set 'model.input_shape=[4294967296,4294967296,4]
 classify "input_shape product overflows" 2 "model.input_shape"
 run "$distrain" check "$tiny" --set model.layers.1.units=4611686018427387904
 classify "a layer's variable size overflows" 2 "model.layers[1]"
+run "$distrain" check "$tiny" --set train.epochs=9223372036854775807
+classify "train.epochs x batches overflows" 2 "train.epochs"
 
 # --- devices ---
 run "$distrain" check "$tiny" --set 'strategy.devices=["cpu:999"]'
