@@ -15,6 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/scaling_chart.hpp"
+#include "core/train/preflight.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
 #include "core/base/rng.hpp"
@@ -48,6 +49,7 @@ double median(std::vector<double> v) {
 // One point, in this process (and its MPI peers when launched so).
 Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
   auto strategy = make_strategy(recipe);
+  check_memory_fits(recipe, *strategy);
   rank = strategy->rank();
   if (strategy->serves()) {  // a parameter server's server: serve the workers' steps
     strategy->serve("", "", recipe.seed);

@@ -7,6 +7,7 @@
 #include "core/io/recipe.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/preflight.hpp"
 #include "core/train/trainer.hpp"
 
 namespace distrain::cli {
@@ -30,10 +31,12 @@ void register_check(CLI::App& app) {
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();
     check_data_fits(recipe, model, data.train);
+    check_memory_fits(recipe, *strategy);
     const int64_t global = recipe.strategy.per_replica_batch * strategy->num_replicas();
     const int64_t per_epoch =
         Loader(data.train, LoaderSpec{recipe.strategy.per_replica_batch, strategy->num_replicas(), false, recipe.data.drop_remainder})
             .batches_per_epoch();
+    check_planned_steps(recipe, per_epoch);
     const int64_t planned = per_epoch * recipe.train.epochs;
     const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
     const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(global), total);

@@ -4,6 +4,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace distrain::cli {
@@ -29,5 +30,9 @@ constexpr int kExitUsage = 2;
 constexpr int kExitStopped = 3;
 
 bool stdout_is_terminal();
+
+// Errors of the file system the user can fix (no space, no permission, not a folder, no
+// such file), as opposed to a bug in distrain.
+bool is_user_condition(const std::error_code& code);
 
 }  // namespace distrain::cli

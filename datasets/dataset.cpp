@@ -57,7 +57,10 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
   DT_USER_CHECK(spec.dataset == "fashion_mnist" || spec.dataset == "mnist",
                 "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic, hdf5)", spec.dataset);
   const std::string dir = spec.path.empty() ? default_data_path(spec.dataset) : spec.path;
-  if (!std::filesystem::is_directory(dir)) {
+  std::error_code ec;  // a path through a file or an unreadable folder: reported below, not thrown
+  DT_USER_CHECK(!std::filesystem::exists(dir, ec) || std::filesystem::is_directory(dir, ec),
+                "data.path: {} is a file, not a folder; set data.path to the folder of the IDX files", dir);
+  if (!std::filesystem::is_directory(dir, ec)) {
     const std::string hint = spec.dataset == "fashion_mnist" ? "apt-get install dataset-fashion-mnist" : "download the MNIST IDX files";
     throw UserError(fmt::format("data.path: folder {} does not exist ({} or set data.path to a folder of IDX files)", dir, hint));
   }

@@ -3,6 +3,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "core/base/error.hpp"
@@ -14,7 +16,7 @@ namespace {
 // zlib reads gzip and plain files alike.
 std::vector<uint8_t> read_all(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
-  DT_USER_CHECK(f, "{}: cannot open", path);
+  DT_USER_CHECK(f, "{}: cannot open ({}); make it readable or set data.path to another folder", path, std::strerror(errno));
   std::vector<uint8_t> data;
   uint8_t chunk[1 << 16];
   for (;;) {
@@ -42,7 +44,7 @@ uint32_t be32(const std::vector<uint8_t>& d, size_t at) {
 
 std::string find_file(const std::string& dir, const std::string& name) {
   for (const std::string& candidate : {dir + "/" + name, dir + "/" + name + ".gz"})
-    if (std::filesystem::exists(candidate)) return candidate;
+    if (std::error_code ec; std::filesystem::exists(candidate, ec)) return candidate;
   throw UserError(fmt::format("{}/{}[.gz]: not found", dir, name));
 }
 

@@ -9,6 +9,13 @@
 
 namespace distrain {
 
+// Shapes come from recipes and data files, so a product too large to count is bad input,
+// and the model names the layer or key that made it (Model's constructor catches this).
+class ShapeOverflow : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 class Shape {
  public:
   Shape() = default;
@@ -23,7 +30,7 @@ class Shape {
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : dims_)
-      DT_CHECK(!__builtin_mul_overflow(n, d, &n), "the element count of {} overflows int64", str());
+      if (__builtin_mul_overflow(n, d, &n)) throw ShapeOverflow(fmt::format("the element count of {} overflows int64", str()));
     return n;
   }
   const std::vector<int64_t>& dims() const { return dims_; }

@@ -1,17 +1,23 @@
 #include "core/io/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <regex>
+#include <system_error>
 #include <utility>
 
 #include "core/base/crc32c.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
+#include "core/base/host_memory.hpp"
 
 namespace distrain {
 
@@ -22,6 +28,9 @@ namespace {
 constexpr const char* kFormat = "distrain-checkpoint";
 constexpr int64_t kFormatVersion = 1;
 constexpr const char* kChecksumAttr = "crc32c";
+// HDF5 keeps an attribute in its object's header, at most 64 KiB; a longer recipe text is
+// stored as the dataset /recipe instead (readers look for the attribute first).
+constexpr size_t kMaxAttributeText = 60000;
 
 void h5check(bool ok, const std::string& path, const std::string& what) {
   if (!ok) throw UserError(fmt::format("{}: {}", path, what));
@@ -39,11 +48,37 @@ void write_attr_f64(hid_t obj, const char* name, double v) {
   DT_CHECK(attr.ok() && H5Awrite(attr, H5T_NATIVE_DOUBLE, &v) >= 0, "writing attribute {}", name);
 }
 
-void write_attr_str(hid_t obj, const char* name, const std::string& v) {
+H5Id string_type(const std::string& v) {
   H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type, std::max<size_t>(v.size(), 1));
   H5Tset_strpad(type, H5T_STR_NULLPAD);  // the full text, no terminator: h5py reads it as bytes/str
   H5Tset_cset(type, H5T_CSET_UTF8);
+  return type;
+}
+
+// A scalar string dataset, for text too long for an attribute.
+void write_dataset_str(hid_t obj, const char* name, const std::string& v) {
+  H5Id type = string_type(v);
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id ds(H5Dcreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  DT_CHECK(ds.ok() && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0, "writing dataset {}", name);
+}
+
+bool read_dataset_str(hid_t obj, const char* name, std::string& v) {
+  if (H5Lexists(obj, name, H5P_DEFAULT) <= 0) return false;
+  H5Id ds(H5Dopen2(obj, name, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) return false;
+  H5Id stored(H5Dget_type(ds), H5Tclose);
+  if (H5Tget_class(stored) != H5T_STRING || H5Tis_variable_str(stored) > 0) return false;
+  std::string buf(H5Tget_size(stored), '\0');
+  if (H5Dread(ds, stored, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) return false;
+  buf.resize(std::min(buf.size(), buf.find('\0')));
+  v = std::move(buf);
+  return true;
+}
+
+void write_attr_str(hid_t obj, const char* name, const std::string& v) {
+  H5Id type = string_type(v);
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Id attr(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   std::string padded = v.empty() ? std::string(1, '\0') : v;
@@ -146,12 +181,44 @@ H5Id open_for_read(const std::string& path) {
   return f;
 }
 
-void fsync_path(const std::string& path, int flags) {
+// Returns 0 or the errno: some file systems report a full disk only when flushing.
+int fsync_path(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) return errno;
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+int64_t free_bytes(const fs::path& dir) {
+  struct statvfs info {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &info) != 0) return -1;
+  return static_cast<int64_t>(info.f_bavail) * static_cast<int64_t>(info.f_frsize);
+}
+
+// About what a checkpoint takes on disk: every variable, every optimizer slot of the
+// trainable ones, the recipe and HDF5's bookkeeping.
+int64_t checkpoint_bytes(ModelState& model, OptimizerState& optimizer, const std::string& recipe_text) {
+  int64_t bytes = static_cast<int64_t>(recipe_text.size()) + (64 << 10);
+  const auto slots = static_cast<int64_t>(optimizer.slot_names().size());
+  for (const Variable& v : model.layout().variables()) bytes += v.shape.numel() * 4 * (1 + (v.trainable ? slots : 0));
+  return bytes;
+}
+
+// A save that failed for want of space or permission is the user's to fix, not a bug. HDF5
+// reports only a failed call, so errno and the free space (measured while the partial
+// file still held its share) tell a full disk apart. Otherwise rethrows what was thrown.
+[[noreturn]] void explain_save_failure(const std::string& path, int err, int64_t needed, int64_t free_before) {
+  const fs::path dir = fs::path(path).parent_path();
+  if (err == ENOSPC || err == EDQUOT || (free_before >= 0 && free_before < needed))
+    throw UserError(fmt::format("{}: not saved: the disk is full (a checkpoint needs about {}, {} free in {}); free space "
+                                "or choose another run folder with --run-dir; earlier checkpoints are kept",
+                                path, format_bytes(needed), format_bytes(std::max<int64_t>(free_bytes(dir), 0)),
+                                dir.empty() ? "." : dir.string()));
+  if (err == EACCES || err == EPERM || err == EROFS)
+    throw UserError(fmt::format("{}: not saved: {}; make the run folder writable or choose another with --run-dir", path,
+                                std::strerror(err)));
+  throw;
 }
 
 // A checkpoint is what a run resumes from, and rotation deletes older ones for it: one
@@ -172,7 +239,8 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
   write_attr_i64(f, "format_version", kFormatVersion);
   write_attr_i64(f, "step", state.step);
   write_attr_i64(f, "epoch", state.epoch);
-  write_attr_str(f, "recipe", recipe_text);
+  if (recipe_text.size() <= kMaxAttributeText) write_attr_str(f, "recipe", recipe_text);
+  else write_dataset_str(f, "recipe", recipe_text);
   write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
   {
     H5Id g(ensure_group(f, "model"), H5Gclose);
@@ -234,13 +302,20 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
   const fs::path dir = fs::path(path).parent_path();
   if (!dir.empty()) fs::create_directories(dir);
   try {
+    errno = 0;
     write_checkpoint_file(path, tmp, model, optimizer, state, recipe_text);
-  } catch (...) {
+    if (const int err = fsync_path(tmp, O_RDONLY)) throw std::system_error(err, std::generic_category(), "fsync " + tmp);
+    fs::rename(tmp, path);
+  } catch (const UserError&) {  // not finite, or the file could not be created: already explained
     fs::remove(tmp);
     throw;
+  } catch (...) {
+    const int err = errno;
+    const int64_t free_before = free_bytes(dir);
+    std::error_code ignored;
+    fs::remove(tmp, ignored);  // never leave the disk full
+    explain_save_failure(path, err, checkpoint_bytes(model, optimizer, recipe_text), free_before);
   }
-  fsync_path(tmp, O_RDONLY);
-  fs::rename(tmp, path);
   fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
 }
 
@@ -271,7 +346,8 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   int64_t version = 0;
   DT_USER_CHECK(read_attr_i64(f, "format_version", version) && version == kFormatVersion,
                 "{}: checkpoint format_version {} is not supported (this distrain reads {})", path, version, kFormatVersion);
-  DT_USER_CHECK(read_attr_str(f, "recipe", h.recipe), "{}: checkpoint lacks its recipe attribute (corrupt?)", path);
+  DT_USER_CHECK(read_attr_str(f, "recipe", h.recipe) || read_dataset_str(f, "recipe", h.recipe),
+                "{}: checkpoint lacks its recipe attribute (corrupt?)", path);
   read_attr_str(f, "distrain_version", h.distrain_version);
   bool ok = read_attr_i64(f, "step", h.state.step);
   H5Id g(H5Gopen2(f, "state", H5P_DEFAULT), H5Gclose);
@@ -336,7 +412,12 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path().string());
+    if (!e.is_regular_file() || !std::regex_match(name, m, pattern)) continue;
+    // distrain writes steps that fit int64; a longer number is some other file: ignored.
+    int64_t step = 0;
+    const std::string digits = m[1];
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (ec == std::errc() && end == digits.data() + digits.size()) found.emplace_back(step, e.path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;

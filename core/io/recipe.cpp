@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <optional>
 #include <set>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,27 @@ void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, int64_t p
   c.finish();
 }
 
+// A device that does not exist is refused before any work. CPU devices are logical: each
+// is a replica thread with its share of the cores, numbered from 0 (cpu:0 .. cpu:N-1 for N
+// of them). A GPU index is checked against the GPUs the CUDA plugin sees; without a usable
+// plugin, making the backend reports why, also before any work.
+void check_device_indices(const ConfigTable& c, const std::vector<std::string>& devices) {
+  int64_t cpus = 0;
+  for (const auto& d : devices) cpus += Device::parse(d, c.file()).is_cpu() ? 1 : 0;
+  std::optional<GpuInfo> gpus;
+  for (const auto& d : devices) {
+    const Device dev = Device::parse(d, c.file());
+    if (dev.is_cpu() && dev.index >= cpus)
+      c.fail("devices", fmt::format("{}: cpu devices are logical replicas numbered from 0; with {} of them use cpu:0 .. "
+                                    "cpu:{}", dev.str(), cpus, cpus - 1));
+    if (!dev.is_cuda()) continue;
+    if (!gpus) gpus = gpu_info();
+    if (gpus->built && gpus->problem.empty() && static_cast<size_t>(dev.index) >= gpus->devices.size())
+      c.fail("devices", fmt::format("{}: this machine has {} GPU(s){}", dev.str(), gpus->devices.size(),
+                                    gpus->devices.empty() ? "" : fmt::format(" (cuda:0 .. cuda:{})", gpus->devices.size() - 1)));
+  }
+}
+
 void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.name = c.get_choice("name", "one_device", kStrategies);
   s.devices = c.get_string_list("devices", {"auto"});
@@ -110,6 +132,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
                                     dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
     shared_gpu = true;
   }
+  check_device_indices(c, s.devices);
   if (!all_cpu && (s.name == "zero" || s.name == "parameter_server"))
     c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
                                   "multi_worker_mirrored or central_storage", s.name));
@@ -226,7 +249,9 @@ Recipe parse_recipe(const std::string& text, const std::string& file) {
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
-  DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: recipe not found", path);
+  std::error_code ec;
+  DT_USER_CHECK(!std::filesystem::is_directory(path, ec), "{}: is a folder; give the recipe file (TOML) inside it", path);
+  DT_USER_CHECK(std::filesystem::is_regular_file(path, ec), "{}: recipe not found", path);
   std::ifstream in(path);
   DT_USER_CHECK(in, "{}: cannot read", path);
   std::stringstream text;

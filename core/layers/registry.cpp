@@ -11,6 +11,16 @@ std::map<std::string, LayerFactory>& factories() {
   static std::map<std::string, LayerFactory> f;
   return f;
 }
+// A layer's name is an HDF5 group in checkpoints (/model/<name>/kernel): a '/' would nest
+// groups, "." names the group itself, and HDF5 refuses an empty name. Found here, not at
+// the first save after hours of training.
+void check_layer_name(ConfigTable& config, const std::string& name) {
+  if (name.empty() || name == "." || name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+    config.fail("name", fmt::format("'{}' cannot name a checkpoint group: use a non-empty name without '/' (not \".\"), "
+                                    "or leave it out for the default <type>_<k>",
+                                    name));
+}
+
 }  // namespace
 
 void Layer::fail(const std::string& message) const { throw UserError(fmt::format("layer '{}': {}", name_, message)); }
@@ -32,6 +42,7 @@ std::unique_ptr<Layer> create_layer(ConfigTable& config) {
   if (it == factories().end())
     config.fail("type", fmt::format("unknown layer type '{}' (known: {})", type, fmt::join(known_layer_types(), ", ")));
   const std::string name = config.get_string("name", "");
+  if (config.has("name")) check_layer_name(config, name);
   auto layer = it->second(config);
   config.finish();
   layer->set_name(name);

@@ -1,6 +1,7 @@
 #include "core/model/model.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -17,6 +18,11 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
   if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
     config.fail("input_shape", "expected an array of positive integers such as [28, 28, 1]");
   input_shape_ = Shape(std::move(dims));
+  try {
+    input_shape_.numel();
+  } catch (const ShapeOverflow& e) {
+    config.fail("input_shape", fmt::format("{}; make it smaller", e.what()));
+  }
   const toml::node* layers = config.raw("layers");
   const toml::array* list = layers ? layers->as_array() : nullptr;
   if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
@@ -35,7 +41,12 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     if (layer->name().empty()) layer->set_name(fmt::format("{}_{}", layer->type(), k));
     if (!names.insert(layer->name()).second) layer_config.fail("name", fmt::format("layer name '{}' is used twice", layer->name()));
     layer->set_index(static_cast<int>(i));
-    shape = layer->setup(shape, arena_);
+    try {
+      shape = layer->setup(shape, arena_);
+      shape.numel();
+    } catch (const ShapeOverflow& e) {
+      layer_config.fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer->name(), e.what()));
+    }
     shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }
@@ -51,6 +62,18 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
           lo = hi == 0 ? v.offset : std::min(lo, v.offset);  // a layer's variables are declared together
           hi = std::max(hi, v.offset + v.shape.numel());
         }
+}
+
+int64_t Model::activation_bytes(int64_t n) const {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t bytes = 0;
+  for (const Shape& s : shapes_) {
+    int64_t layer = 0;  // values and gradients, float32
+    if (__builtin_mul_overflow(s.numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * 4, &layer) ||
+        __builtin_add_overflow(bytes, layer, &bytes))
+      return kMax;
+  }
+  return bytes;
 }
 
 void Model::ensure_activations(int64_t n) {

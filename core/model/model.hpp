@@ -53,11 +53,8 @@ class Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   Backend& backend() const { return backend_; }
   // Bytes of the activations and their gradients kept for a batch of n (float32).
-  int64_t activation_bytes(int64_t n) const {
-    int64_t elements = 0;
-    for (const Shape& s : shapes_) elements += 2 * s.numel() * n;
-    return elements * 4;
-  }
+  // Saturates at INT64_MAX: a batch whose activations cannot be counted cannot be held.
+  int64_t activation_bytes(int64_t n) const;
   // A table: layer, type, output shape, parameters.
   std::string summary() const;
 

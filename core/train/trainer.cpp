@@ -12,6 +12,7 @@
 #include "core/strategy/strategy.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/preflight.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/run_lock.hpp"
 #include "core/train/tensorboard_log.hpp"
@@ -53,6 +54,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   auto strategy = make_strategy(recipe);
   Model& model = strategy->model();
   check_data_fits(recipe, model, data.train);
+  check_memory_fits(recipe, *strategy);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
     const auto found = options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir);
     strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
@@ -63,7 +65,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
 
   // Worker 0 owns the run folder; every worker reads the same checkpoint to resume.
   const bool writer = strategy->rank() == 0;
-  fs::create_directories(run_dir);
+  prepare_run_folder(run_dir, writer);
   std::optional<RunLock> lock;  // before anything in the folder is written or deleted; held until we return
   if (writer) lock.emplace(run_dir);
   if (writer)
@@ -112,6 +114,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const int64_t per_epoch = loader.batches_per_epoch();
   DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
+  check_planned_steps(recipe, per_epoch);
   const int64_t planned = recipe.train.epochs * per_epoch;
   const int64_t total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(loader.global_batch()),

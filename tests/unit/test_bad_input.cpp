@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "core/io/recipe.hpp"
 #include "core/io/toml_depth.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/preflight.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -131,6 +134,56 @@ TEST_CASE("checkpoint: a flipped bit in a variable or a dataset of another type 
     H5Fclose(f);
   }
   CHECK_THROWS_WITH_AS(load_weights(ints, t->model()), doctest::Contains("/model/dense_1/kernel is not float32"), UserError);
+  fs::remove_all(dir);
+}
+
+}  // namespace distrain::test
+
+namespace distrain::test {
+
+TEST_CASE("preflight: an overflowing or impossible batch is refused before allocation, naming the key") {
+  Recipe recipe = parse_recipe(kTiny, "tiny.toml");
+  auto s = make_strategy(recipe);
+  CHECK(s->model().activation_bytes(std::numeric_limits<int64_t>::max()) == std::numeric_limits<int64_t>::max());
+  CHECK_NOTHROW(check_memory_fits(recipe, *s));
+  for (const int64_t batch : {int64_t{1000000000}, std::numeric_limits<int64_t>::max()}) {
+    recipe.strategy.per_replica_batch = batch;
+    CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s), doctest::Contains("strategy.per_replica_batch"), UserError);
+  }
+  recipe.strategy.per_replica_batch = 8;
+  recipe.train.eval_batch = 1000000000000;
+  CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s), doctest::Contains("train.eval_batch"), UserError);
+  CHECK_THROWS_WITH_AS(cpu().allocate(size_t{1} << 62), doctest::Contains("out of memory"), UserError);
+}
+
+TEST_CASE("recipe: layer names a checkpoint cannot hold, devices that do not exist, overflowing shapes") {
+  const std::string tiny(kTiny);
+  for (const std::string name : {"a/b", ".", ""}) {
+    std::string text = tiny;
+    text.replace(text.find("units = 10"), 10, fmt::format("units = 10, name = \"{}\"", name));
+    CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(text, "tiny.toml")), doctest::Contains("model.layers[1].name"), UserError);
+  }
+  CHECK_THROWS_WITH_AS(parse_recipe(tiny + "[strategy]\ndevices = [\"cpu:999\"]\n", "tiny.toml"),
+                       doctest::Contains("strategy.devices"), UserError);
+  CHECK_NOTHROW(parse_recipe(tiny + "[strategy]\nname = \"mirrored\"\ndevices = [\"cpu:0\", \"cpu:1\"]\n", "tiny.toml"));
+  std::string huge = tiny;
+  huge.replace(huge.find("input_shape = [4, 4, 1]"), 23, "input_shape = [4294967296, 4294967296, 4]");
+  CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(huge, "tiny.toml")), doctest::Contains("overflows"), UserError);
+}
+
+TEST_CASE("checkpoint: a recipe over HDF5's 64 KiB attribute limit round-trips; stray ckpt names are ignored") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("distrain_big_recipe_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Recipe recipe = parse_recipe(std::string(kTiny) + "# padding\n", "tiny.toml");
+  auto s = make_strategy(recipe);
+  s->model_state().initialize(1);
+  const std::string text = recipe.resolved_text() + "\n# " + std::string(100000, 'x') + "\n";
+  const std::string path = (dir / checkpoint_name(3)).string();
+  save_checkpoint(path, s->model_state(), s->optimizer_state(), TrainState{3, 0, 3, LossStats{}, 0.0}, text);
+  CHECK(read_checkpoint_header(path).recipe == text);
+  std::ofstream(dir / "ckpt-99999999999999999999.h5") << "not ours";
+  CHECK(list_checkpoints(dir.string()) == std::vector<std::string>{path});
   fs::remove_all(dir);
 }
 

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "core/base/host_memory.hpp"
 #include "core/base/rng.hpp"
 
 namespace distrain {
@@ -15,6 +17,7 @@ namespace distrain {
 namespace {
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kCheckedAllocation = size_t{64} << 20;  // reading /proc/meminfo costs more than small allocations
 constexpr int64_t kParallelThreshold = 1 << 14;  // below this, threads cost more than they save
 
 void check_cpu(const Tensor& t, const char* what) {
@@ -25,10 +28,19 @@ void check_cpu(const Tensor& t, const char* what) {
 
 CpuBackend::CpuBackend(int index) : index_(index), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
+// Running out of memory is the user's batch or model, not a bug: say which and what to do.
+// Large requests are compared with what the machine has first, since Linux overcommits:
+// an allocation that succeeds can still end the process when its pages are touched.
 void* CpuBackend::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
+  const std::optional<int64_t> available = bytes >= kCheckedAllocation ? available_host_memory() : std::nullopt;
+  void* p = rounded < bytes || (available && bytes > static_cast<size_t>(*available)) ? nullptr
+                                                                                      : std::aligned_alloc(kAlignment, rounded);
+  if (!p)
+    throw UserError(fmt::format("out of memory: cannot allocate {} on cpu:{} ({} available); lower "
+                                "strategy.per_replica_batch or train.eval_batch, or make the model smaller",
+                                format_bytes(static_cast<int64_t>(std::min<size_t>(bytes, INT64_MAX))), index_,
+                                available ? format_bytes(*available) : std::string("less")));
   return p;
 }
 

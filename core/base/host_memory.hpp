@@ -1,0 +1,16 @@
+// What the machine can still give this process, for checks made before allocating.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace distrain {
+
+// MemAvailable of /proc/meminfo in bytes (what the kernel estimates can be allocated
+// without swapping); nullopt where it cannot be read (not Linux, a sandbox without /proc).
+std::optional<int64_t> available_host_memory();
+
+// "296.1 TB", "1.50 GiB": a byte count for messages.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace distrain

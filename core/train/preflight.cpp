@@ -1,0 +1,100 @@
+#include "core/train/preflight.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+
+#include "core/base/host_memory.hpp"
+
+namespace distrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// Saturating: a size too large to count is too large to hold, and saturation keeps it so.
+int64_t add(int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; }
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kMax : r;
+}
+
+int64_t fixed_bytes(const MemoryUse& m) { return add(add(m.parameters, m.gradients), m.optimizer); }
+
+// Host memory is what CPU replicas use; a GPU replica's buffers live on its card, whose
+// free memory the CUDA backend reports when it allocates.
+int64_t cpu_replicas(const Recipe& recipe) {
+  int64_t n = 0;
+  for (const std::string& d : recipe.strategy.devices) n += Device::parse(d, recipe.file).is_cpu() ? 1 : 0;
+  return n;
+}
+
+[[noreturn]] void too_large(const Recipe& recipe, const std::string& key, int64_t batch, const MemoryUse& m,
+                            int64_t replicas, int64_t total, int64_t available) {
+  throw UserError(fmt::format(
+      "{}: {} = {} needs {} of memory ({} replica(s) x parameters {}, gradients {}, optimizer {}, activations {}) but "
+      "{} are available; lower {}",
+      recipe.file, key, batch, total == kMax ? std::string("more than 8 EiB") : format_bytes(total), replicas,
+      format_bytes(m.parameters), format_bytes(m.gradients), format_bytes(m.optimizer),
+      m.activations == kMax ? std::string("more than 8 EiB") : format_bytes(m.activations), format_bytes(available), key));
+}
+
+}  // namespace
+
+void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
+  const int64_t batch = recipe.strategy.per_replica_batch;
+  DT_USER_CHECK(mul(batch, strategy.num_replicas()) < kMax,
+                "{}: strategy.per_replica_batch = {} x {} replicas overflows a 64-bit global batch; lower it", recipe.file,
+                batch, strategy.num_replicas());
+  const MemoryUse train = strategy.memory_per_replica(batch);
+  const int64_t replicas = cpu_replicas(recipe);
+  const int64_t train_total = mul(add(fixed_bytes(train), train.activations), replicas);
+  const std::optional<int64_t> available = available_host_memory();
+  const int64_t limit = available.value_or(kMax - 1);
+  if (train.activations == kMax || train_total > limit)
+    too_large(recipe, "strategy.per_replica_batch", batch, train, replicas, train_total, limit);
+  if (!recipe.train.validate) return;
+  // Evaluation runs on the first replica, whose activations grow to eval_batch meanwhile.
+  const MemoryUse eval = strategy.memory_per_replica(recipe.train.eval_batch);
+  const int64_t eval_total = add(train_total, replicas > 0 ? eval.activations : 0);
+  if (eval.activations == kMax || eval_total > limit)
+    too_large(recipe, "train.eval_batch", recipe.train.eval_batch, eval, replicas, eval_total, limit);
+}
+
+void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch) {
+  DT_USER_CHECK(mul(recipe.train.epochs, batches_per_epoch) < kMax,
+                "{}: train.epochs = {} x {} batches per epoch overflows a 64-bit step count; lower train.epochs",
+                recipe.file, recipe.train.epochs, batches_per_epoch);
+}
+
+void prepare_run_folder(const std::string& run_dir, bool writer) {
+  std::error_code ec;
+  DT_USER_CHECK(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),
+                "run folder {}: is a file, not a folder; choose another with --run-dir or checkpoint.dir", run_dir);
+  fs::create_directories(run_dir, ec);
+  if (!ec && !fs::is_directory(run_dir, ec)) ec = std::make_error_code(std::errc::not_a_directory);
+  DT_USER_CHECK(!ec, "run folder {}: cannot create it ({}); choose another with --run-dir or checkpoint.dir", run_dir,
+                ec.message());
+  if (!writer) return;
+  const std::string probe = (fs::path(run_dir) / ".distrain-write-probe").string();
+  int err = 0;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    if (::write(fd, "x", 1) != 1) err = errno ? errno : ENOSPC;  // a full disk still lets a file be created
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  DT_USER_CHECK(err == 0, "run folder {}: cannot write in it ({}); make it writable, free space or choose another with "
+                "--run-dir or checkpoint.dir", run_dir, std::strerror(err));
+}
+
+}  // namespace distrain

@@ -1,0 +1,27 @@
+// Checks made before any work that the work itself would find only later, after
+// allocating or training for hours: sizes that overflow, a batch the machine's memory
+// cannot hold, a run folder that cannot be written. Each throws UserError naming the key
+// or path and what to do. `distrain check` runs the ones that write nothing.
+#pragma once
+#include <string>
+
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+
+namespace distrain {
+
+// The global batch and the planned bytes of this process's replicas (parameters,
+// gradients, optimizer slots, activations: MemoryUse) must be countable in 64 bits and,
+// for CPU replicas, fit the machine's available memory. Names strategy.per_replica_batch
+// or train.eval_batch, with the sizes.
+void check_memory_fits(const Recipe& recipe, Strategy& strategy);
+
+// train.epochs x the batches of an epoch is the planned step count: it must fit 64 bits.
+void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch);
+
+// Creates the run folder when missing and proves it writable by creating and removing a
+// probe file, so a read-only folder, a path that is a file, or a full disk stops the
+// run before training instead of at the first save. Only the writer (worker 0) probes.
+void prepare_run_folder(const std::string& run_dir, bool writer);
+
+}  // namespace distrain

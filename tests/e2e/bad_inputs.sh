@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# A corpus of hostile or unlucky inputs: bad_inputs.sh DISTRAIN SOURCE_DIR
+# Each case runs the executable under `timeout` and must end cleanly: exit code 2 (bad
+# input or a condition of the machine the user can fix) with at most 3 lines on stderr
+# naming the problem, never "internal error", never a signal, never a hang; or, for inputs
+# that are legal, exit 0 with the work done. Where a case can lose data, it checks that the
+# earlier checkpoints are still there. Cases needing root (tmpfs mounts) are skipped,
+# saying why, where mounting fails. Ends with one summary line; exit 1 unless all clean.
+set -u
+distrain=$1
+work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_bad_inputs.XXXXXX")
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=2
+cases=0 clean=0 crash=0 hang=0 accepted=0 internal=0 other=0 skipped=0
+
+# run CMD...: runs under a time limit; sets rc and leaves stdout/stderr in $work/out, $work/err.
+run() {
+  timeout 300 "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+}
+
+# classify NAME WANT_RC SUBSTRING [EXTRA_CHECK]: files the last run under one outcome.
+# WANT_RC 2: an error whose stderr (<= 3 lines) holds SUBSTRING; 0: success. EXTRA_CHECK
+# is a shell condition that must also hold (e.g. earlier checkpoints still present).
+classify() {
+  local name=$1 want=$2 substring=$3 extra=${4:-true}
+  local lines
+  lines=$(wc -l <"$work/err")
+  cases=$((cases + 1))
+  if [ "$rc" -eq 124 ]; then
+    hang=$((hang + 1)); echo "HANG: $name"
+  elif [ "$rc" -ge 128 ]; then
+    crash=$((crash + 1)); echo "CRASH: $name (exit $rc): $(head -c 300 "$work/err")"
+  elif grep -q "internal error" "$work/err" || [ "$rc" -eq 1 ]; then
+    internal=$((internal + 1)); echo "INTERNAL ERROR: $name (exit $rc): $(head -c 400 "$work/err")"
+  elif [ "$want" -ne 0 ] && [ "$rc" -eq 0 ]; then
+    accepted=$((accepted + 1)); echo "ACCEPTED WRONGLY: $name: $(tail -c 300 "$work/out")"
+  elif [ "$rc" -eq "$want" ] && { [ "$want" -eq 0 ] || { [ "$lines" -le 3 ] && grep -qF -- "$substring" "$work/err"; }; } &&
+    eval "$extra"; then
+    clean=$((clean + 1)); echo "clean: $name (exit $rc)${substring:+: $(head -c 300 "$work/err")}"
+  else
+    other=$((other + 1))
+    echo "WRONG: $name (exit $rc, $lines stderr lines, wanted exit $want with '$substring', check: $extra): $(head -c 400 "$work/err")"
+  fi
+}
+
+skip() { skipped=$((skipped + 1)); echo "skipped: $1"; }
+
+# mount_tmpfs DIR OPTIONS: a small file system of our own; false where we may not mount.
+mount_tmpfs() {
+  mkdir -p "$1"
+  mount -t tmpfs -o "$2" tmpfs "$1" 2>/dev/null || return 1
+  mounts+=("$1")
+}
+
+tiny="$work/tiny.toml"
+cat >"$tiny" <<'TOML'
+name = "tiny"
+seed = 3
+[data]
+dataset = "synthetic"
+train_examples = 128
+test_examples = 64
+image_shape = [12, 12, 1]
+[model]
+input_shape = [12, 12, 1]
+[[model.layers]]
+type = "flatten"
+[[model.layers]]
+type = "dense"
+units = 10
+[strategy]
+per_replica_batch = 32
+[train]
+epochs = 2
+[checkpoint]
+dir = "runs/tiny"
+TOML
+ckpts() { find "$1" -maxdepth 1 -name 'ckpt-*.h5' 2>/dev/null | wc -l; }
+no_tmp() { [ -z "$(find "$1" -maxdepth 1 -name '*.tmp' 2>/dev/null)" ]; }
+
+# --- the recipe file itself ---
+mkdir -p "$work/folder.toml"
+run "$distrain" check "$work/folder.toml"
+classify "recipe is a folder" 2 "is a folder"
+: >"$work/empty.toml"
+run "$distrain" check "$work/empty.toml"
+classify "recipe is an empty file" 2 "model"
+head -c 4096 /dev/urandom >"$work/garbage.toml"
+printf '\x00\xff\xfe[[[\n' >>"$work/garbage.toml"
+run "$distrain" check "$work/garbage.toml"
+classify "recipe is binary garbage" 2 "garbage.toml"
+
+# --- sizes: overflow and memory, refused by check and by train before any allocation ---
+run "$distrain" check "$tiny" --set strategy.per_replica_batch=9223372036854775807
+classify "per_replica_batch = INT64_MAX (check)" 2 "strategy.per_replica_batch"
+run "$distrain" train "$tiny" --set strategy.per_replica_batch=9223372036854775807 --run-dir "$work/r_max"
+classify "per_replica_batch = INT64_MAX (train)" 2 "strategy.per_replica_batch" '[ "$(ckpts "$work/r_max")" -eq 0 ]'
+run "$distrain" check "$tiny" --set strategy.per_replica_batch=1000000000
+classify "per_replica_batch = 1e9 exceeds memory (check)" 2 "lower strategy.per_replica_batch"
+run "$distrain" train "$tiny" --set strategy.per_replica_batch=1000000000 --run-dir "$work/r_1e9"
+classify "per_replica_batch = 1e9 exceeds memory (train)" 2 "lower strategy.per_replica_batch"
+run "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' \
+  --set strategy.per_replica_batch=4611686018427387904
+classify "global batch overflows (2 replicas)" 2 "strategy.per_replica_batch"
+run "$distrain" check "$tiny" --set train.eval_batch=1000000000000
+classify "eval_batch exceeds memory" 2 "train.eval_batch"
+run "$distrain" check "$tiny" --set model.layers.1.units=2000000000000
+classify "a huge layer exceeds memory" 2 "out of memory"
+run "$distrain" check "$tiny" --set 'model.input_shape=[4294967296,4294967296,4]'
+classify "input_shape product overflows" 2 "model.input_shape"
+run "$distrain" check "$tiny" --set model.layers.1.units=4611686018427387904
+classify "a layer's variable size overflows" 2 "model.layers[1]"
+run "$distrain" check "$tiny" --set train.epochs=9223372036854775807
+classify "train.epochs x batches overflows" 2 "train.epochs"
+
+# --- devices ---
+run "$distrain" check "$tiny" --set 'strategy.devices=["cpu:999"]'
+classify "cpu:999" 2 "strategy.devices"
+run "$distrain" check "$tiny" --set 'strategy.devices=["cuda:99"]'
+classify "cuda:99" 2 "cuda:99"
+
+# --- names and sizes that the checkpoint file must hold ---
+run "$distrain" check "$tiny" --set 'model.layers.1.name="a/b"'
+classify "layer name with '/'" 2 "model.layers[1].name"
+run "$distrain" check "$tiny" --set 'model.layers.1.name="."'
+classify "layer name '.'" 2 "model.layers[1].name"
+run "$distrain" check "$tiny" --set 'model.layers.1.name=""'
+classify "empty layer name" 2 "model.layers[1].name"
+long_name=$(head -c 70000 /dev/zero | tr '\0' 'x')
+run "$distrain" train "$tiny" --set "name=\"$long_name\"" --run-dir "$work/r_long" --progress none
+rc_train=$rc
+[ "$rc_train" -eq 0 ] && run "$distrain" eval --ckpt "$work/r_long/ckpt-000008.h5"
+classify "recipe text over HDF5's 64 KiB attribute limit trains, saves and evaluates" 0 "" \
+  '[ "$rc_train" -eq 0 ] && [ "$(ckpts "$work/r_long")" -eq 2 ]'
+
+# --- the run folder ---
+mkdir -p "$work/r_stray"
+: >"$work/r_stray/ckpt-99999999999999999999.h5"
+run "$distrain" train "$tiny" --run-dir "$work/r_stray" --progress none
+classify "stray ckpt-99999999999999999999.h5 is ignored" 0 "" \
+  '[ -f "$work/r_stray/ckpt-000008.h5" ] && [ -f "$work/r_stray/ckpt-99999999999999999999.h5" ]'
+: >"$work/a_file"
+run "$distrain" train "$tiny" --run-dir "$work/a_file" --progress none
+classify "--run-dir is a file" 2 "not a folder"
+run "$distrain" train "$tiny" --run-dir "$work/a_file/run" --progress none
+classify "--run-dir under a file" 2 "a_file/run"
+if mount_tmpfs "$work/ro" size=1m; then
+  mkdir -p "$work/ro/run"
+  if mount -o remount,ro "$work/ro" 2>/dev/null; then
+    run "$distrain" train "$tiny" --run-dir "$work/ro/run" --progress none
+    classify "read-only run folder, found before training" 2 "cannot write" '! grep -q "epoch" "$work/out"'
+    run "$distrain" train "$tiny" --run-dir "$work/ro/new" --progress none
+    classify "run folder on a read-only file system" 2 "Read-only"
+  else
+    skip "read-only run folder: remount,ro failed"
+  fi
+else
+  skip "read-only run folder: cannot mount a tmpfs here (not root?)"
+fi
+
+# Disk full at the second save: 1 MiB holds one checkpoint of this model (about 0.6 MiB:
+# weights and two Adam slots), not two. The first must survive, and no .tmp be left.
+if mount_tmpfs "$work/full" size=1m; then
+  run "$distrain" train "$tiny" --set model.layers.1.units=400 --set train.tensorboard=false --run-dir "$work/full/run" \
+    --progress none
+  classify "disk full at save" 2 "disk is full" \
+    '[ -f "$work/full/run/ckpt-000004.h5" ] && no_tmp "$work/full/run" && "$distrain" eval --ckpt "$work/full/run/ckpt-000004.h5" >/dev/null 2>&1'
+else
+  skip "disk full: cannot mount a tmpfs here (not root?)"
+fi
+
+# --- the data ---
+idx_recipe() { sed -e 's/dataset = "synthetic"/dataset = "mnist"/' -e '/train_examples\|test_examples\|image_shape = /d' \
+  -e 's/input_shape = \[12, 12, 1\]/input_shape = [28, 28, 1]/' "$tiny"; }
+idx_recipe >"$work/idx.toml"
+run "$distrain" check "$work/idx.toml" --set "data.path=\"$work/a_file\""
+classify "data.path is a file" 2 "not a folder"
+mkdir -p "$work/idx_dirs/train-images-idx3-ubyte" "$work/idx_dirs/train-labels-idx1-ubyte"
+run "$distrain" check "$work/idx.toml" --set "data.path=\"$work/idx_dirs\""
+classify "IDX files that are folders" 2 "train-images-idx3-ubyte"
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$work/idx_locked" && chmod 000 "$work/idx_locked"
+  run "$distrain" check "$work/idx.toml" --set "data.path=\"$work/idx_locked\""
+  classify "unreadable data folder" 2 "idx_locked"
+  chmod 755 "$work/idx_locked"
+else
+  skip "unreadable data folder: root reads it whatever its mode (the file and folder cases above stand in)"
+fi
+
+summary="$cases cases: $clean clean, $crash crash, $hang hang, $accepted accepted wrongly, $internal internal error"
+[ "$other" -gt 0 ] && summary+=", $other wrong outcome"
+[ "$skipped" -gt 0 ] && summary+=" ($skipped skipped)"
+echo "$summary"
+[ "$clean" -eq "$cases" ]
