@@ -69,6 +69,14 @@ deb $mirror bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Network plumbing too: where this host reaches PyPI through a TLS-intercepting proxy
+# (CAs added under /usr/local/share/ca-certificates), pip in the root (the TensorBoard
+# test's reference reader) trusts the same CAs. A machine without such a proxy needs none.
+network_env=()
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/host-ca-certificates.crt"
+  network_env=(PIP_CERT=/etc/host-ca-certificates.crt)
+fi
 mkdir -p "$root/root/distrain"
 git -C "$repo" archive HEAD | tar -C "$root/root/distrain" -x
 mount -t proc proc "$root/proc"
@@ -78,7 +86,7 @@ mount -t devpts devpts "$root/dev/pts" 2>/dev/null || true
 mount -t tmpfs tmpfs "$root/dev/shm"
 
 in_root() {
-  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 "${network_env[@]}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/bash -c "cd /root/distrain && $1"
 }
