@@ -53,10 +53,14 @@ class Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   Backend& backend() const { return backend_; }
   // Bytes of the activations and their gradients kept for a batch of n (float32).
+  // UserError when that overflows int64 (a batch too large for any machine).
   int64_t activation_bytes(int64_t n) const {
-    int64_t elements = 0;
-    for (const Shape& s : shapes_) elements += 2 * s.numel() * n;
-    return elements * 4;
+    int64_t bytes = 0, one = 0;  // 2 tensors (value, gradient) of 4 bytes per element
+    for (const Shape& s : shapes_)
+      DT_USER_CHECK(!__builtin_mul_overflow(s.numel(), n, &one) && !__builtin_mul_overflow(one, 8, &one) &&
+                        !__builtin_add_overflow(bytes, one, &bytes),
+                    "activations of a batch of {} overflow int64 bytes", n);
+    return bytes;
   }
   // A table: layer, type, output shape, parameters.
   std::string summary() const;
