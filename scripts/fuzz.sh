@@ -21,7 +21,7 @@ if [ "$seconds" = "--seed" ]; then
   DISTRAIN_FUZZ_WRITE_SEED="$corpus/fuzz_checkpoint/seed.h5" "$build/fuzz_checkpoint"
   exit 0
 fi
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OMP_NUM_THREADS=1
 declare -A max_len=([fuzz_recipe]=4096 [fuzz_idx]=512 [fuzz_checkpoint]=16384)
