@@ -4,11 +4,14 @@
 // hold more values than one, and recipe sizes whose arithmetic overflowed int64 (found
 // by UBSan, scripts/sanitize-test.sh).
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/base/h5_id.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/model/model.hpp"
+#include "tests/fuzz/fuzz_inputs.hpp"
 #include "core/io/recipe.hpp"
 #include "core/io/toml_depth.hpp"
 #include "core/strategy/strategy.hpp"
@@ -105,6 +108,26 @@ TEST_CASE("checkpoint: an attribute holding many values where one is expected is
   }
   CHECK_THROWS_AS(read_checkpoint_header(path), UserError);
   fs::remove_all(dir);
+}
+
+// Every input a fuzzer (scripts/fuzz.sh) ever crashed on, replayed through what the
+// target does with it; a UserError is the expected end, anything else fails here.
+TEST_CASE("fuzz regressions: every input a fuzzer once crashed on now ends in a UserError at most") {
+  const fs::path root = fs::path(DISTRAIN_SOURCE_DIR) / "tests/fuzz/regressions";
+  const std::vector<std::pair<std::string, void (*)(std::span<const uint8_t>)>> targets{
+      {"fuzz_recipe", fuzz::recipe_input}, {"fuzz_idx", fuzz::idx_input}, {"fuzz_checkpoint", fuzz::checkpoint_input}};
+  int replayed = 0;
+  for (const auto& [target, run] : targets) {
+    if (!fs::is_directory(root / target)) continue;
+    for (const auto& e : fs::directory_iterator(root / target)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      INFO(e.path().string());
+      CHECK_NOTHROW(run(bytes));
+      ++replayed;
+    }
+  }
+  CHECK(replayed > 0);
 }
 
 TEST_CASE("recipe sizes whose arithmetic would overflow int64 are refused with the key") {
