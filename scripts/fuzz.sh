@@ -40,7 +40,7 @@ for target in fuzz_recipe fuzz_idx fuzz_checkpoint; do
   "$build/$target" "$build/corpus/$target" "$corpus/$target" "$regressions/$target" -max_total_time="$seconds" -max_len="${max_len[$target]}" \
     -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" >"$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  line=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE)' "$log" | tail -1 || true)
+  line=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE)' "$log" | tail -1 || true)
   summary+=("$target: ${runs:-?} executions in ${seconds} s, rc $rc | ${line}")
   if [ "$rc" -ne 0 ]; then
     status=1
