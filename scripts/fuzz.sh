@@ -8,7 +8,7 @@
 # test "fuzz regressions" in tests/unit/test_bad_input.cpp and by every run here) and fix it.
 # Needs clang, libclang-rt-14-dev (libFuzzer) and libomp-dev; used by .ci/run.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]     (default 60)
-#   scripts/fuzz.sh --seed                   rewrite the checkpoint seed with this build
+#   scripts/fuzz.sh --seed                   rewrite fuzz_checkpoint_bytes's seed checkpoint
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${DISTRAIN_FUZZ_BUILD:-$repo/build-fuzz}
@@ -20,7 +20,7 @@ cmake --build "$build" -j "$jobs"
 corpus=$repo/tests/fuzz/corpus
 regressions=$repo/tests/fuzz/regressions  # inputs that once crashed: replayed first
 if [ "$seconds" = "--seed" ]; then
-  DISTRAIN_FUZZ_WRITE_SEED="$corpus/fuzz_checkpoint/seed.h5" "$build/fuzz_checkpoint"
+  DISTRAIN_FUZZ_WRITE_SEED="$corpus/fuzz_checkpoint_bytes/seed.h5" "$build/fuzz_checkpoint"
   exit 0
 fi
 # allocator_may_return_null: HDF5 mallocs sizes read from a corrupt file (2^62 bytes) and
