@@ -143,8 +143,9 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   }
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   // Bounded so that a global batch (times replicas) and batch arithmetic stay inside int64.
-  if (s.per_replica_batch <= 0 || s.per_replica_batch > kMaxBatch)
-    c.fail("per_replica_batch", fmt::format("must be in [1, {}], got {}", kMaxBatch, s.per_replica_batch));
+  if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
+  if (s.per_replica_batch > kMaxBatch)
+    c.fail("per_replica_batch", fmt::format("must be at most {}, got {}", kMaxBatch, s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);
   if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
   s.threads = static_cast<int>(threads);
@@ -158,7 +159,8 @@ void parse_train(ConfigTable c, TrainSpec& t) {
   if (t.steps < 0) c.fail("steps", "must be >= 0 (0 = no cap)");
   t.validate = c.get_bool("validate", true);
   t.eval_batch = c.get_int("eval_batch", 500);
-  if (t.eval_batch <= 0 || t.eval_batch > kMaxBatch) c.fail("eval_batch", fmt::format("must be in [1, {}]", kMaxBatch));
+  if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
+  if (t.eval_batch > kMaxBatch) c.fail("eval_batch", fmt::format("must be at most {}", kMaxBatch));
   t.allow_tf32 = c.get_bool("allow_tf32", false);
   t.tensorboard = c.get_bool("tensorboard", true);
   t.tensorboard_every_steps = c.get_int("tensorboard_every_steps", 100);
