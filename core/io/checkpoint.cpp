@@ -85,25 +85,36 @@ void write_attr_str(hid_t obj, const char* name, const std::string& v) {
   DT_CHECK(attr.ok() && H5Awrite(attr, type, padded.data()) >= 0, "writing attribute {}", name);
 }
 
+// H5Aread writes every element of the attribute: one holding more than the one value
+// expected (a corrupt or foreign file) would write past it.
+bool single_value(hid_t attr) {
+  H5Id space(H5Aget_space(attr), H5Sclose);
+  return space.ok() && H5Sget_simple_extent_npoints(space) == 1;
+}
+
+// A stored string longer than this is a corrupt file, not a recipe.
+constexpr size_t kMaxAttrString = size_t{1} << 26;
+
 bool read_attr_i64(hid_t obj, const char* name, int64_t& v) {
   if (H5Aexists(obj, name) <= 0) return false;
   H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  return attr.ok() && H5Aread(attr, H5T_NATIVE_INT64, &v) >= 0;
+  return attr.ok() && single_value(attr) && H5Aread(attr, H5T_NATIVE_INT64, &v) >= 0;
 }
 
 bool read_attr_f64(hid_t obj, const char* name, double& v) {
   if (H5Aexists(obj, name) <= 0) return false;
   H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  return attr.ok() && H5Aread(attr, H5T_NATIVE_DOUBLE, &v) >= 0;
+  return attr.ok() && single_value(attr) && H5Aread(attr, H5T_NATIVE_DOUBLE, &v) >= 0;
 }
 
 bool read_attr_str(hid_t obj, const char* name, std::string& v) {
   if (H5Aexists(obj, name) <= 0) return false;
   H5Id attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) return false;
+  if (!attr.ok() || !single_value(attr)) return false;
   H5Id stored(H5Aget_type(attr), H5Tclose);
   if (H5Tget_class(stored) != H5T_STRING || H5Tis_variable_str(stored) > 0) return false;
   const size_t size = H5Tget_size(stored);
+  if (size == 0 || size > kMaxAttrString) return false;
   std::string buf(size, '\0');
   if (H5Aread(attr, stored, buf.data()) < 0) return false;  // as stored: HDF5 does not convert UTF-8 to ASCII
   buf.resize(std::min(buf.size(), buf.find('\0')));

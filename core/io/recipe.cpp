@@ -17,6 +17,8 @@ namespace distrain {
 
 namespace {
 
+constexpr int64_t kMaxBatch = int64_t{1} << 30;
+
 const std::vector<std::string> kStrategies{"one_device",      "mirrored", "multi_worker_mirrored",
                                            "central_storage", "zero",     "parameter_server"};
 
@@ -163,7 +165,10 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
   }
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
+  // Bounded so that a global batch (times replicas) and batch arithmetic stay inside int64.
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
+  if (s.per_replica_batch > kMaxBatch)
+    c.fail("per_replica_batch", fmt::format("must be at most {}, got {}", kMaxBatch, s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);
   if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
   s.threads = static_cast<int>(threads);
@@ -178,6 +183,7 @@ void parse_train(ConfigTable c, TrainSpec& t) {
   t.validate = c.get_bool("validate", true);
   t.eval_batch = c.get_int("eval_batch", 500);
   if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
+  if (t.eval_batch > kMaxBatch) c.fail("eval_batch", fmt::format("must be at most {}", kMaxBatch));
   t.allow_tf32 = c.get_bool("allow_tf32", false);
   t.tensorboard = c.get_bool("tensorboard", true);
   t.tensorboard_every_steps = c.get_int("tensorboard_every_steps", 100);
@@ -244,8 +250,10 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   return r;
 }
 
-Recipe parse_recipe(const std::string& text, const std::string& file) {
-  return recipe_from_table(std::make_shared<const toml::table>(parse_text(text, file)), file);
+Recipe parse_recipe(const std::string& text, const std::string& file, const std::vector<std::string>& overrides) {
+  toml::table table = parse_text(text, file);
+  for (const auto& o : overrides) apply_override(table, o, file);
+  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), file);
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
@@ -256,9 +264,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   DT_USER_CHECK(in, "{}: cannot read", path);
   std::stringstream text;
   text << in.rdbuf();
-  toml::table table = parse_text(text.str(), path);
-  for (const auto& o : overrides) apply_override(table, o, path);
-  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), path);
+  return parse_recipe(text.str(), path, overrides);
 }
 
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file) {
@@ -290,8 +296,9 @@ void apply_override(toml::table& table, const std::string& assignment, const std
     } else if (toml::array* a = node->as_array()) {
       char* end = nullptr;
       const long idx = std::strtol(parts[i].c_str(), &end, 10);
-      DT_USER_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set {}: '{}' is not an index of {} (0..{})",
-                    assignment, parts[i], fmt::join(parts.begin(), parts.begin() + static_cast<long>(i), "."), a->size() - 1);
+      DT_USER_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set {}: '{}' is not an index of {} ({})",
+                    assignment, parts[i], fmt::join(parts.begin(), parts.begin() + static_cast<long>(i), "."),
+                    a->empty() ? std::string("empty") : fmt::format("0..{}", a->size() - 1));
       node = a->get(static_cast<size_t>(idx));
     } else {
       throw UserError(fmt::format("--set {}: {} is not a table in {}", assignment,

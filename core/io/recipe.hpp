@@ -68,8 +68,9 @@ struct Recipe {
 // Reads and validates a recipe file, applying KEY=VALUE overrides first (dotted keys;
 // the value is TOML, or a plain string when it does not parse as TOML).
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
-// Parses recipe text (e.g. stored in a checkpoint); `file` names it in errors.
-Recipe parse_recipe(const std::string& text, const std::string& file);
+// Parses recipe text (e.g. stored in a checkpoint), applying overrides as load_recipe
+// does; `file` names it in errors.
+Recipe parse_recipe(const std::string& text, const std::string& file, const std::vector<std::string>& overrides = {});
 // Validates an already parsed table.
 Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file);
 

@@ -15,8 +15,11 @@ class Conv2D final : public Layer {
         relu_(c.get_choice("activation", "none", {"none", "linear", "relu"}) == "relu"),
         kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}))) {
     if (filters_ <= 0) c.fail("filters", "must be positive");
-    if (kernel_[0] <= 0 || kernel_[1] <= 0) c.fail("kernel_size", "must be positive");
-    if (strides_[0] <= 0 || strides_[1] <= 0) c.fail("strides", "must be positive");
+    if (filters_ > kMaxExtent) c.fail("filters", fmt::format("must be at most {}", kMaxExtent));
+    for (const int64_t k : kernel_)
+      if (k <= 0 || k > kMaxWindow) c.fail("kernel_size", fmt::format("must be in [1, {}]", kMaxWindow));
+    for (const int64_t s : strides_)
+      if (s <= 0 || s > kMaxWindow) c.fail("strides", fmt::format("must be in [1, {}]", kMaxWindow));
   }
 
   std::string type() const override { return "conv2d"; }
@@ -29,9 +32,12 @@ class Conv2D final : public Layer {
       fail(fmt::format("kernel {}x{} does not fit input {} with padding \"valid\"", kernel_[0], kernel_[1], in.str()));
     spec_ = Conv2DSpec{in[0], in[1], in[2], ph.out, pw.out, filters_, kernel_[0], kernel_[1], strides_[0], strides_[1],
                        ph.before, ph.after, pw.before, pw.after, use_bias_, relu_};
-    const int64_t receptive = kernel_[0] * kernel_[1];
-    kernel_ref_ = arena.declare(name(), "kernel", Shape{kernel_[0], kernel_[1], in[2], filters_}, kernel_init_,
-                                receptive * in[2], receptive * filters_, true);
+    int64_t receptive = kernel_[0] * kernel_[1], fan_in = 0, fan_out = 0, weights = 0;  // receptive <= 2^32
+    if (__builtin_mul_overflow(receptive, in[2], &fan_in) || __builtin_mul_overflow(receptive, filters_, &fan_out) ||
+        __builtin_mul_overflow(fan_in, filters_, &weights) || weights > kMaxExtent)
+      fail(fmt::format("a {}x{} kernel from {} to {} channels has too many weights", kernel_[0], kernel_[1], in[2], filters_));
+    kernel_ref_ = arena.declare(name(), "kernel", Shape{kernel_[0], kernel_[1], in[2], filters_}, kernel_init_, fan_in,
+                                fan_out, true);
     if (use_bias_) bias_ref_ = arena.declare(name(), "bias", Shape{filters_}, Init::zeros, 0, 0, true);
     return Shape{ph.out, pw.out, filters_};
   }

@@ -18,6 +18,9 @@ class Dense final : public Layer {
   Shape setup(const Shape& in, ParamArena& arena) override {
     if (in.rank() != 1) fail(fmt::format("expects a flat input (features,), got {}; add a flatten layer before it", in.str()));
     in_ = in[0];
+    int64_t weights = 0;
+    if (__builtin_mul_overflow(in_, units_, &weights) || weights > kMaxExtent)
+      fail(fmt::format("a kernel from {} inputs to {} units has too many weights", in_, units_));
     kernel_ = arena.declare(name(), "kernel", Shape{in_, units_}, kernel_init_, in_, units_, true);
     if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true);
     return Shape{units_};

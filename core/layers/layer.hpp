@@ -17,6 +17,12 @@
 
 namespace distrain {
 
+// Recipe limits that keep shape arithmetic inside int64: a kernel, pool or stride is at
+// most kMaxWindow; a per-example extent, element count or variable at most kMaxExtent
+// elements (Model and the layers refuse more with a UserError).
+inline constexpr int64_t kMaxWindow = int64_t{1} << 16;
+inline constexpr int64_t kMaxExtent = int64_t{1} << 40;
+
 struct Ctx {
   Backend& backend;
   bool training = true;

@@ -11,6 +11,8 @@ struct Padding1D {
   int64_t out, before, after;
 };
 
+// in <= kMaxExtent, 0 < kernel, stride <= kMaxWindow (layer.hpp): inside int64 (UBSan
+// found recipes with a kernel or stride near 2^63 overflowing it).
 inline Padding1D pad_1d(int64_t in, int64_t kernel, int64_t stride, bool same) {
   if (!same) return {in >= kernel ? (in - kernel) / stride + 1 : 0, 0, 0};
   const int64_t out = (in + stride - 1) / stride;

@@ -12,8 +12,10 @@ class Pool2D : public Layer {
         pool_(c.get_pair("pool_size", std::array<int64_t, 2>{2, 2})),
         strides_(c.get_pair("strides", pool_)),
         same_(c.get_choice("padding", "valid", {"valid", "same"}) == "same") {
-    if (pool_[0] <= 0 || pool_[1] <= 0) c.fail("pool_size", "must be positive");
-    if (strides_[0] <= 0 || strides_[1] <= 0) c.fail("strides", "must be positive");
+    for (const int64_t p : pool_)
+      if (p <= 0 || p > kMaxWindow) c.fail("pool_size", fmt::format("must be in [1, {}]", kMaxWindow));
+    for (const int64_t s : strides_)
+      if (s <= 0 || s > kMaxWindow) c.fail("strides", fmt::format("must be in [1, {}]", kMaxWindow));
   }
 
   Shape setup(const Shape& in, ParamArena&) override {

@@ -11,18 +11,25 @@
 
 namespace distrain {
 
+namespace {
+// The element count, or INT64_MAX where it overflows (then above any limit).
+int64_t checked_numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (const int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  return n;
+}
+}  // namespace
+
 Model::Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients, bool full_values)
     : backend_(backend) {
   ConfigTable config(model, file, "model.");
   std::vector<int64_t> dims = config.get_int_list("input_shape");
   if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
     config.fail("input_shape", "expected an array of positive integers such as [28, 28, 1]");
+  if (checked_numel(dims) > kMaxExtent)
+    config.fail("input_shape", fmt::format("more than {} elements per example", kMaxExtent));
   input_shape_ = Shape(std::move(dims));
-  try {
-    input_shape_.numel();
-  } catch (const ShapeOverflow& e) {
-    config.fail("input_shape", fmt::format("{}; make it smaller", e.what()));
-  }
   const toml::node* layers = config.raw("layers");
   const toml::array* list = layers ? layers->as_array() : nullptr;
   if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
@@ -47,6 +54,8 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     } catch (const ShapeOverflow& e) {
       layer_config.fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer->name(), e.what()));
     }
+    DT_USER_CHECK(checked_numel(shape.dims()) <= kMaxExtent, "{}: {}: output {} has more than {} elements per example", file,
+                  prefix.substr(0, prefix.size() - 1), shape.str(), kMaxExtent);
     shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }

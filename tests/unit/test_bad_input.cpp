@@ -1,20 +1,27 @@
-// Inputs that once crashed distrain: TOML nested deep enough to overflow the parser's
-// stack (in a recipe, a --set, or a checkpoint's stored recipe) and a checkpoint whose
-// /state was corrupted into values that index outside the epoch.
+// Inputs that once crashed distrain or were accepted wrongly: TOML nested deep enough to
+// overflow the parser's stack (in a recipe, a --set, or a checkpoint's stored recipe); a
+// checkpoint whose /state was corrupted into values that index outside the epoch, whose
+// attributes hold more values than one, whose variables rotted or changed type; recipe
+// sizes whose arithmetic overflowed int64 (found by UBSan, scripts/sanitize-test.sh);
+// every input a fuzzer crashed on (tests/fuzz/regressions).
 #include <hdf5.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/base/h5_id.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/io/toml_depth.hpp"
+#include "core/model/model.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
+#include "tests/fuzz/fuzz_inputs.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -168,7 +175,7 @@ TEST_CASE("recipe: layer names a checkpoint cannot hold, devices that do not exi
   CHECK_NOTHROW(parse_recipe(tiny + "[strategy]\nname = \"mirrored\"\ndevices = [\"cpu:0\", \"cpu:1\"]\n", "tiny.toml"));
   std::string huge = tiny;
   huge.replace(huge.find("input_shape = [4, 4, 1]"), 23, "input_shape = [4294967296, 4294967296, 4]");
-  CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(huge, "tiny.toml")), doctest::Contains("overflows"), UserError);
+  CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(huge, "tiny.toml")), doctest::Contains("model.input_shape"), UserError);
 }
 
 TEST_CASE("checkpoint: a recipe over HDF5's 64 KiB attribute limit round-trips; stray ckpt names are ignored") {
@@ -185,6 +192,77 @@ TEST_CASE("checkpoint: a recipe over HDF5's 64 KiB attribute limit round-trips; 
   std::ofstream(dir / "ckpt-99999999999999999999.h5") << "not ours";
   CHECK(list_checkpoints(dir.string()) == std::vector<std::string>{path});
   fs::remove_all(dir);
+}
+
+
+TEST_CASE("checkpoint: an attribute holding many values where one is expected is refused, not read past its end") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("distrain_bad_attr_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Recipe recipe = parse_recipe(kTiny, "tiny.toml");
+  auto s = make_strategy(recipe);
+  s->model_state().initialize(1);
+  const std::string path = (dir / checkpoint_name(1)).string();
+  save_checkpoint(path, s->model_state(), s->optimizer_state(), TrainState{1, 0, 1, LossStats{}, 0.0}, recipe.resolved_text());
+  {  // /step becomes an array of 64 int64 values
+    H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    REQUIRE(f.ok());
+    REQUIRE(H5Adelete(f, "step") >= 0);
+    const hsize_t n = 64;
+    std::vector<int64_t> values(n, 7);
+    H5Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    H5Id attr(H5Acreate2(f, "step", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    REQUIRE(H5Awrite(attr, H5T_NATIVE_INT64, values.data()) >= 0);
+  }
+  CHECK_THROWS_AS(read_checkpoint_header(path), UserError);
+  fs::remove_all(dir);
+}
+
+// Every input a fuzzer (scripts/fuzz.sh) ever crashed on, replayed through what the
+// target does with it; a UserError is the expected end, anything else fails here.
+TEST_CASE("fuzz regressions: every input a fuzzer once crashed on now ends in a UserError at most") {
+  const fs::path root = fs::path(DISTRAIN_SOURCE_DIR) / "tests/fuzz/regressions";
+  const std::vector<std::pair<std::string, void (*)(std::span<const uint8_t>)>> targets{
+      {"fuzz_recipe", fuzz::recipe_input}, {"fuzz_idx", fuzz::idx_input}, {"fuzz_checkpoint", fuzz::checkpoint_input},
+      {"fuzz_checkpoint_bytes", fuzz::checkpoint_file_input}};
+  int replayed = 0;
+  for (const auto& [target, run] : targets) {
+    if (!fs::is_directory(root / target)) continue;
+    for (const auto& e : fs::directory_iterator(root / target)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      INFO(e.path().string());
+      CHECK_NOTHROW(run(bytes));
+      ++replayed;
+    }
+  }
+  CHECK(replayed > 0);
+}
+
+TEST_CASE("recipe sizes whose arithmetic would overflow int64 are refused with the key") {
+  const std::string base = std::string(kTiny) + "[strategy]\n";
+  CHECK_THROWS_WITH_AS(parse_recipe(base + "per_replica_batch = 9223372036854775807\n", "r.toml"),
+                       doctest::Contains("per_replica_batch"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(kTiny, "r.toml", {"train.eval_batch=9223372036854775807"}), doctest::Contains("eval_batch"),
+                       UserError);
+  auto model_of = [](const std::string& layers, const std::string& input = "[4, 4, 1]") {
+    const Recipe r = parse_recipe(kTiny, "r.toml", {"model.input_shape=" + input, "model.layers=" + layers});
+    Model m(r.model(), r.file, cpu());
+  };
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "conv2d", filters = 2, kernel_size = 9223372036854775807 }])"),
+                       doctest::Contains("kernel_size"), UserError);
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "conv2d", filters = 2, kernel_size = 1, strides = 9223372036854775807, padding = "same" }])"),
+                       doctest::Contains("strides"), UserError);
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "max_pool2d", pool_size = 9223372036854775807, padding = "same" }])"),
+                       doctest::Contains("pool_size"), UserError);
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "conv2d", filters = 1099511627776, kernel_size = 65536 }])", "[65536, 65536, 4]"),
+                       doctest::Contains("too many weights"), UserError);
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "flatten" }, { type = "dense", units = 4611686018427387904 }])"),
+                       doctest::Contains("too many weights"), UserError);
+  CHECK_THROWS_WITH_AS(model_of(R"([{ type = "flatten" }])", "[9223372036854775807, 2, 2]"), doctest::Contains("input_shape"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(kTiny, "r.toml", {"model.layers.5.units=3"}), doctest::Contains("0..1"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(kTiny, "r.toml", {"x=[]", "x.0.y=1"}), doctest::Contains("(empty)"), UserError);
 }
 
 }  // namespace distrain::test
