@@ -53,6 +53,8 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
       shape.numel();
     } catch (const ShapeOverflow& e) {
       layer_config.fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer->name(), e.what()));
+    } catch (const UserError& e) {  // a layer's own size limits: name the recipe and the key
+      throw UserError(fmt::format("{}: {}: {}", file, prefix.substr(0, prefix.size() - 1), e.what()));
     }
     DT_USER_CHECK(checked_numel(shape.dims()) <= kMaxExtent, "{}: {}: output {} has more than {} elements per example", file,
                   prefix.substr(0, prefix.size() - 1), shape.str(), kMaxExtent);

@@ -110,7 +110,7 @@ run "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devic
 classify "global batch overflows (2 replicas)" 2 "strategy.per_replica_batch"
 run "$distrain" check "$tiny" --set train.eval_batch=1000000000000
 classify "eval_batch exceeds memory" 2 "train.eval_batch"
-run "$distrain" check "$tiny" --set model.layers.1.units=2000000000000
+run "$distrain" check "$tiny" --set model.layers.1.units=5000000000
 classify "a huge layer exceeds memory" 2 "out of memory"
 run "$distrain" check "$tiny" --set 'model.input_shape=[4294967296,4294967296,4]'
 classify "input_shape product overflows" 2 "model.input_shape"

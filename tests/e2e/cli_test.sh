@@ -299,10 +299,11 @@ sigterm)
   json_true '[[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[0]] ==
     [[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[1]] and len(J[0]) == 2' full/metrics.jsonl stopped/metrics.jsonl &&
     ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
-  # Steps of about half a second, so that the second signal comes while the first is being
+  # Steps of a second or so, so that the second signal comes while the first is being
   # acted on (two sent at once would merge into one pending signal). Exit 143 says the second
   # one ended the process by its default action, however far the first had got.
-  "$distrain" train "$tiny" "${base[@]}" --set strategy.per_replica_batch=8192 --progress-every 1 --run-dir twice >"$work/twice.out" 2>&1 &
+  "$distrain" train "$tiny" "${base[@]}" --set strategy.per_replica_batch=8192 --set model.layers.1.filters=64 \
+    --progress-every 1 --run-dir twice >"$work/twice.out" 2>&1 &
   pid=$!
   for _ in $(seq 1 600); do
     grep -qs '^epoch 1/2 batch 1/4' "$work/twice.out" && break
