@@ -94,7 +94,7 @@ struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_WORLD;
   MPI_Win win = MPI_WIN_NULL;
   bool shared = false;
-  bool broken = false;               // a collective timed out: freeing the window would wait for the stopped rank
+  bool broken = false;               // a collective timed out: freeing would wait for the stopped rank
   int64_t* mine = nullptr;           // this rank's counter
   std::vector<int64_t*> peers;       // every rank's counter, when shared
 };
@@ -192,23 +192,34 @@ void MpiCommunicator::run(const char* name, Start&& start) {
   if (!wait_until(req, timeout_s_, name)) timed_out(name, seq_);
 }
 
-// The counters of the ranks that had not entered collective `seq`, or why they are unknown.
-std::string MpiCommunicator::who_is_missing(int64_t seq) {
-  std::vector<int64_t> at(static_cast<size_t>(size_), 0);
+// Every rank's counter, or an empty vector when they cannot be read (across nodes, a
+// stopped rank's window may not answer either).
+std::vector<int64_t> MpiCommunicator::read_counters() {
   Handle& h = *handle_;
-  if (h.shared) {
-    for (int r = 0; r < size_; ++r) at[static_cast<size_t>(r)] = std::atomic_ref<int64_t>(*h.peers[static_cast<size_t>(r)]).load(std::memory_order_acquire);
-  } else {
-    for (int r = 0; r < size_; ++r) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      if (MPI_Rget(&at[static_cast<size_t>(r)], 1, MPI_INT64_T, r, 0, 1, MPI_INT64_T, h.win, &req) != MPI_SUCCESS ||
-          !wait_until(req, 2.0, "MPI_Rget"))
-        return "which ranks did not arrive is unknown (their counters could not be read)";
+  std::vector<int64_t> at(static_cast<size_t>(size_), 0);
+  for (size_t r = 0; r < at.size(); ++r) {
+    if (h.shared) {
+      at[r] = std::atomic_ref<int64_t>(*h.peers[r]).load(std::memory_order_acquire);
+      continue;
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Rget(&at[r], 1, MPI_INT64_T, static_cast<int>(r), 0, 1, MPI_INT64_T, h.win, &req) != MPI_SUCCESS) return {};
+    try {
+      if (!wait_until(req, 2.0, "MPI_Rget")) return {};
+    } catch (const Error&) {
+      return {};
     }
   }
+  return at;
+}
+
+// The ranks that had not entered collective `seq`, or why they are unknown.
+std::string MpiCommunicator::who_is_missing(int64_t seq) {
+  const std::vector<int64_t> at = read_counters();
+  if (at.empty()) return "which ranks did not arrive is unknown (their counters could not be read)";
   std::vector<std::string> missing;
-  for (int r = 0; r < size_; ++r)
-    if (at[static_cast<size_t>(r)] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", r, at[static_cast<size_t>(r)]));
+  for (size_t r = 0; r < at.size(); ++r)
+    if (at[r] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", r, at[r]));
   if (missing.empty()) return "every rank entered it, so one stopped inside it";
   return fmt::format("{} did not arrive", fmt::join(missing, ", "));
 }
@@ -216,9 +227,9 @@ std::string MpiCommunicator::who_is_missing(int64_t seq) {
 void MpiCommunicator::timed_out(const char* name, int64_t seq) {
   handle_->broken = true;
   const std::string world = handle_->comm == MPI_COMM_WORLD ? "" : " of a sub-communicator";
-  throw UserError(fmt::format(
-      "rank {}: {} #{}{} did not complete within {:g} s: {}; it may be stopped or hung; strategy.timeout_seconds sets this limit",
-      rank_, name, seq, world, timeout_s_, who_is_missing(seq)));
+  throw UserError(fmt::format("rank {}: {} #{}{} did not complete within {:g} s: {}; it may be stopped or hung; "
+                              "strategy.timeout_seconds sets this limit",
+                              rank_, name, seq, world, timeout_s_, who_is_missing(seq)));
 }
 
 void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
@@ -236,7 +247,8 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) 
   DT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input {} is not {} x output {}", in.numel(), size_,
            out.numel());
   run("reduce_scatter", [&](MPI_Request* req) {
-    return MPI_Ireduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), handle_->comm, req);
+    return MPI_Ireduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), handle_->comm,
+                                     req);
   });
 }
 
@@ -260,7 +272,8 @@ void MpiCommunicator::barrier() {
 }
 
 void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
-  run("broadcast", [&](MPI_Request* req) { return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm, req); });
+  run("broadcast",
+      [&](MPI_Request* req) { return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm, req); });
 }
 
 void MpiCommunicator::all_reduce_f64(double* values, int count) {

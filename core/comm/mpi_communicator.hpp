@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/comm/communicator.hpp"
 
@@ -58,6 +59,7 @@ class MpiCommunicator final : public Communicator {
   template <class Start>
   void run(const char* name, Start&& start);
   [[noreturn]] void timed_out(const char* name, int64_t seq);
+  std::vector<int64_t> read_counters();
   std::string who_is_missing(int64_t seq);
   std::unique_ptr<Handle> handle_;
   int rank_ = 0, size_ = 1;
