@@ -2,7 +2,15 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "core/base/error.hpp"
 
@@ -78,40 +86,159 @@ std::string mpi_library_version() {
   return v.substr(0, v.find_first_of(",\n"));
 }
 
+// The counters: one int64 per rank in an MPI window. On one node (the usual case, and the
+// one tested) the window is shared memory and the others' counters are plain atomic loads,
+// needing nothing from a stopped rank; across nodes they are read with MPI_Rget under a
+// lock_all epoch opened at creation, itself bounded by a short deadline.
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_WORLD;
+  MPI_Win win = MPI_WIN_NULL;
+  bool shared = false;
+  bool broken = false;               // a collective timed out: freeing would wait for the stopped rank
+  int64_t* mine = nullptr;           // this rank's counter
+  std::vector<int64_t*> peers;       // every rank's counter, when shared
 };
 
-MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) {
-  MPI_Comm_rank(handle_->comm, &rank_);
-  MPI_Comm_size(handle_->comm, &size_);
+namespace {
+
+bool all_on_one_node(MPI_Comm comm, int size) {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return false;
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  return node_size == size;
+}
+
+void publish(int64_t* slot, int64_t value) { std::atomic_ref<int64_t>(*slot).store(value, std::memory_order_release); }
+
+// Waits for `req`: busy-polls for a short while (collectives among ranks in step finish in
+// microseconds), then sleeps between tests, backing off to 1 ms so that ranks waiting for a
+// slow one leave the cores to it. Returns false at the deadline (none when timeout_s <= 0).
+bool wait_until(MPI_Request& req, double timeout_s, const char* what) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto nap = std::chrono::microseconds(10);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return true;
+    const auto now = clock::now();
+    if (timeout_s > 0 && now >= deadline) return false;
+    if (now - t0 < std::chrono::milliseconds(2)) continue;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) { init(); }
+
+MpiCommunicator::MpiCommunicator() : handle_(std::make_unique<Handle>()) {
+  ensure_mpi();
+  init();
+}
+
+void MpiCommunicator::init() {
+  Handle& h = *handle_;
+  MPI_Comm_rank(h.comm, &rank_);
+  MPI_Comm_size(h.comm, &size_);
+  h.shared = all_on_one_node(h.comm, size_);
+  const MPI_Aint bytes = sizeof(int64_t);
+  if (h.shared) {
+    check(MPI_Win_allocate_shared(bytes, sizeof(int64_t), MPI_INFO_NULL, h.comm, &h.mine, &h.win), "MPI_Win_allocate_shared");
+    for (int r = 0; r < size_; ++r) {
+      MPI_Aint size = 0;
+      int unit = 0;
+      int64_t* p = nullptr;
+      check(MPI_Win_shared_query(h.win, r, &size, &unit, &p), "MPI_Win_shared_query");
+      h.peers.push_back(p);
+    }
+  } else {
+    check(MPI_Win_allocate(bytes, sizeof(int64_t), MPI_INFO_NULL, h.comm, &h.mine, &h.win), "MPI_Win_allocate");
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, h.win), "MPI_Win_lock_all");
+  }
+  publish(h.mine, 0);
+  check(MPI_Barrier(h.comm), "MPI_Barrier");  // every counter is 0 before anyone reads one
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && handle_->comm != MPI_COMM_WORLD) MPI_Comm_free(&handle_->comm);
+  // Freeing is collective: skip it when a rank is stopped or an error is on its way to
+  // main (which aborts the job), lest this rank wait here for the others forever.
+  if (finalized || handle_->broken || std::uncaught_exceptions() > 0) return;
+  if (!handle_->shared) MPI_Win_unlock_all(handle_->win);
+  MPI_Win_free(&handle_->win);
+  if (handle_->comm != MPI_COMM_WORLD) MPI_Comm_free(&handle_->comm);
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color) {
   auto h = std::make_unique<Handle>();
   check(MPI_Comm_split(handle_->comm, color, rank_, &h->comm), "MPI_Comm_split");
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(h)));
+  auto c = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(h)));
+  c->set_timeout(timeout_s_);
+  return c;
 }
 
-MpiCommunicator::MpiCommunicator() : handle_(std::make_unique<Handle>()) {
-  ensure_mpi();
-  MPI_Comm_rank(handle_->comm, &rank_);
-  MPI_Comm_size(handle_->comm, &size_);
+template <class Start>
+void MpiCommunicator::run(const char* name, Start&& start) {
+  publish(handle_->mine, ++seq_);
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(start(&req), name);
+  if (!wait_until(req, timeout_s_, name)) timed_out(name, seq_);
+}
+
+// Every rank's counter, or an empty vector when they cannot be read (across nodes, a
+// stopped rank's window may not answer either).
+std::vector<int64_t> MpiCommunicator::read_counters() {
+  Handle& h = *handle_;
+  std::vector<int64_t> at(static_cast<size_t>(size_), 0);
+  for (size_t r = 0; r < at.size(); ++r) {
+    if (h.shared) {
+      at[r] = std::atomic_ref<int64_t>(*h.peers[r]).load(std::memory_order_acquire);
+      continue;
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Rget(&at[r], 1, MPI_INT64_T, static_cast<int>(r), 0, 1, MPI_INT64_T, h.win, &req) != MPI_SUCCESS) return {};
+    try {
+      if (!wait_until(req, 2.0, "MPI_Rget")) return {};
+    } catch (const Error&) {
+      return {};
+    }
+  }
+  return at;
+}
+
+// The ranks that had not entered collective `seq`, or why they are unknown.
+std::string MpiCommunicator::who_is_missing(int64_t seq) {
+  const std::vector<int64_t> at = read_counters();
+  if (at.empty()) return "which ranks did not arrive is unknown (their counters could not be read)";
+  std::vector<std::string> missing;
+  for (size_t r = 0; r < at.size(); ++r)
+    if (at[r] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", r, at[r]));
+  if (missing.empty()) return "every rank entered it, so one stopped inside it";
+  return fmt::format("{} did not arrive", fmt::join(missing, ", "));
+}
+
+void MpiCommunicator::timed_out(const char* name, int64_t seq) {
+  handle_->broken = true;
+  const std::string world = handle_->comm == MPI_COMM_WORLD ? "" : " of a sub-communicator";
+  throw UserError(fmt::format("rank {}: {} #{}{} did not complete within {:g} s: {}; it may be stopped or hung; "
+                              "strategy.timeout_seconds sets this limit",
+                              rank_, name, seq, world, timeout_s_, who_is_missing(seq)));
 }
 
 void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
   DT_CHECK(inout.device.is_cpu(), "mpi communicator: all_reduce tensor is on {}", inout.device.str());
   DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "mpi all_reduce of {}", dtype_name(inout.dtype));
-  check(MPI_Allreduce(MPI_IN_PLACE, inout.data, static_cast<int>(inout.numel()),
-                      inout.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT, mpi_op(op), handle_->comm),
-        "MPI_Allreduce");
+  run("all_reduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(MPI_IN_PLACE, inout.data, static_cast<int>(inout.numel()),
+                          inout.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT, mpi_op(op), handle_->comm, req);
+  });
 }
 
 void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
@@ -119,17 +246,20 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) 
   check_f32(out, "reduce_scatter output");
   DT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input {} is not {} x output {}", in.numel(), size_,
            out.numel());
-  check(MPI_Reduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), handle_->comm),
-        "MPI_Reduce_scatter_block");
+  run("reduce_scatter", [&](MPI_Request* req) {
+    return MPI_Ireduce_scatter_block(in.data, out.data, static_cast<int>(out.numel()), MPI_FLOAT, mpi_op(op), handle_->comm,
+                                     req);
+  });
 }
 
 void MpiCommunicator::all_gather(const Tensor& in, Tensor out) {
   check_f32(in, "all_gather input");
   check_f32(out, "all_gather output");
   DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
-  check(MPI_Allgather(in.data, static_cast<int>(in.numel()), MPI_FLOAT, out.data, static_cast<int>(in.numel()), MPI_FLOAT,
-                      handle_->comm),
-        "MPI_Allgather");
+  run("all_gather", [&](MPI_Request* req) {
+    return MPI_Iallgather(in.data, static_cast<int>(in.numel()), MPI_FLOAT, out.data, static_cast<int>(in.numel()), MPI_FLOAT,
+                          handle_->comm, req);
+  });
 }
 
 void MpiCommunicator::broadcast(Tensor t, int root) {
@@ -137,14 +267,19 @@ void MpiCommunicator::broadcast(Tensor t, int root) {
   broadcast_bytes(t.data, t.bytes(), root);
 }
 
-void MpiCommunicator::barrier() { check(MPI_Barrier(handle_->comm), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  run("barrier", [&](MPI_Request* req) { return MPI_Ibarrier(handle_->comm, req); });
+}
 
 void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
-  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm), "MPI_Bcast");
+  run("broadcast",
+      [&](MPI_Request* req) { return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm, req); });
 }
 
 void MpiCommunicator::all_reduce_f64(double* values, int count) {
-  check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, handle_->comm), "MPI_Allreduce");
+  run("all_reduce", [&](MPI_Request* req) {
+    return MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, handle_->comm, req);
+  });
 }
 
 }  // namespace distrain

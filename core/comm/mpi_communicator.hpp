@@ -1,8 +1,16 @@
 // The `mpi` communicator: one process per worker (mpirun -np N, or srun), over MPI_COMM_WORLD.
 // MPI is initialised only when the process was started by a launcher (mpirun, srun) or a
 // strategy asks for it; distrain run by hand never touches MPI otherwise.
+//
+// A rank that stops responding (SIGSTOP, a hung driver) is not reported by the launcher,
+// which only sees deaths: every collective here is non-blocking and waited for with a
+// deadline (set_timeout), and on expiry throws a UserError naming the collective and the
+// ranks that had not entered it. Each rank publishes how many collectives it has entered
+// in a one-slot MPI window; the waiting rank reads the others' slots without their help.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/comm/communicator.hpp"
 
@@ -28,6 +36,8 @@ class MpiCommunicator final : public Communicator {
   // The ranks of this communicator that pass the same color, as a communicator of their own
   // (collective over this one).
   std::unique_ptr<MpiCommunicator> split(int color);
+  // Collectives that do not complete within `seconds` throw UserError (0: wait forever).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
   std::string backend_name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -42,10 +52,19 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(void* data, size_t bytes, int root);
 
  private:
-  struct Handle;  // the MPI_Comm, kept out of this header
+  struct Handle;  // the MPI_Comm and the window of collective counters, kept out of this header
   explicit MpiCommunicator(std::unique_ptr<Handle> handle);
+  void init();  // rank, size, the counter window (collective)
+  // Counts the collective and publishes the count before `start` posts it, then waits.
+  template <class Start>
+  void run(const char* name, Start&& start);
+  [[noreturn]] void timed_out(const char* name, int64_t seq);
+  std::vector<int64_t> read_counters();
+  std::string who_is_missing(int64_t seq);
   std::unique_ptr<Handle> handle_;
   int rank_ = 0, size_ = 1;
+  double timeout_s_ = 0.0;
+  int64_t seq_ = 0;  // collectives entered on this communicator
 };
 
 }  // namespace distrain

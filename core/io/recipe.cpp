@@ -164,6 +164,8 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     s.staleness = c.get_int("staleness");
     if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
   }
+  s.timeout_seconds = c.get_float("timeout_seconds", 300.0);
+  if (s.timeout_seconds < 0) c.fail("timeout_seconds", "must be >= 0 (0 = wait forever)");
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   // Bounded so that a global batch (times replicas) and batch arithmetic stay inside int64.
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));

@@ -43,6 +43,7 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
     : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
     world_ = std::make_unique<MpiCommunicator>();
+    world_->set_timeout(spec_.timeout_seconds);
     rank_ = world_->rank();
     workers_ = world_->size();
   }

@@ -61,6 +61,7 @@ class ParameterServer final : public Strategy {
         model_state_(*this),
         optimizer_state_(*this) {
     num_ps_ = static_cast<int>(spec_.num_ps);
+    world_->set_timeout(spec_.timeout_seconds);  // the collectives; the point-to-point messages below wait unbounded
     DT_USER_CHECK(world_->size() > num_ps_,
                   "{}: parameter_server with num_ps = {} needs more ranks than servers: launch with mpirun -np N, N > {} "
                   "(ranks 0..{} serve, the rest train)",

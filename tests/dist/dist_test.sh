@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | fault | sigterm
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -261,6 +261,43 @@ sigterm)
     bad "rerun: exit $rc: $(tail -n 5 "$work/s2.log")"
   "$distrain" compare "$work/full/ckpt-002000.h5" "$work/s/ckpt-002000.h5" --rtol 0 >"$work/cmp.log" 2>&1 &&
     ok "the resumed job ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
+  ;;
+hung)
+  # SIGSTOP (not death, which the launcher reports) to rank 1 mid-run: rank 0 gives up on
+  # its collective after strategy.timeout_seconds, names rank 1 and the collective, and
+  # the job ends non-zero well within 30 s.
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set strategy.timeout_seconds=5 --set train.epochs=400 \
+    --run-dir "$work/h" >"$work/h.log" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 600); do
+    if ls "$work"/h/ckpt-*.h5 >/dev/null 2>&1; then
+      victim=$(pid_of_rank 1)
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.05
+  done
+  start=$(date +%s.%N)
+  [ -n "$victim" ] && kill -STOP "$victim"
+  timeout 40 tail --pid="$job" -f /dev/null
+  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+  kill -9 "$job" 2>/dev/null
+  wait "$job"
+  rc=$?
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+  echo "SIGSTOP to rank 1 to job exit: $elapsed s"
+  msg=$(grep -m 1 'did not complete within 5 s' "$work/h.log")
+  if [ -n "$victim" ] && [ "$rc" -ne 0 ] && awk -v e="$elapsed" 'BEGIN { exit !(e < 30) }' &&
+    echo "$msg" | grep -qE '^\[rank 0\] error: rank 0: [a-z_]+ #[0-9]+ did not complete within 5 s: rank 1 \(it is at collective #[0-9]+\) did not arrive'; then
+    ok "SIGSTOP to rank 1: the job ended in ${elapsed}s (exit $rc): $msg"
+  else
+    bad "SIGSTOP to rank 1 (pid '$victim'): exit $rc after ${elapsed}s: $(tail -n 5 "$work/h.log")"
+  fi
+  "$distrain" train "$recipe" --set strategy.timeout_seconds=-1 >"$work/neg.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "timeout_seconds" "$work/neg.log" && ok "a negative strategy.timeout_seconds is refused" ||
+    bad "timeout_seconds = -1: exit $rc: $(tail -n 2 "$work/neg.log")"
   ;;
 *)
   echo "unknown group $group"

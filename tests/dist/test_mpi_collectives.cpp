@@ -4,6 +4,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/comm/mpi_communicator.hpp"
@@ -42,6 +45,28 @@ TEST_CASE("mpi communicator: exact all_reduce, reduce_scatter, all_gather, broad
   c.all_reduce_f64(d, 2);
   CHECK(d[0] == 1.5 * n);
   c.barrier();
+}
+
+TEST_CASE("mpi communicator: a collective a rank is late for times out naming that rank") {
+  // Never freed: freeing is collective, and the rank that timed out skips it (in a real job
+  // it is about to abort), which would leave the others waiting in MPI_Win_free.
+  MpiCommunicator& c = *new MpiCommunicator;
+  if (c.size() < 2) return;
+  c.set_timeout(0.3);
+  c.barrier();  // collective #1, together
+  if (c.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    c.barrier();  // the others entered #2 long ago: it completes at once
+    return;
+  }
+  std::string message;
+  try {
+    c.barrier();
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  const std::string expected = "barrier #2 did not complete within 0.3 s: rank 1 (it is at collective #1) did not arrive";
+  CHECK(message.find(fmt::format("rank {}: {}", c.rank(), expected)) == 0);
 }
 
 }  // namespace distrain
