@@ -1,6 +1,8 @@
 // The unit-test runner. Tests write under std::filesystem::temp_directory_path(); each
 // run of this binary points TMPDIR at a folder of its own (removed at the end), so two
 // runs of the suite, or ctest -j, never share a folder name such as distrain_eq_one.
+// In a build with CUDA, the GPU cases load the build's plugin unless
+// DISTRAIN_CUDA_PLUGIN names another (bench/gpu_session.sh names the bundle's).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -9,6 +11,9 @@
 #include <string>
 
 int main(int argc, char** argv) {
+#ifdef DISTRAIN_TEST_CUDA_PLUGIN
+  setenv("DISTRAIN_CUDA_PLUGIN", DISTRAIN_TEST_CUDA_PLUGIN, 0);
+#endif
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base && *base ? base : "/tmp") + "/distrain_unit.XXXXXX";
   const char* own = mkdtemp(pattern.data());

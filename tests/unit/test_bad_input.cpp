@@ -178,7 +178,7 @@ TEST_CASE("recipe: layer names a checkpoint cannot hold, devices that do not exi
   CHECK_THROWS_WITH_AS(make_strategy(parse_recipe(huge, "tiny.toml")), doctest::Contains("model.input_shape"), UserError);
 }
 
-TEST_CASE("checkpoint: a recipe over HDF5's 64 KiB attribute limit round-trips; stray ckpt names are ignored") {
+TEST_CASE("checkpoint: a recipe over HDF5's 64 KiB attribute limit round-trips, and stray ckpt names are ignored") {
   const fs::path dir = fs::temp_directory_path() / fmt::format("distrain_big_recipe_{}", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
