@@ -50,7 +50,7 @@ double median(std::vector<double> v) {
 Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
-  rank = strategy->rank();
+  rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing
   if (strategy->serves()) {  // a parameter server's server: serve the workers' steps
     strategy->serve("", "", recipe.seed);
     return Measured{};

@@ -48,6 +48,11 @@ void register_train(CLI::App& app) {
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
     install_stop_handlers();
     const TrainSummary s = train(recipe, *options);
+    if (s.served) {
+      fmt::print("[server {}] {} updates of {} parameters; workers were at most {} step(s) apart\n", s.served->server,
+                 s.served->updates, s.served->parameters, s.served->max_lead);
+      return;
+    }
     if (s.stopped_by) {
       log::info("stopped by {} at step {}; rerun to resume", s.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", s.steps);
       throw ExitCode{kExitStopped};

@@ -19,4 +19,10 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
   std::fflush(stdout);
 }
 
+// Something the user should know that is not an error, from any rank, on stderr.
+template <typename... Args>
+void warn(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "[rank {}] warning: {}\n", rank(), fmt::format(f, std::forward<Args>(args)...));
+}
+
 }  // namespace distrain::log

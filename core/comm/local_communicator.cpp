@@ -44,7 +44,7 @@ void LocalGroup::abort(const std::string& why) {
 
 void LocalGroup::barrier() {
   std::unique_lock lock(mutex_);
-  if (aborted_) throw Error("stopped: " + abort_reason_);
+  if (aborted_) throw GroupAborted("stopped: " + abort_reason_);
   const uint64_t gen = generation_;
   if (++arrived_ == size_) {
     arrived_ = 0;
@@ -53,7 +53,7 @@ void LocalGroup::barrier() {
     return;
   }
   cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
-  if (generation_ == gen) throw Error("stopped: " + abort_reason_);
+  if (generation_ == gen) throw GroupAborted("stopped: " + abort_reason_);
 }
 
 void LocalCommunicator::all_reduce(Tensor inout, ReduceOp op) {

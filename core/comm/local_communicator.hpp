@@ -10,9 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "core/base/error.hpp"
 #include "core/comm/communicator.hpp"
 
 namespace distrain {
+
+// What a rank of an aborted group throws: not a failure of its own, only the echo of
+// another rank's (whose error is the one to report).
+class GroupAborted : public Error {
+ public:
+  using Error::Error;
+};
 
 class LocalGroup {
  public:

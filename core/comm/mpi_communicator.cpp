@@ -31,6 +31,13 @@ void check(int code, const char* what) {
   throw Error(fmt::format("mpi: {} failed: {}", what, std::string(text, static_cast<size_t>(len))));
 }
 
+MPI_Datatype mpi_type(const Tensor& t, std::string_view what) {
+  DT_CHECK(t.device.is_cpu(), "mpi communicator: {} is on {}; it moves host (cpu) memory only", what, t.device.str());
+  DT_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64, "mpi communicator: {} is {}, not float32 or float64", what,
+           dtype_name(t.dtype));
+  return t.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
+}
+
 void check_f32(const Tensor& t, const char* what) {
   DT_CHECK(t.device.is_cpu(), "mpi communicator: {} is on {}; it moves host (cpu) memory only", what, t.device.str());
   DT_CHECK(t.dtype == DType::f32, "mpi communicator: {} is {}, only float32 is reduced", what, dtype_name(t.dtype));
@@ -274,6 +281,46 @@ void MpiCommunicator::barrier() {
 void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
   run("broadcast",
       [&](MPI_Request* req) { return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, handle_->comm, req); });
+}
+
+void MpiCommunicator::send(const Tensor& t, int peer, int tag, std::string_view what) {
+  const MPI_Datatype type = mpi_type(t, what);
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Isend(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Isend");
+  if (!wait_until(req, timeout_s_, "MPI_Isend")) message_timed_out(fmt::format("sending {}", what), peer);
+}
+
+void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {
+  const MPI_Datatype type = mpi_type(t, what);
+  MPI_Request req = MPI_REQUEST_NULL;
+  check(MPI_Irecv(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Irecv");
+  if (!wait_until(req, timeout_s_, "MPI_Irecv")) message_timed_out(fmt::format("waiting for {}", what), peer);
+}
+
+MpiCommunicator::Incoming MpiCommunicator::probe(std::string_view what) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto nap = std::chrono::microseconds(10);
+  for (;;) {
+    int found = 0;
+    MPI_Status st;
+    check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, handle_->comm, &found, &st), "MPI_Iprobe");
+    if (found) return Incoming{st.MPI_SOURCE, st.MPI_TAG};
+    const auto waited = clock::now() - t0;
+    if (timeout_s_ > 0 && waited >= std::chrono::duration<double>(timeout_s_)) message_timed_out(what, -1);
+    if (waited < std::chrono::milliseconds(2)) continue;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+}
+
+// A message that did not come: unlike a collective's, the peer is known (or any, -1).
+void MpiCommunicator::message_timed_out(std::string_view what, int peer) {
+  handle_->broken = true;
+  const std::string from = peer < 0 ? "" : fmt::format(" (rank {})", peer);
+  throw UserError(fmt::format("rank {}: {}{} did not complete within {:g} s; {} may be stopped or hung; "
+                              "strategy.timeout_seconds sets this limit",
+                              rank_, what, from, timeout_s_, peer < 0 ? "a rank" : "that rank"));
 }
 
 void MpiCommunicator::all_reduce_f64(double* values, int count) {

@@ -7,9 +7,12 @@
 // deadline (set_timeout), and on expiry throws a UserError naming the collective and the
 // ranks that had not entered it. Each rank publishes how many collectives it has entered
 // in a one-slot MPI window; the waiting rank reads the others' slots without their help.
+// Point-to-point messages (the parameter server's; pipeline stages later) are bounded by
+// the same deadline and name the peer and the message they waited for.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "core/comm/communicator.hpp"
@@ -51,6 +54,18 @@ class MpiCommunicator final : public Communicator {
   // Raw bytes from root to every rank (e.g. an NCCL unique id).
   void broadcast_bytes(void* data, size_t bytes, int root);
 
+  // Point-to-point on host tensors (float32 or float64). `tag` tells message kinds apart;
+  // `what` describes the message for the error a deadline throws ("the parameters of
+  // step 12"). A send completes when the peer has taken the message (or MPI buffered it).
+  void send(const Tensor& t, int peer, int tag, std::string_view what);
+  void recv(Tensor t, int peer, int tag, std::string_view what);
+  struct Incoming {
+    int source = -1, tag = -1;
+  };
+  // The next message for this rank, from any peer, not yet received (recv it next).
+  // `what` says what the wait is for, as above.
+  Incoming probe(std::string_view what);
+
  private:
   struct Handle;  // the MPI_Comm and the window of collective counters, kept out of this header
   explicit MpiCommunicator(std::unique_ptr<Handle> handle);
@@ -59,6 +74,7 @@ class MpiCommunicator final : public Communicator {
   template <class Start>
   void run(const char* name, Start&& start);
   [[noreturn]] void timed_out(const char* name, int64_t seq);
+  [[noreturn]] void message_timed_out(std::string_view what, int peer);
   std::vector<int64_t> read_counters();
   std::string who_is_missing(int64_t seq);
   std::unique_ptr<Handle> handle_;

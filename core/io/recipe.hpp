@@ -26,7 +26,7 @@ struct StrategySpec {
   int64_t zero_stage = 1;                 // zero: 1, 2, 3
   int64_t num_ps = 1;                     // parameter_server: server ranks (0 .. num_ps-1)
   int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
-  double timeout_seconds = 300;           // MPI collectives: a rank missing this long fails the job (0 = wait forever)
+  double timeout_seconds = 300;           // MPI collectives and messages: a rank missing this long fails the job (0 = wait forever)
 };
 
 struct TrainSpec {

@@ -1,27 +1,17 @@
 #include "core/strategy/parameter_server.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
-#include <deque>
 
 #include "core/backend/backend.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/checkpoint.hpp"
+#include "core/strategy/ps_server.hpp"
 #include "core/strategy/replica.hpp"
 
 namespace distrain {
 
 namespace {
-
-// Messages between workers and servers (MPI_COMM_WORLD).
-enum Tag : int { kPull = 101, kValues, kPush, kDone, kGet, kGot };
-constexpr int64_t kGetValues = -1, kGetIterations = -2;  // kGet payloads besides a slot index
-
-void mpi_check(int code, const char* what) {
-  if (code != MPI_SUCCESS) throw Error(fmt::format("parameter_server: {} failed (MPI error {})", what, code));
-}
 
 class ParameterServer;
 
@@ -61,7 +51,6 @@ class ParameterServer final : public Strategy {
         model_state_(*this),
         optimizer_state_(*this) {
     num_ps_ = static_cast<int>(spec_.num_ps);
-    world_->set_timeout(spec_.timeout_seconds);  // the collectives; the point-to-point messages below wait unbounded
     DT_USER_CHECK(world_->size() > num_ps_,
                   "{}: parameter_server with num_ps = {} needs more ranks than servers: launch with mpirun -np N, N > {} "
                   "(ranks 0..{} serve, the rest train)",
@@ -71,24 +60,35 @@ class ParameterServer final : public Strategy {
     server_ = world_->rank() < num_ps_;
     workers_ = world_->size() - num_ps_;
     group_ = world_->split(server_ ? 0 : 1);
+    // Every message and collective is bounded. A worker waits twice as long as a server: a
+    // stopped worker holds up the server and, through it, the other workers, and only the
+    // server knows which worker it waits for, so its error should come first.
+    const double patience = server_ ? spec_.timeout_seconds : 2 * spec_.timeout_seconds;
+    world_->set_timeout(patience);
+    group_->set_timeout(patience);
     log::set_leader(!server_ && group_->rank() == 0);
     const Device device = server_ ? Device{} : Device::parse(spec_.devices[0], recipe.file + ": strategy.devices");
     replica_ = std::make_unique<Replica>(recipe, backend_for(device));
-    arena_ = replica_->model().params().values().numel();
-    optimizer_ = make_optimizer(recipe.optimizer);
-    optimizer_->bind(replica_->backend(), server_ ? length(world_->rank()) : 0);
-    if (server_) values_.assign(static_cast<size_t>(length(world_->rank())), 0.0f);
+    ranges_ = PsRanges{replica_->model().params().values().numel(), num_ps_};
+    optimizer_ = make_optimizer(recipe.optimizer);  // a worker's: its slot names and type (the slots are the servers')
+    optimizer_->bind(replica_->backend(), 0);
   }
 
+  // A worker tells every server it is done; not while an error is on its way to main,
+  // which ends the job anyway.
   ~ParameterServer() override {
     if (server_ || std::uncaught_exceptions()) return;
-    int64_t none = 0;
-    for (int k = 0; k < num_ps_; ++k) MPI_Send(&none, 1, MPI_INT64_T, k, kDone, MPI_COMM_WORLD);
+    double none = 0;
+    try {
+      for (int k = 0; k < num_ps_; ++k) world_->send(host_f64(&none, 1), k, kDone, "the end of training");
+    } catch (const Error& e) {  // the run is over and saved: say why a server may wait, do not throw from here
+      log::warn("{}", e.what());
+    }
   }
 
   std::string name() const override { return "parameter_server"; }
   int num_replicas() const override { return workers_; }
-  int rank() const override { return server_ ? -1 : group_->rank(); }
+  int rank() const override { return group_->rank(); }  // a server's: its index among the servers
   int workers() const override { return workers_; }
   int first_local_replica() const override { return server_ ? 0 : group_->rank(); }
   int local_replicas() const override { return 1; }
@@ -131,23 +131,27 @@ class ParameterServer final : public Strategy {
     return ++stop_checks_ % kStopCheckSteps == 0 ? max_over(local, *group_) : 0;
   }
 
-  void serve(const std::string& resume, const std::string& init_from, uint64_t seed) override;
-
-  // Server k's range of the arena: [begin(k), begin(k + 1)), 16-float aligned.
-  int64_t begin(int k) const {
-    return k >= num_ps_ ? arena_ : arena_ * k / num_ps_ / ParamArena::kAlign * ParamArena::kAlign;
+  ServeReport serve(const std::string& resume, const std::string& init_from, uint64_t seed) override {
+    PsServer server(*world_, ranges_, spec_.staleness, model(), optimizer_spec_);
+    server.load(resume, init_from, seed);
+    return server.serve();
   }
-  int64_t length(int k) const { return begin(k + 1) - begin(k); }
-  int num_ps() const { return num_ps_; }
+
+  const PsRanges& ranges() const { return ranges_; }
   bool is_writer() const { return !server_ && group_->rank() == 0; }
 
-  // Asks server k for its values (kGetValues), its iteration count or slot `what`.
-  std::vector<float> fetch(int k, int64_t what) {
-    mpi_check(MPI_Send(&what, 1, MPI_INT64_T, k, kGet, MPI_COMM_WORLD), "MPI_Send");
-    std::vector<float> out(what == kGetIterations ? 2 : static_cast<size_t>(length(k)));
-    mpi_check(MPI_Recv(out.data(), static_cast<int>(out.size()), MPI_FLOAT, k, kGot, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-              "MPI_Recv");
+  // Server k's values (kGetValues) or optimizer slot `what` (its index): its whole range.
+  std::vector<float> fetch(int k, double what) {
+    world_->send(host_f64(&what, 1), k, kGet, "a request");
+    std::vector<float> out(static_cast<size_t>(ranges_.length(k)));
+    world_->recv(host_f32(out.data(), ranges_.length(k)), k, kGot, fmt::format("server {}'s range", k));
     return out;
+  }
+  int64_t fetch_iterations() {
+    double what = kGetIterations, iterations = 0;
+    world_->send(host_f64(&what, 1), 0, kGet, "a request");
+    world_->recv(host_f64(&iterations, 1), 0, kGot, "server 0's iteration count");
+    return static_cast<int64_t>(iterations);
   }
 
  protected:
@@ -164,13 +168,13 @@ class ParameterServer final : public Strategy {
   }
 
   void reduce_gradients() override {
-    std::vector<float> grads(static_cast<size_t>(arena_));
+    std::vector<float> grads(static_cast<size_t>(ranges_.arena));
     replica_->backend().download(model().params().grads(), grads.data());
     for (int k = 0; k < num_ps_; ++k) {
-      std::vector<float> msg(static_cast<size_t>(length(k)) + 1);
+      std::vector<float> msg(static_cast<size_t>(ranges_.length(k)) + 1);
       msg[0] = lr_;
-      std::copy(grads.begin() + begin(k), grads.begin() + begin(k) + length(k), msg.begin() + 1);
-      mpi_check(MPI_Send(msg.data(), static_cast<int>(msg.size()), MPI_FLOAT, k, kPush, MPI_COMM_WORLD), "MPI_Send");
+      std::copy(grads.begin() + ranges_.begin(k), grads.begin() + ranges_.begin(k + 1), msg.begin() + 1);
+      world_->send(host_f32(msg.data(), ranges_.length(k) + 1), k, kPush, fmt::format("the gradients of step {}", clock_ + 1));
     }
     ++clock_;
   }
@@ -184,17 +188,18 @@ class ParameterServer final : public Strategy {
   // The current parameters from every server: for step `clock` (waiting as the staleness
   // bound says), or the latest (clock < 0).
   void pull(int64_t clock) {
-    std::vector<float> values(static_cast<size_t>(arena_));
+    std::vector<float> values(static_cast<size_t>(ranges_.arena));
     for (int k = 0; k < num_ps_; ++k) {
       if (clock < 0) {
         const std::vector<float> got = fetch(k, kGetValues);
-        std::copy(got.begin(), got.end(), values.begin() + begin(k));
+        std::copy(got.begin(), got.end(), values.begin() + ranges_.begin(k));
         continue;
       }
-      mpi_check(MPI_Send(&clock, 1, MPI_INT64_T, k, kPull, MPI_COMM_WORLD), "MPI_Send");
-      mpi_check(MPI_Recv(values.data() + begin(k), static_cast<int>(length(k)), MPI_FLOAT, k, kValues, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE),
-                "MPI_Recv");
+      double c = static_cast<double>(clock);
+      world_->send(host_f64(&c, 1), k, kPull, "a pull");
+      world_->recv(host_f32(values.data() + ranges_.begin(k), ranges_.length(k)), k, kValues,
+                   fmt::format("server {}'s parameters for step {}{}", k, clock + 1,
+                               spec_.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
     }
     replica_->backend().upload(values.data(), model().params().values());
   }
@@ -207,121 +212,11 @@ class ParameterServer final : public Strategy {
   int num_ps_ = 1, workers_ = 0;
   bool server_ = false;
   std::unique_ptr<Replica> replica_;
-  std::unique_ptr<Optimizer> optimizer_;  // on a server: slots for its range
-  std::vector<float> values_;             // on a server: its range of the parameters
-  int64_t arena_ = 0, clock_ = 0, stop_checks_ = 0;
+  std::unique_ptr<Optimizer> optimizer_;
+  PsRanges ranges_;
+  int64_t clock_ = 0, stop_checks_ = 0;
   float lr_ = 0;
 };
-
-void ParameterServer::serve(const std::string& resume, const std::string& init_from, uint64_t seed) {
-  const int k = world_->rank();
-  const int64_t lo = begin(k), n = length(k);
-  const ParamArena& layout = model().params();
-  // Initial values: the checkpoint's, else the seed's; each variable's part in our range.
-  std::vector<float> host;
-  const std::string source = resume.empty() ? init_from : resume;
-  for (size_t i = 0; i < layout.variables().size(); ++i) {
-    const Variable& v = layout.variables()[i];
-    if (!v.trainable) continue;
-    const int64_t a = std::max(lo, v.offset), b = std::min(lo + n, v.offset + v.shape.numel());
-    if (a >= b) continue;
-    host = layout.initial_value(static_cast<int>(i), seed);
-    std::copy(host.begin() + (a - v.offset), host.begin() + (b - v.offset), values_.begin() + (a - lo));
-  }
-  if (!source.empty()) {
-    ArenaModelState full(model().params());
-    load_weights(source, full);  // the whole model on this server's host copy, then its range
-    std::vector<float> all(static_cast<size_t>(arena_));
-    replica_->backend().download(model().params().values(), all.data());
-    std::copy(all.begin() + lo, all.begin() + lo + n, values_.begin());
-  }
-  if (!resume.empty()) {
-    // Slots: the checkpoint stores them whole; keep our range.
-    Optimizer& opt = *optimizer_;
-    auto whole = make_optimizer(optimizer_spec_);
-    whole->bind(replica_->backend(), arena_);
-    ArenaOptimizerState whole_state(*whole, replica_->backend());
-    load_optimizer(resume, layout, whole_state);
-    const auto from = whole->slots();
-    const auto to = opt.slots();
-    for (size_t s = 0; s < to.size(); ++s) replica_->backend().copy(from[s].second.range(lo, n), to[s].second);
-    opt.set_iterations(whole->iterations());
-  }
-
-  Tensor params{values_.data(), Shape{n}, DType::f32, Device{}};
-  std::vector<int64_t> clocks(static_cast<size_t>(workers_), 0);
-  std::vector<std::vector<float>> pushed(static_cast<size_t>(workers_));  // synchronous: this step's pushes
-  std::vector<float> msg(static_cast<size_t>(n) + 1), sum(static_cast<size_t>(n));
-  std::deque<std::pair<int, int64_t>> waiting;  // pulls not yet allowed: (rank, clock)
-  int done = 0, pushes_this_step = 0;
-  int64_t max_lead = 0, updates = 0;
-  const bool sync = spec_.staleness == 0;
-  while (done < workers_ || !waiting.empty()) {
-    MPI_Status st;
-    mpi_check(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st), "MPI_Probe");
-    const int from = st.MPI_SOURCE, w = from - num_ps_;
-    if (st.MPI_TAG == kPull) {
-      int64_t clock = 0;
-      MPI_Recv(&clock, 1, MPI_INT64_T, from, kPull, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      waiting.emplace_back(from, clock);
-    } else if (st.MPI_TAG == kPush) {
-      MPI_Recv(msg.data(), static_cast<int>(msg.size()), MPI_FLOAT, from, kPush, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      const float lr = msg[0];
-      if (sync) {
-        pushed[static_cast<size_t>(w)].assign(msg.begin() + 1, msg.end());
-        if (++pushes_this_step == workers_) {  // sum in worker order: the result does not depend on timing
-          std::fill(sum.begin(), sum.end(), 0.0f);
-          for (const auto& g : pushed)
-            for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
-          optimizer_->update(params, Tensor{sum.data(), Shape{n}, DType::f32, Device{}}, lr);
-          ++updates;
-          pushes_this_step = 0;
-        }
-      } else {
-        optimizer_->update(params, Tensor{msg.data() + 1, Shape{n}, DType::f32, Device{}}, lr);
-        ++updates;
-      }
-      ++clocks[static_cast<size_t>(w)];
-      const auto [mn, mx] = std::minmax_element(clocks.begin(), clocks.end());
-      max_lead = std::max(max_lead, *mx - *mn);
-    } else if (st.MPI_TAG == kDone) {
-      int64_t none = 0;
-      MPI_Recv(&none, 1, MPI_INT64_T, from, kDone, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      ++done;
-      clocks[static_cast<size_t>(w)] = INT64_MAX / 2;  // a finished worker holds nobody back
-    } else if (st.MPI_TAG == kGet) {
-      int64_t what = 0;
-      MPI_Recv(&what, 1, MPI_INT64_T, from, kGet, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      std::vector<float> reply;
-      if (what == kGetValues) {
-        reply = values_;
-      } else if (what == kGetIterations) {
-        const auto it = static_cast<uint64_t>(optimizer_->iterations());  // as two 24-bit halves: exact in float
-        reply = {static_cast<float>(it >> 24), static_cast<float>(it & 0xffffff)};
-      } else {
-        const Tensor slot = optimizer_->slots().at(static_cast<size_t>(what)).second;
-        reply.resize(static_cast<size_t>(n));
-        replica_->backend().download(slot, reply.data());
-      }
-      MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_FLOAT, from, kGot, MPI_COMM_WORLD);
-    } else {
-      throw Error(fmt::format("parameter_server: unexpected message tag {} from rank {}", st.MPI_TAG, from));
-    }
-    // Serve the pulls the staleness bound now allows (synchronous: the step's update is in).
-    const int64_t slowest = *std::min_element(clocks.begin(), clocks.end());
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      const bool allowed = spec_.staleness < 0 || it->second - slowest <= spec_.staleness;
-      if (!allowed) {
-        ++it;
-        continue;
-      }
-      MPI_Send(values_.data(), static_cast<int>(n), MPI_FLOAT, it->first, kValues, MPI_COMM_WORLD);
-      it = waiting.erase(it);
-    }
-  }
-  fmt::print("[server {}] {} updates of {} parameters; workers were at most {} step(s) apart\n", k, updates, n, max_lead);
-  std::fflush(stdout);
-}
 
 const ParamArena& PsModelState::layout() const { return ps_.model().params(); }
 
@@ -340,11 +235,7 @@ void PsModelState::write(int id, const std::vector<float>& in) {
 
 std::string PsOptimizerState::type() const { return ps_.optimizer_->type(); }
 
-int64_t PsOptimizerState::iterations() const {
-  if (!ps_.is_writer()) return 0;
-  const std::vector<float> got = ps_.fetch(0, kGetIterations);
-  return (static_cast<int64_t>(got[0]) << 24) | static_cast<int64_t>(got[1]);
-}
+int64_t PsOptimizerState::iterations() const { return ps_.is_writer() ? ps_.fetch_iterations() : 0; }
 
 std::vector<std::string> PsOptimizerState::slot_names() const {
   std::vector<std::string> names;
@@ -356,12 +247,13 @@ void PsOptimizerState::read(const std::string& slot, const Variable& v, std::vec
   out.assign(static_cast<size_t>(v.shape.numel()), 0.0f);
   if (!ps_.is_writer()) return;  // only the writer gathers
   const auto names = slot_names();
-  const auto index = static_cast<int64_t>(std::find(names.begin(), names.end(), slot) - names.begin());
-  for (int k = 0; k < ps_.num_ps(); ++k) {
-    const int64_t a = std::max(ps_.begin(k), v.offset), b = std::min(ps_.begin(k) + ps_.length(k), v.offset + v.shape.numel());
+  const auto index = static_cast<double>(std::find(names.begin(), names.end(), slot) - names.begin());
+  const PsRanges& ranges = ps_.ranges();
+  for (int k = 0; k < ranges.servers; ++k) {
+    const int64_t a = std::max(ranges.begin(k), v.offset), b = std::min(ranges.begin(k + 1), v.offset + v.shape.numel());
     if (a >= b) continue;
     const std::vector<float> got = ps_.fetch(k, index);  // the server's whole range of this slot
-    std::copy(got.begin() + (a - ps_.begin(k)), got.begin() + (b - ps_.begin(k)), out.begin() + (a - v.offset));
+    std::copy(got.begin() + (a - ranges.begin(k)), got.begin() + (b - ranges.begin(k)), out.begin() + (a - v.offset));
   }
 }
 

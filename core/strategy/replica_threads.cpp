@@ -70,8 +70,9 @@ void ReplicaThreads::run(const std::function<void(int)>& fn) {
       std::rethrow_exception(errors_[static_cast<size_t>(r)]);
     } catch (const UserError&) {
       throw;
+    } catch (const GroupAborted&) {
+      continue;
     } catch (const std::exception& e) {
-      if (std::string(e.what()).rfind("stopped: ", 0) == 0) continue;
       throw Error(fmt::format("replica {}: {}", r, e.what()));
     }
   }

@@ -33,12 +33,21 @@ struct StepTimes {
   double compute = 0, reduce = 0, update = 0;  // seconds
 };
 
+// What a parameter server's server did, for its line of output.
+struct ServeReport {
+  int server = 0;
+  int64_t updates = 0, parameters = 0;
+  int64_t max_lead = 0;  // the most steps the fastest worker was ahead of the slowest
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
   virtual int num_replicas() const = 0;  // in the whole job
-  virtual int rank() const { return 0; }  // this worker's rank (MPI), 0 in one process
+  // This process's rank among the workers that train (0 in one process); on a parameter
+  // server's server (serves()), its index among the servers.
+  virtual int rank() const { return 0; }
   virtual int workers() const { return 1; }
   // The replicas of the job this process runs: [first_local_replica(), + local_replicas()).
   virtual int first_local_replica() const { return 0; }
@@ -100,8 +109,9 @@ class Strategy {
   // A parameter server's server ranks train nothing: they serve() until every worker is
   // done. resume: the checkpoint to continue from (""), else init_from (""), else the seed.
   virtual bool serves() const { return false; }
-  virtual void serve(const std::string& resume, const std::string& init_from, uint64_t seed) {
+  virtual ServeReport serve(const std::string& resume, const std::string& init_from, uint64_t seed) {
     (void)resume, (void)init_from, (void)seed;
+    return {};
   }
   const StepTimes& last_step_times() const { return times_; }
 

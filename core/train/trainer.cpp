@@ -258,8 +258,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto existing = [&] { return options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir); };
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
     const auto found = existing();
-    strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
     TrainSummary summary;
+    summary.served = strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
     summary.run_dir = run_dir;
     return summary;
   }

@@ -7,10 +7,12 @@
 // checkpoint unless `fresh`, and then continues exactly as if never interrupted.
 #pragma once
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
+#include "core/strategy/strategy.hpp"
 #include "core/train/progress.hpp"
 
 namespace distrain {
@@ -32,6 +34,7 @@ struct TrainSummary {
   bool validated = false;
   int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
+  std::optional<ServeReport> served;  // on a parameter server's server: what it did, instead of training
 };
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);

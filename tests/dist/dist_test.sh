@@ -57,6 +57,41 @@ kill_rank_and_resume() {
   grep -q "resuming from" "$work/f2.log" && ok "the rerun resumes from the newest checkpoint" || bad "rerun: $(tail -n 5 "$work/f2.log")"
 }
 
+# stop_rank_and_expect RANK REGEX CMD...: runs CMD (an mpirun job writing checkpoints to
+# $work/<its --run-dir>, its log to that name .log) in the background, SIGSTOPs rank RANK
+# once a checkpoint exists, and expects the job to end non-zero within 30 s with a line
+# matching REGEX.
+stop_rank_and_expect() {
+  local rank=$1 regex=$2
+  shift 2
+  local dir="${*: -1}" job victim="" start elapsed rc msg
+  "$@" >"$dir.log" 2>&1 &
+  job=$!
+  for _ in $(seq 1 600); do
+    if ls "$dir"/ckpt-*.h5 >/dev/null 2>&1; then
+      victim=$(pid_of_rank "$rank")
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.05
+  done
+  start=$(date +%s.%N)
+  [ -n "$victim" ] && kill -STOP "$victim"
+  timeout 40 tail --pid="$job" -f /dev/null
+  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
+  kill -9 "$job" 2>/dev/null
+  wait "$job"
+  rc=$?
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+  echo "SIGSTOP to rank $rank to job exit: $elapsed s"
+  msg=$(grep -m 1 -E "$regex" "$dir.log")
+  if [ -n "$victim" ] && [ "$rc" -ne 0 ] && awk -v e="$elapsed" 'BEGIN { exit !(e < 30) }' && [ -n "$msg" ]; then
+    ok "SIGSTOP to rank $rank: the job ended in ${elapsed}s (exit $rc): $msg"
+  else
+    bad "SIGSTOP to rank $rank (pid '$victim'): exit $rc after ${elapsed}s: $(tail -n 5 "$dir.log")"
+  fi
+}
+
 recipe="$work/job.toml"
 cat >"$recipe" <<'TOML'
 name = "dist"
@@ -263,39 +298,24 @@ sigterm)
     ok "the resumed job ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
   ;;
 hung)
-  # SIGSTOP (not death, which the launcher reports) to rank 1 mid-run: rank 0 gives up on
-  # its collective after strategy.timeout_seconds, names rank 1 and the collective, and
+  # SIGSTOP (not death, which the launcher reports) to a rank mid-run: the others give up
+  # after strategy.timeout_seconds, naming the rank or the message they waited for, and
   # the job ends non-zero well within 30 s.
-  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set strategy.timeout_seconds=5 --set train.epochs=400 \
-    --run-dir "$work/h" >"$work/h.log" 2>&1 &
-  job=$!
-  victim=""
-  for _ in $(seq 1 600); do
-    if ls "$work"/h/ckpt-*.h5 >/dev/null 2>&1; then
-      victim=$(pid_of_rank 1)
-      [ -n "$victim" ] && break
-    fi
-    sleep 0.05
-  done
-  start=$(date +%s.%N)
-  [ -n "$victim" ] && kill -STOP "$victim"
-  timeout 40 tail --pid="$job" -f /dev/null
-  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
-  [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
-  kill -9 "$job" 2>/dev/null
-  wait "$job"
-  rc=$?
-  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
-  echo "SIGSTOP to rank 1 to job exit: $elapsed s"
-  msg=$(grep -m 1 'did not complete within 5 s' "$work/h.log")
-  if [ -n "$victim" ] && [ "$rc" -ne 0 ] && awk -v e="$elapsed" 'BEGIN { exit !(e < 30) }' &&
-    # Stopped between collectives, rank 1 is named; stopped inside one (after entering it,
-    # which ASan's slower collectives make likely), no counter can tell who, and it says so.
-    echo "$msg" | grep -qE '^\[rank 0\] error: rank 0: [a-z_]+ #[0-9]+ did not complete within 5 s: (rank 1 \(it is at collective #[0-9]+\) did not arrive|every rank entered it, so one stopped inside it)'; then
-    ok "SIGSTOP to rank 1: the job ended in ${elapsed}s (exit $rc): $msg"
-  else
-    bad "SIGSTOP to rank 1 (pid '$victim'): exit $rc after ${elapsed}s: $(tail -n 5 "$work/h.log")"
-  fi
+  # multi_worker_mirrored: stopped between collectives, rank 1 is named; stopped inside one
+  # (after entering it, which ASan's slower collectives make likely), no counter can tell
+  # who, and rank 0 says so.
+  stop_rank_and_expect 1 '^\[rank 0\] error: rank 0: [a-z_]+ #[0-9]+ did not complete within 5 s: (rank 1 \(it is at collective #[0-9]+\) did not arrive|every rank entered it, so one stopped inside it)' \
+    "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set strategy.timeout_seconds=5 --set train.epochs=400 --run-dir "$work/h"
+  # parameter_server, synchronous: the server waits for the stopped worker's push and names
+  # it; the other worker, waiting for the server's reply, waits twice as long, so the
+  # server's error comes first.
+  stop_rank_and_expect 2 'did not complete within 5 s' \
+    "${mpirun[@]}" -np 3 "$distrain" train "$recipe" --set strategy.name=parameter_server --set strategy.staleness=0 \
+    --set strategy.timeout_seconds=5 --set train.epochs=400 --run-dir "$work/hps"
+  # (The server stays silent while it sends a reply the stopped worker does not take.)
+  named=$(grep -m 1 -E '^\[rank 0\] error: rank 0: (server 0 waiting for a message from the workers not done \(ranks 1, 2; the slowest, rank 2, has pushed [0-9]+ step\(s\)\)|sending the parameters for step [0-9]+ \(rank 2\)) did not complete within 5 s' "$work/hps.log")
+  [ -n "$named" ] && ok "parameter_server: the server names the stopped worker: $named" ||
+    bad "parameter_server: no server message naming rank 2: $(tail -n 5 "$work/hps.log")"
   "$distrain" train "$recipe" --set strategy.timeout_seconds=-1 >"$work/neg.log" 2>&1
   rc=$?
   [ "$rc" -eq 2 ] && grep -q "timeout_seconds" "$work/neg.log" && ok "a negative strategy.timeout_seconds is refused" ||

@@ -1,0 +1,33 @@
+// What the workers and servers of parameter_server say to each other (world communicator),
+// and which range of the trainable arena each server holds. Control values travel as
+// float64 (exact for any step count), parameters and gradients as float32.
+//   worker -> server           server -> worker
+//   kPull  [clock]             kValues [range]          when the staleness bound allows
+//   kPush  [lr, grads of range]
+//   kGet   [what]              kGot    [range] (values, a slot) or [iterations]
+//   kDone  [0]                 (the worker trains no more)
+#pragma once
+#include <cstdint>
+
+#include "core/model/param_arena.hpp"
+#include "core/tensor/tensor.hpp"
+
+namespace distrain {
+
+enum PsTag : int { kPull = 101, kValues, kPush, kDone, kGet, kGot };
+constexpr double kGetValues = -1, kGetIterations = -2;  // kGet payloads besides a slot index
+
+// Server k's range of the trainable arena: [begin(k), begin(k + 1)), 16-float aligned.
+struct PsRanges {
+  int64_t arena = 0;
+  int servers = 1;
+  int64_t begin(int k) const {
+    return k >= servers ? arena : arena * k / servers / ParamArena::kAlign * ParamArena::kAlign;
+  }
+  int64_t length(int k) const { return begin(k + 1) - begin(k); }
+};
+
+inline Tensor host_f32(float* data, int64_t n) { return Tensor{data, Shape{n}, DType::f32, Device{}}; }
+inline Tensor host_f64(double* data, int64_t n) { return Tensor{data, Shape{n}, DType::f64, Device{}}; }
+
+}  // namespace distrain

@@ -1,0 +1,161 @@
+#include "core/strategy/ps_server.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/base/error.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/model/model_state.hpp"
+#include "core/optim/optimizer_state.hpp"
+
+namespace distrain {
+
+namespace {
+
+constexpr int64_t kFinished = INT64_MAX / 2;  // a finished worker's clock: it holds nobody back
+
+}  // namespace
+
+PsServer::PsServer(MpiCommunicator& world, const PsRanges& ranges, int64_t staleness, Model& layout,
+                   const OptimizerSpec& optimizer)
+    : world_(world), ranges_(ranges), staleness_(staleness), k_(world.rank()), lo_(ranges.begin(k_)),
+      n_(ranges.length(k_)), layout_(layout), optimizer_spec_(optimizer), optimizer_(make_optimizer(optimizer)),
+      values_(static_cast<size_t>(n_), 0.0f), message_(static_cast<size_t>(n_) + 1), sum_(static_cast<size_t>(n_)),
+      workers_(world.size() - ranges.servers) {
+  optimizer_->bind(layout.backend(), n_);
+  pushed_.resize(static_cast<size_t>(workers_));
+  clocks_.assign(static_cast<size_t>(workers_), 0);
+  report_.server = k_;
+  report_.parameters = n_;
+}
+
+void PsServer::load(const std::string& resume, const std::string& init_from, uint64_t seed) {
+  const ParamArena& arena = layout_.params();
+  for (size_t i = 0; i < arena.variables().size(); ++i) {  // the seed's values of each variable's part in the range
+    const Variable& v = arena.variables()[i];
+    const int64_t a = std::max(lo_, v.offset), b = std::min(lo_ + n_, v.offset + v.shape.numel());
+    if (!v.trainable || a >= b) continue;
+    const std::vector<float> initial = arena.initial_value(static_cast<int>(i), seed);
+    std::copy(initial.begin() + (a - v.offset), initial.begin() + (b - v.offset), values_.begin() + (a - lo_));
+  }
+  const std::string source = resume.empty() ? init_from : resume;
+  if (!source.empty()) {  // the whole model into the layout's arena, then our range
+    ArenaModelState whole(layout_.params());
+    load_weights(source, whole);
+    std::vector<float> all(static_cast<size_t>(ranges_.arena));
+    layout_.backend().download(layout_.params().values(), all.data());
+    std::copy(all.begin() + lo_, all.begin() + lo_ + n_, values_.begin());
+  }
+  if (resume.empty()) return;
+  // Slots: the checkpoint stores them whole; keep our range.
+  auto whole = make_optimizer(optimizer_spec_);
+  whole->bind(layout_.backend(), ranges_.arena);
+  ArenaOptimizerState whole_state(*whole, layout_.backend());
+  load_optimizer(resume, arena, whole_state);
+  const auto from = whole->slots();
+  const auto to = optimizer_->slots();
+  for (size_t s = 0; s < to.size(); ++s) layout_.backend().copy(from[s].second.range(lo_, n_), to[s].second);
+  optimizer_->set_iterations(whole->iterations());
+}
+
+ServeReport PsServer::serve() {
+  while (done_ < workers_ || !pulls_.empty()) {
+    const MpiCommunicator::Incoming m = world_.probe(waiting_for());
+    if (m.tag == kPull) on_pull(m.source);
+    else if (m.tag == kPush) on_push(m.source);
+    else if (m.tag == kDone) on_done(m.source);
+    else if (m.tag == kGet) on_get(m.source);
+    else throw Error(fmt::format("parameter_server: unexpected message tag {} from rank {}", m.tag, m.source));
+    answer_allowed_pulls();
+  }
+  return report_;
+}
+
+void PsServer::on_pull(int from) {
+  double clock = 0;
+  world_.recv(host_f64(&clock, 1), from, kPull, "a pull");
+  pulls_.emplace_back(from, static_cast<int64_t>(clock));
+}
+
+void PsServer::on_push(int from) {
+  world_.recv(host_f32(message_.data(), n_ + 1), from, kPush, "a push");
+  const float lr = message_[0];
+  const auto w = static_cast<size_t>(worker(from));
+  if (staleness_ != 0) {
+    applied_update(host_f32(message_.data() + 1, n_), lr);
+  } else {
+    pushed_[w].assign(message_.begin() + 1, message_.end());
+    if (++pushes_this_step_ == workers_) {  // in worker order: the sum does not depend on timing
+      std::fill(sum_.begin(), sum_.end(), 0.0f);
+      for (const auto& g : pushed_)
+        for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += g[i];
+      applied_update(host_f32(sum_.data(), n_), lr);
+      pushes_this_step_ = 0;
+    }
+  }
+  ++clocks_[w];
+  const auto [slowest, fastest] = std::minmax_element(clocks_.begin(), clocks_.end());
+  report_.max_lead = std::max(report_.max_lead, *fastest - *slowest);
+}
+
+void PsServer::applied_update(const Tensor& grads, float lr) {
+  optimizer_->update(host_f32(values_.data(), n_), grads, lr);
+  ++report_.updates;
+}
+
+void PsServer::on_done(int from) {
+  double none = 0;
+  world_.recv(host_f64(&none, 1), from, kDone, "a worker's end");
+  ++done_;
+  clocks_[static_cast<size_t>(worker(from))] = kFinished;
+}
+
+void PsServer::on_get(int from) {
+  double what = 0;
+  world_.recv(host_f64(&what, 1), from, kGet, "a request");
+  if (what == kGetIterations) {
+    double iterations = static_cast<double>(optimizer_->iterations());
+    world_.send(host_f64(&iterations, 1), from, kGot, "the iteration count");
+    return;
+  }
+  if (what == kGetValues) {
+    world_.send(host_f32(values_.data(), n_), from, kGot, "the parameters");
+    return;
+  }
+  const auto slots = optimizer_->slots();
+  DT_CHECK(what >= 0 && what < static_cast<double>(slots.size()), "parameter_server: no slot {}", what);
+  std::vector<float> slot(static_cast<size_t>(n_));
+  layout_.backend().download(slots[static_cast<size_t>(what)].second, slot.data());
+  world_.send(host_f32(slot.data(), n_), from, kGot, "an optimizer slot");
+}
+
+// The pulls the staleness bound now allows (synchronous: the step's update is in).
+void PsServer::answer_allowed_pulls() {
+  const int64_t slowest = *std::min_element(clocks_.begin(), clocks_.end());
+  for (auto it = pulls_.begin(); it != pulls_.end();) {
+    if (staleness_ >= 0 && it->second - slowest > staleness_) {
+      ++it;
+      continue;
+    }
+    world_.send(host_f32(values_.data(), n_), it->first, kValues, fmt::format("the parameters for step {}", it->second + 1));
+    it = pulls_.erase(it);
+  }
+}
+
+// For the error a timeout throws: which workers the server still waits for.
+std::string PsServer::waiting_for() const {
+  std::string busy;
+  int64_t slowest = kFinished;
+  int slowest_rank = -1;
+  for (int w = 0; w < workers_; ++w) {
+    const int64_t c = clocks_[static_cast<size_t>(w)];
+    if (c == kFinished) continue;
+    busy += fmt::format("{}{}", busy.empty() ? "" : ", ", w + ranges_.servers);
+    if (c < slowest) slowest = c, slowest_rank = w + ranges_.servers;
+  }
+  return fmt::format("server {} waiting for a message from the workers not done (ranks {}; the slowest, rank {}, has pushed "
+                     "{} step(s))",
+                     k_, busy, slowest_rank, slowest);
+}
+
+}  // namespace distrain
