@@ -47,6 +47,55 @@ TEST_CASE("mpi communicator: exact all_reduce, reduce_scatter, all_gather, broad
   c.barrier();
 }
 
+TEST_CASE("mpi communicator: send, recv and probe deliver exact messages") {
+  MpiCommunicator c;
+  const int n = c.size(), r = c.rank();
+  // A ring of small float32 messages (small: each send completes before its recv is posted).
+  std::vector<float> out{static_cast<float>(r), static_cast<float>(2 * r)}, in(2);
+  c.send(host(out), (r + 1) % n, 7, "a ring message");
+  c.recv(host(in), (r + n - 1) % n, 7, "a ring message");
+  CHECK(in[0] == static_cast<float>((r + n - 1) % n));
+  CHECK(in[1] == static_cast<float>(2 * ((r + n - 1) % n)));
+  // Every other rank tells rank 0 its rank as float64; rank 0 takes them in arrival order.
+  if (r > 0) {
+    double mine = r;
+    c.send(Tensor{&mine, Shape{1}, DType::f64, Device{}}, 0, 9, "a rank number");
+  } else {
+    std::vector<bool> heard(static_cast<size_t>(n), false);
+    for (int i = 1; i < n; ++i) {
+      const MpiCommunicator::Incoming m = c.probe("a rank number");
+      REQUIRE(m.tag == 9);
+      double got = -1;
+      c.recv(Tensor{&got, Shape{1}, DType::f64, Device{}}, m.source, m.tag, "a rank number");
+      CHECK(got == static_cast<double>(m.source));
+      heard[static_cast<size_t>(m.source)] = true;
+    }
+    for (int k = 1; k < n; ++k) CHECK(heard[static_cast<size_t>(k)]);
+  }
+  c.barrier();
+}
+
+TEST_CASE("mpi communicator: a message that never comes times out naming the peer") {
+  MpiCommunicator& c = *new MpiCommunicator;  // never freed: see the next test
+  if (c.size() < 2 || c.rank() != 0) return;
+  c.set_timeout(0.2);
+  std::vector<float> none(3);
+  std::string message;
+  try {
+    c.recv(host(none), 1, 11, "a message rank 1 never sends");
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("rank 0: waiting for a message rank 1 never sends (rank 1) did not complete within 0.2 s") == 0);
+  message.clear();
+  try {
+    c.probe("anything");
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("rank 0: anything did not complete within 0.2 s; a rank may be stopped or hung") == 0);
+}
+
 TEST_CASE("mpi communicator: a collective a rank is late for times out naming that rank") {
   // Never freed: freeing is collective, and the rank that timed out skips it (in a real job
   // it is about to abort), which would leave the others waiting in MPI_Win_free.
