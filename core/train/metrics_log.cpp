@@ -1,7 +1,11 @@
 #include "core/train/metrics_log.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <unistd.h>
 
+#include "core/base/error.hpp"
 #include "core/base/json.hpp"
 
 namespace distrain {
@@ -12,6 +16,16 @@ namespace {
 
 Json mean_or_null(const LossStats& s) { return s.count ? Json(mean_loss(s)) : Json(nullptr); }
 Json accuracy_or_null(const LossStats& s) { return s.count ? Json(accuracy(s)) : Json(nullptr); }
+
+// Writes (appends) text to file, or throws naming the file and why: a full disk must stop
+// the run with a clear message, not leave a metrics file missing epochs without a word.
+void write_text(const fs::path& file, const std::string& text, std::ios::openmode mode) {
+  errno = 0;
+  std::ofstream out(file, mode);
+  if (out) out << text << std::flush;
+  DT_USER_CHECK(out.good(), "{}: cannot write ({}); check free space and permissions of the run folder", file.string(),
+                errno ? std::strerror(errno) : "write failed");
+}
 
 }  // namespace
 
@@ -26,7 +40,7 @@ void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
                      {"images_per_sec", r.images_per_sec},
                      {"seconds", r.seconds},
                      {"complete", complete}};
-  std::ofstream(file, std::ios::app) << dump_line(line) << "\n";
+  write_text(file, dump_line(line) + "\n", std::ios::app);
 }
 
 void trim_metrics(const fs::path& file, int64_t completed_epochs) {
@@ -39,7 +53,10 @@ void trim_metrics(const fs::path& file, int64_t completed_epochs) {
       kept += line + "\n";
   }
   in.close();
-  std::ofstream(file, std::ios::trunc) << kept;
+  // Replaced atomically: a crash now leaves the old file or the trimmed one, never half.
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  write_text(tmp, kept, std::ios::trunc);
+  fs::rename(tmp, file);
 }
 
 void write_summary(const fs::path& file, const std::string& name, const TrainSummary& s) {
@@ -53,7 +70,7 @@ void write_summary(const fs::path& file, const std::string& name, const TrainSum
                         {"train_seconds", s.train_seconds},
                         {"images_per_sec", s.images_per_sec},
                         {"last_checkpoint", s.last_checkpoint}};
-  std::ofstream(file) << dump_line(summary) << "\n";
+  write_text(file, dump_line(summary) + "\n", std::ios::trunc);
 }
 
 }  // namespace distrain

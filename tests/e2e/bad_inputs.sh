@@ -174,6 +174,11 @@ if mount_tmpfs "$work/full" size=1m; then
 else
   skip "disk full: cannot mount a tmpfs here (not root?)"
 fi
+# metrics.jsonl that cannot be written (here a folder of that name): the run stops at the
+# first epoch's line, naming the file, rather than going on with epochs missing from it.
+mkdir -p "$work/nometrics/metrics.jsonl"
+run "$distrain" train "$tiny" --set train.tensorboard=false --run-dir "$work/nometrics" --progress none
+classify "metrics.jsonl cannot be written" 2 "metrics.jsonl: cannot write"
 
 # --- the data ---
 idx_recipe() { sed -e 's/dataset = "synthetic"/dataset = "mnist"/' -e '/train_examples\|test_examples\|image_shape = /d' \
