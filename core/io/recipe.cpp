@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/base/error.hpp"
 #include "core/backend/gpu_info.hpp"
-#include "core/io/config_table.hpp"
+#include "core/base/config_table.hpp"
+#include "core/base/error.hpp"
 #include "core/io/toml_depth.hpp"
 
 namespace distrain {

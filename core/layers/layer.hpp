@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/backend/backend.hpp"
-#include "core/model/param_arena.hpp"
+#include "core/tensor/param_arena.hpp"
 
 namespace distrain {
 

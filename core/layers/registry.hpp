@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/config_table.hpp"
 #include "core/layers/layer.hpp"
-#include "core/io/config_table.hpp"
 
 namespace distrain {
 

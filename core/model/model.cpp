@@ -5,8 +5,7 @@
 #include <map>
 #include <set>
 
-#include "core/io/config_table.hpp"
-
+#include "core/base/config_table.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {

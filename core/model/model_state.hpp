@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "core/model/param_arena.hpp"
+#include "core/tensor/param_arena.hpp"
 
 namespace distrain {
 

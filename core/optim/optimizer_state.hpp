@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model/param_arena.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/tensor/param_arena.hpp"
 
 namespace distrain {
 

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
+#include "core/base/range.hpp"
 #include "core/strategy/multi_replica.hpp"
 
 namespace distrain {
@@ -125,6 +126,7 @@ class Zero final : public MultiReplicaStrategy {
   // The range of the arena replica g owns: [begin(g), begin(g) + length(g)).
   int64_t begin(int g) const { return std::min(static_cast<int64_t>(g) * shard_, arena_); }
   int64_t length(int g) const { return std::min(shard_, arena_ - begin(g)); }
+  Range own(int g) const { return {begin(g), begin(g) + length(g)}; }
 
  protected:
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
@@ -178,7 +180,7 @@ class Zero final : public MultiReplicaStrategy {
   void gather_range(int r, int64_t lo, int64_t hi, Tensor out) {
     const int g = first_local_replica() + r;
     Backend& be = replica(r).backend();
-    const int64_t a = std::max(lo, begin(g)), b = std::min(hi, begin(g) + length(g));
+    const auto [a, b] = intersect({lo, hi}, own(g));
     if (stage() == 3) {
       be.fill(out, 0.0f);
       if (a < b) be.copy(shard_values_[static_cast<size_t>(r)].view().range(a - begin(g), b - a), out.range(a - lo, b - a));
@@ -215,7 +217,7 @@ class Zero final : public MultiReplicaStrategy {
     const Tensor bucket = grad_buckets_[static_cast<size_t>(r)].view().range(0, hi - lo);
     sum_over_replicas(r, bucket);
     const int g = first_local_replica() + r;
-    const int64_t a = std::max(lo, begin(g)), b = std::min(hi, begin(g) + length(g));
+    const auto [a, b] = intersect({lo, hi}, own(g));
     if (a < b)
       replica(r).backend().copy(bucket.range(a - lo, b - a), shard_grads_[static_cast<size_t>(r)].view().range(a - begin(g), b - a));
   }
@@ -253,7 +255,7 @@ void ShardedOptimizerState::read(const std::string& slot, const Variable& v, std
   out.assign(static_cast<size_t>(n), 0.0f);
   for (int r = 0; r < z_.local_replicas(); ++r) {
     const int g = z_.first_local_replica() + r;
-    const int64_t lo = std::max(v.offset, z_.begin(g)), hi = std::min(v.offset + n, z_.begin(g) + z_.length(g));
+    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
     if (lo >= hi) continue;
     z_.replica(r).backend().download(
         slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(lo - z_.begin(g), hi - lo), out.data() + (lo - v.offset));
@@ -266,7 +268,7 @@ void ShardedOptimizerState::write(const std::string& slot, const Variable& v, co
   const int64_t n = v.shape.numel();
   for (int r = 0; r < z_.local_replicas(); ++r) {
     const int g = z_.first_local_replica() + r;
-    const int64_t lo = std::max(v.offset, z_.begin(g)), hi = std::min(v.offset + n, z_.begin(g) + z_.length(g));
+    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
     if (lo >= hi) continue;
     z_.replica(r).backend().upload(
         in.data() + (lo - v.offset), slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(lo - z_.begin(g), hi - lo));
@@ -295,7 +297,7 @@ void ShardedModelState::read(int id, std::vector<float>& out) {
   out.assign(static_cast<size_t>(n), 0.0f);
   for (int r = 0; r < z_.local_replicas(); ++r) {
     const int g = z_.first_local_replica() + r;
-    const int64_t lo = std::max(v.offset, z_.begin(g)), hi = std::min(v.offset + n, z_.begin(g) + z_.length(g));
+    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
     if (lo < hi)
       z_.replica(r).backend().download(z_.shard_values_[static_cast<size_t>(r)].view().range(lo - z_.begin(g), hi - lo),
                                        out.data() + (lo - v.offset));
@@ -312,7 +314,7 @@ void ShardedModelState::write(int id, const std::vector<float>& in) {
     }
     const int g = z_.first_local_replica() + r;
     const int64_t n = v.shape.numel();
-    const int64_t lo = std::max(v.offset, z_.begin(g)), hi = std::min(v.offset + n, z_.begin(g) + z_.length(g));
+    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
     if (lo < hi)
       z_.replica(r).backend().upload(in.data() + (lo - v.offset),
                                      z_.shard_values_[static_cast<size_t>(r)].view().range(lo - z_.begin(g), hi - lo));

@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "core/base/error.hpp"
-#include "core/io/config_table.hpp"
+#include "core/base/config_table.hpp"
 #include "core/io/recipe.hpp"
 #include "tests/unit/helpers.hpp"
 

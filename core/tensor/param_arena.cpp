@@ -1,4 +1,4 @@
-#include "core/model/param_arena.hpp"
+#include "core/tensor/param_arena.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "core/io/config_table.hpp"
+#include "core/base/config_table.hpp"
 
 #include <cmath>
 
