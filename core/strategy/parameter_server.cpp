@@ -250,10 +250,11 @@ void PsOptimizerState::read(const std::string& slot, const Variable& v, std::vec
   const auto index = static_cast<double>(std::find(names.begin(), names.end(), slot) - names.begin());
   const PsRanges& ranges = ps_.ranges();
   for (int k = 0; k < ranges.servers; ++k) {
-    const int64_t a = std::max(ranges.begin(k), v.offset), b = std::min(ranges.begin(k + 1), v.offset + v.shape.numel());
-    if (a >= b) continue;
+    const Range part = intersect(range_of(v), ranges.range(k));
+    if (part.empty()) continue;
     const std::vector<float> got = ps_.fetch(k, index);  // the server's whole range of this slot
-    std::copy(got.begin() + (a - ranges.begin(k)), got.begin() + (b - ranges.begin(k)), out.begin() + (a - v.offset));
+    std::copy(got.begin() + (part.begin - ranges.begin(k)), got.begin() + (part.end - ranges.begin(k)),
+              out.begin() + (part.begin - v.offset));
   }
 }
 

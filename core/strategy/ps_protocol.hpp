@@ -9,7 +9,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/model/param_arena.hpp"
+#include "core/base/range.hpp"
+#include "core/tensor/param_arena.hpp"
 #include "core/tensor/tensor.hpp"
 
 namespace distrain {
@@ -25,7 +26,11 @@ struct PsRanges {
     return k >= servers ? arena : arena * k / servers / ParamArena::kAlign * ParamArena::kAlign;
   }
   int64_t length(int k) const { return begin(k + 1) - begin(k); }
+  Range range(int k) const { return {begin(k), begin(k + 1)}; }
 };
+
+// The elements of a variable in the trainable arena.
+inline Range range_of(const Variable& v) { return {v.offset, v.offset + v.shape.numel()}; }
 
 inline Tensor host_f32(float* data, int64_t n) { return Tensor{data, Shape{n}, DType::f32, Device{}}; }
 inline Tensor host_f64(double* data, int64_t n) { return Tensor{data, Shape{n}, DType::f64, Device{}}; }

@@ -33,10 +33,11 @@ void PsServer::load(const std::string& resume, const std::string& init_from, uin
   const ParamArena& arena = layout_.params();
   for (size_t i = 0; i < arena.variables().size(); ++i) {  // the seed's values of each variable's part in the range
     const Variable& v = arena.variables()[i];
-    const int64_t a = std::max(lo_, v.offset), b = std::min(lo_ + n_, v.offset + v.shape.numel());
-    if (!v.trainable || a >= b) continue;
+    const Range mine = intersect(range_of(v), ranges_.range(k_));
+    if (!v.trainable || mine.empty()) continue;
     const std::vector<float> initial = arena.initial_value(static_cast<int>(i), seed);
-    std::copy(initial.begin() + (a - v.offset), initial.begin() + (b - v.offset), values_.begin() + (a - lo_));
+    std::copy(initial.begin() + (mine.begin - v.offset), initial.begin() + (mine.end - v.offset),
+              values_.begin() + (mine.begin - lo_));
   }
   const std::string source = resume.empty() ? init_from : resume;
   if (!source.empty()) {  // the whole model into the layout's arena, then our range
