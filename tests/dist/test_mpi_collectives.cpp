@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm/mesh.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain {
@@ -73,6 +74,23 @@ TEST_CASE("mpi communicator: send, recv and probe deliver exact messages") {
     for (int k = 1; k < n; ++k) CHECK(heard[static_cast<size_t>(k)]);
   }
   c.barrier();
+}
+
+TEST_CASE("mpi mesh: each axis communicator sums exactly its group") {
+  MpiCommunicator world;
+  const int n = world.size();
+  const MeshShape shape = n % 2 == 0 ? MeshShape{n / 2, 2, 1} : MeshShape{1, 1, n};
+  const Mesh mesh = Mesh::over_mpi(shape, world);
+  CHECK(mesh.coord() == coord_of(shape, world.rank()));
+  for (Axis a : kMeshAxes) {
+    std::vector<float> v{static_cast<float>(1 << world.rank())};  // distinct powers of two name the ranks summed
+    mesh.axis(a).all_reduce(host(v), ReduceOp::sum);
+    float want = 0;
+    for (int g : axis_group(shape, world.rank(), a)) want += static_cast<float>(1 << g);
+    CHECK(v[0] == want);
+    CHECK(mesh.axis(a).rank() == mesh.coord().at(a));
+  }
+  world.barrier();
 }
 
 TEST_CASE("mpi communicator: a message that never comes times out naming the peer") {

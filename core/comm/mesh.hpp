@@ -1,0 +1,69 @@
+// Mesh: the ranks of a job on named axes `data`, `tensor`, `pipeline`, whose degrees
+// multiply to the world size. Layout as Megatron and torchtitan: tensor innermost
+// (neighbouring ranks share the fastest links), then data, pipeline outermost:
+//   rank = (pipeline * data_degree + data) * tensor_degree + tensor.
+// A rank's group along an axis is every rank that differs from it only in that axis's
+// coordinate, ordered by that coordinate; the mesh owns one communicator per axis, split
+// from the world, and strategies ask it for them rather than building groups of their own.
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+
+namespace distrain {
+
+class MpiCommunicator;
+
+enum class Axis { data, tensor, pipeline };
+constexpr std::array<Axis, 3> kMeshAxes{Axis::data, Axis::tensor, Axis::pipeline};
+std::string_view axis_name(Axis axis);
+
+struct MeshShape {
+  int data = 1, tensor = 1, pipeline = 1;
+  int size() const { return data * tensor * pipeline; }
+  int degree(Axis axis) const;
+  std::string str() const;  // "data 2 x tensor 2 x pipeline 1"
+};
+
+struct MeshCoord {
+  int data = 0, tensor = 0, pipeline = 0;
+  int at(Axis axis) const;
+  bool operator==(const MeshCoord&) const = default;
+};
+
+MeshCoord coord_of(const MeshShape& shape, int rank);
+int rank_of(const MeshShape& shape, const MeshCoord& coord);
+// The world ranks of `rank`'s group along `axis`, in that axis's order (rank's own included).
+std::vector<int> axis_group(const MeshShape& shape, int rank, Axis axis);
+// Throws UserError naming `where` unless every degree is >= 1 and their product is
+// `world_size`.
+void check_mesh(const MeshShape& shape, int world_size, const std::string& where);
+
+class Mesh {
+ public:
+  // This process's place in a mesh of MPI processes (collective over `world`).
+  static Mesh over_mpi(const MeshShape& shape, MpiCommunicator& world);
+  // A mesh of threads in one process: element r is rank r's view (its communicators are
+  // for that rank's thread only).
+  static std::vector<Mesh> over_threads(const MeshShape& shape);
+
+  const MeshShape& shape() const { return shape_; }
+  int rank() const { return rank_; }
+  const MeshCoord& coord() const { return coord_; }
+  // The communicator of this rank's group along `axis` (its rank there is coord().at(axis)).
+  Communicator& axis(Axis axis) const { return *axes_[static_cast<size_t>(axis)]; }
+
+ private:
+  Mesh(const MeshShape& shape, int rank, std::array<std::unique_ptr<Communicator>, 3> axes);
+
+  MeshShape shape_;
+  int rank_ = 0;
+  MeshCoord coord_;
+  std::array<std::unique_ptr<Communicator>, 3> axes_;  // by Axis
+};
+
+}  // namespace distrain

@@ -1,0 +1,61 @@
+// The device mesh: rank layout (tensor innermost, pipeline outermost), axis groups, the
+// degree check, and one communicator per axis whose sums are exactly the group's.
+#include <thread>
+
+#include "core/comm/mesh.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+TEST_CASE("mesh: tensor innermost, then data, pipeline outermost") {
+  const MeshShape shape{2, 3, 2};  // data 2, tensor 3, pipeline 2: 12 ranks
+  CHECK(coord_of(shape, 0) == MeshCoord{0, 0, 0});
+  CHECK(coord_of(shape, 1) == MeshCoord{0, 1, 0});  // the next rank is the next tensor shard
+  CHECK(coord_of(shape, 3) == MeshCoord{1, 0, 0});
+  CHECK(coord_of(shape, 6) == MeshCoord{0, 0, 1});
+  CHECK(coord_of(shape, 11) == MeshCoord{1, 2, 1});
+  for (int r = 0; r < shape.size(); ++r) CHECK(rank_of(shape, coord_of(shape, r)) == r);
+  CHECK(axis_group(shape, 4, Axis::tensor) == std::vector<int>{3, 4, 5});
+  CHECK(axis_group(shape, 4, Axis::data) == std::vector<int>{1, 4});
+  CHECK(axis_group(shape, 4, Axis::pipeline) == std::vector<int>{4, 10});
+}
+
+TEST_CASE("mesh: degrees must multiply to the world size") {
+  CHECK_NOTHROW(check_mesh(MeshShape{2, 2, 1}, 4, "r.toml"));
+  CHECK_THROWS_WITH_AS(
+      check_mesh(MeshShape{2, 2, 1}, 8, "r.toml"),
+      doctest::Contains("r.toml: the mesh data 2 x tensor 2 x pipeline 1 has 4 ranks, but the job has 8; launch with mpirun -np 4"),
+      UserError);
+  CHECK_THROWS_WITH_AS(check_mesh(MeshShape{0, 2, 1}, 0, "r.toml"),
+                       doctest::Contains("r.toml: strategy.data = 0; a mesh degree is at least 1"), UserError);
+}
+
+TEST_CASE("mesh over threads: each axis communicator sums exactly its group") {
+  const MeshShape shape{2, 2, 2};
+  std::vector<Mesh> meshes = Mesh::over_threads(shape);
+  REQUIRE(meshes.size() == 8);
+  std::vector<std::array<float, 3>> sums(8);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 8; ++r)
+    threads.emplace_back([&, r] {
+      const Mesh& m = meshes[static_cast<size_t>(r)];
+      for (Axis a : kMeshAxes) {
+        float v = static_cast<float>(1 << r);  // a sum of distinct powers of two names its ranks
+        m.axis(a).all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);
+        sums[static_cast<size_t>(r)][static_cast<size_t>(a)] = v;
+        CHECK(m.axis(a).rank() == m.coord().at(a));
+        CHECK(m.axis(a).size() == shape.degree(a));
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 8; ++r)
+    for (Axis a : kMeshAxes) {
+      float want = 0;
+      for (int g : axis_group(shape, r, a)) want += static_cast<float>(1 << g);
+      CHECK(sums[static_cast<size_t>(r)][static_cast<size_t>(a)] == want);
+    }
+}
+
+}  // namespace
+}  // namespace distrain::test
