@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/cuda_plugin.hpp"
+#include "core/tensor/buffer.hpp"
 
 namespace distrain {
 
@@ -39,6 +41,24 @@ GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Ten
   DT_CHECK(d.k == kb && c.shape[0] == d.m && c.shape[1] == d.n, "gemm shapes {}{} x {}{} -> {}", a.shape.str(),
            ta ? "^T" : "", b.shape.str(), tb ? "^T" : "", c.shape.str());
   return d;
+}
+
+bool all_finite(Backend& backend, const Tensor& t) {
+  DT_CHECK(t.dtype == DType::f32, "all_finite of {}", dtype_name(t.dtype));
+  const int64_t n = t.numel();
+  if (t.device.is_cpu()) {
+    const float* p = t.f32();
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(p[i]);  // no early exit: vectorises
+    return finite;
+  }
+  const int64_t columns = n % 16 == 0 ? 16 : 1;
+  Buffer sums(backend, Shape{columns});
+  backend.fill(sums.view(), 0.0f);
+  backend.bias_grad(Tensor{t.data, Shape{n / columns, columns}, DType::f32, t.device}, sums.view());
+  std::vector<float> host(static_cast<size_t>(columns));
+  backend.download(sums.view(), host.data());
+  return std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); });
 }
 
 float adam_step_size(const AdamHyper& h) {

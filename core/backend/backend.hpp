@@ -138,6 +138,10 @@ struct GemmDims {
 GemmDims gemm_dims(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, const Tensor& c);
 // Adam's learning rate with both bias corrections folded in, computed in double.
 float adam_step_size(const AdamHyper& h);
+// True when every element of t (float32) is finite: on the host a scan; on a device its
+// column sums as (rows, 16), downloaded (a NaN or infinity anywhere makes its column's sum
+// non-finite, as would values near the float limit, which are divergence anyway).
+bool all_finite(Backend& backend, const Tensor& t);
 
 // The backend of a device; created once per device and shared.
 Backend& backend_for(const Device& device);

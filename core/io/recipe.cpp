@@ -177,7 +177,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   c.finish();
 }
 
-void parse_train(ConfigTable c, TrainSpec& t) {
+void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
   t.epochs = c.get_int("epochs", 1);
   if (t.epochs <= 0) c.fail("epochs", fmt::format("must be positive, got {}", t.epochs));
   t.steps = c.get_int("steps", 0);
@@ -190,6 +190,10 @@ void parse_train(ConfigTable c, TrainSpec& t) {
   t.tensorboard = c.get_bool("tensorboard", true);
   t.tensorboard_every_steps = c.get_int("tensorboard_every_steps", 100);
   if (t.tensorboard_every_steps < 0) c.fail("tensorboard_every_steps", "must be >= 0 (0 = epoch metrics only)");
+  t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
+  if (t.skip_nonfinite_steps && strategy == "parameter_server")
+    c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "
+                           "the other workers' losses; use \"stop\"");
   c.finish();
 }
 
@@ -246,7 +250,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   }
   parse_strategy(root.sub("strategy"), r.strategy);
   parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy.per_replica_batch);
-  parse_train(root.sub("train"), r.train);
+  parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   root.finish();
   return r;

@@ -45,6 +45,8 @@ class CentralStorage final : public MultiReplicaStrategy {
     }
   }
 
+  bool gradients_finite() override { return all_finite(host_, grads_.view()); }
+
   void apply_update(const StepInfo& info) override {
     optimizer_->update(values_.view(), grads_.view(), info.learning_rate);
     for (int r = 0; r < local_replicas(); ++r) replica(r).backend().upload(values_.view().data, replica(r).model().params().values());

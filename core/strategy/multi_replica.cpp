@@ -121,12 +121,21 @@ LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const Step
   threads_->run([&](int r) {
     Replica& rep = replica(r);
     rep.model().zero_grads();
+    if (info.skip_nonfinite) rep.keep_state();
     stats[static_cast<size_t>(r)] = rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale,
                                                          derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)));
   });
   LossStats total;
   for (const auto& s : stats) total += s;
   return world_ ? sum_over_workers(total, *world_) : total;
+}
+
+bool MultiReplicaStrategy::gradients_finite() {
+  return all_finite(replica(0).backend(), replica(0).model().params().grads());
+}
+
+void MultiReplicaStrategy::discard_step() {
+  threads_->run([&](int r) { replica(r).restore_state(); });
 }
 
 LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {

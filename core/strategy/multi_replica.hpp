@@ -38,6 +38,10 @@ class MultiReplicaStrategy : public Strategy {
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;
+  void discard_step() override;
+  // Replica 0's gradient arena, which the reduction made every replica's (strategies that
+  // reduce elsewhere say where).
+  bool gradients_finite() override;
   // Called on replica r's thread for its own tensor t: t becomes the sum over every
   // replica of the job (local all-reduce; MPI between workers on replica 0's thread, the
   // caller's, as MPI_THREAD_FUNNELED wants; local broadcast).

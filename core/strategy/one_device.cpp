@@ -29,9 +29,12 @@ class OneDevice final : public Strategy {
  protected:
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
     replica_.model().zero_grads();
+    if (info.skip_nonfinite) replica_.keep_state();
     return replica_.forward_backward(batch.replicas.at(0), 1.0f / static_cast<float>(batch.global_count), info.seed);
   }
   void reduce_gradients() override {}  // one replica: its gradients are the global ones
+  bool gradients_finite() override { return all_finite(replica_.backend(), replica_.model().params().grads()); }
+  void discard_step() override { replica_.restore_state(); }
   void apply_update(const StepInfo& info) override {
     optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate);
   }

@@ -167,7 +167,11 @@ class ParameterServer final : public Strategy {
     return replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()));
   }
 
+  // A non-finite gradient is not pushed: the trainer then stops the job (a server has no
+  // means to refuse a push).
   void reduce_gradients() override {
+    pushed_finite_ = all_finite(replica_->backend(), model().params().grads());
+    if (!pushed_finite_) return;
     std::vector<float> grads(static_cast<size_t>(ranges_.arena));
     replica_->backend().download(model().params().grads(), grads.data());
     for (int k = 0; k < num_ps_; ++k) {
@@ -180,6 +184,11 @@ class ParameterServer final : public Strategy {
   }
 
   void apply_update(const StepInfo&) override {}  // the servers apply
+  // The recipe refuses train.on_nonfinite = "skip_step" here: a server applies each push
+  // without knowing the other workers' losses.
+  void discard_step() override { throw Error("parameter_server: a step cannot be discarded"); }
+  // This worker's own gradients, checked before they are pushed (reduce_gradients).
+  bool gradients_finite() override { return pushed_finite_; }
 
  private:
   friend class PsModelState;
@@ -215,6 +224,7 @@ class ParameterServer final : public Strategy {
   std::unique_ptr<Optimizer> optimizer_;
   PsRanges ranges_;
   int64_t clock_ = 0, stop_checks_ = 0;
+  bool pushed_finite_ = true;
   float lr_ = 0;
 };
 

@@ -36,6 +36,17 @@ LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale,
   return stats;
 }
 
+void Replica::keep_state() {
+  const Tensor state = model_->params().state();
+  if (state.numel() == 0) return;
+  if (kept_state_.empty()) kept_state_ = Buffer(backend_, state.shape);
+  backend_.copy(state, kept_state_.view());
+}
+
+void Replica::restore_state() {
+  if (!kept_state_.empty()) backend_.copy(kept_state_.view(), model_->params().state());
+}
+
 LossStats Replica::evaluate(const ReplicaSlice& slice) {
   if (slice.count == 0) {
     model_->forward_hooks_only();

@@ -22,6 +22,11 @@ class Replica {
   // Loss and accuracy in inference mode; no gradients.
   LossStats evaluate(const ReplicaSlice& slice);
 
+  // A copy of the non-trainable state (batch-norm moving statistics) before a step that
+  // may be discarded, and putting it back.
+  void keep_state();
+  void restore_state();
+
   Model& model() { return *model_; }
   Backend& backend() { return backend_; }
   // Under sync_batch_norm: how batch norm sums its statistics over all replicas.
@@ -34,6 +39,7 @@ class Replica {
   std::unique_ptr<Model> model_;
   Loss loss_;
   Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
+  Buffer kept_state_;       // (state elements) see keep_state()
   CrossReplicaSum cross_replica_sum_;
   Tensor x_, y_;
 };

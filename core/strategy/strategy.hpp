@@ -5,6 +5,7 @@
 // updates. Metrics come back as sums and counts over all replicas of all workers.
 #pragma once
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,7 @@ struct StepInfo {
   int64_t step = 0;            // optimizer steps done before this one
   float learning_rate = 0.0f;  // from the schedule, for the global batch
   uint64_t seed = 0;           // this step's seed (dropout masks)
+  bool skip_nonfinite = false; // a non-finite loss discards the step instead of applying it
 };
 
 // Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,
@@ -80,19 +82,29 @@ class Strategy {
   // each replica updates from its own batches) becomes the mean over replicas in model().
   virtual void prepare_for_read() {}
 
-  // The whole step: gradients, reduction, update. Returns metrics over all replicas.
+  // The whole step: gradients, reduction, update. Returns metrics over all replicas. A
+  // step whose loss or reduced gradients are not finite is not applied (last_step_finite()
+  // says so; every replica and worker agrees, as the loss is summed over all of them and
+  // the reduced gradients are the same everywhere); with info.skip_nonfinite its effect on
+  // non-trainable state is undone too, so that training can go on as if it never ran.
   LossStats train_step(const Batch& batch, const StepInfo& info) {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     const LossStats stats = compute_gradients(batch, info);
     const auto t1 = clock::now();
-    reduce_gradients();
+    finite_ = std::isfinite(stats.loss_sum);
+    if (finite_) {
+      reduce_gradients();
+      finite_ = gradients_finite();
+    }
     const auto t2 = clock::now();
-    apply_update(info);
+    if (finite_) apply_update(info);
+    else if (info.skip_nonfinite) discard_step();
     const auto t3 = clock::now();
     times_ = StepTimes{seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
     return stats;
   }
+  bool last_step_finite() const { return finite_; }
   // Loss and accuracy of model() on this process's share of a batch, summed over workers.
   virtual LossStats evaluate(const Batch& batch) = 0;
   // An epoch's training metrics over all workers, from this process's (strategies that
@@ -119,11 +131,17 @@ class Strategy {
   virtual LossStats compute_gradients(const Batch& batch, const StepInfo& info) = 0;
   virtual void reduce_gradients() = 0;
   virtual void apply_update(const StepInfo& info) = 0;
+  // Whether the reduced gradients are all finite: the same answer on every replica and worker.
+  virtual bool gradients_finite() = 0;
+  // After compute_gradients with info.skip_nonfinite (which then keeps a copy): puts back
+  // the non-trainable state (batch-norm moving statistics) as it was before the step.
+  virtual void discard_step() = 0;
 
  private:
   std::unique_ptr<ArenaModelState> arena_state_;
   static double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
   StepTimes times_;
+  bool finite_ = true;
 };
 
 class MpiCommunicator;

@@ -141,6 +141,19 @@ class Zero final : public MultiReplicaStrategy {
     threads().run([&](int r) { sum_over_replicas(r, replica(r).model().params().grads()); });
   }
 
+  // From stage 2 each replica holds only its range's reduced gradients: a count of
+  // replicas with a non-finite one, summed over all.
+  bool gradients_finite() override {
+    if (stage() < 2) return MultiReplicaStrategy::gradients_finite();
+    std::vector<float> bad(static_cast<size_t>(local_replicas()));
+    threads().run([&](int r) {
+      const auto i = static_cast<size_t>(r);
+      bad[i] = all_finite(replica(r).backend(), shard_grads_[i].view()) ? 0.0f : 1.0f;
+      sum_over_replicas(r, Tensor{&bad[i], Shape{1}, DType::f32, Device{}});
+    });
+    return bad[0] == 0.0f;
+  }
+
   void apply_update(const StepInfo& info) override {
     threads().run([&](int r) {
       const auto i = static_cast<size_t>(r);

@@ -69,6 +69,7 @@ void write_summary(const fs::path& file, const std::string& name, const TrainSum
                         {"val_accuracy", s.validated ? Json(s.val_accuracy) : Json(nullptr)},
                         {"train_seconds", s.train_seconds},
                         {"images_per_sec", s.images_per_sec},
+                        {"skipped_steps", s.skipped_steps},
                         {"last_checkpoint", s.last_checkpoint}};
   write_text(file, dump_line(summary) + "\n", std::ios::trunc);
 }

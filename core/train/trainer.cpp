@@ -24,14 +24,20 @@ namespace fs = std::filesystem;
 namespace {
 
 // A diverged run stops at once: going on would write NaN into metrics and checkpoints,
-// and rotation would delete the good checkpoints for them. The loss is summed over every
-// replica and worker before it gets here, so every rank stops at the same step.
-void check_loss_finite(const LossStats& stats, int64_t step, const std::string& last_checkpoint) {
-  if (std::isfinite(stats.loss_sum)) return;
+// and rotation would delete the good checkpoints for them. The strategy's finiteness
+// verdict is the same on every replica and worker, so every rank stops at the same step.
+[[noreturn]] void stop_for_nonfinite(const LossStats& stats, int64_t step, int64_t in_a_row,
+                                    const std::string& last_checkpoint) {
+  const std::string what = std::isfinite(stats.loss_sum) ? "the gradients are not finite (the loss is)"
+                           : std::isnan(stats.loss_sum)  ? "the loss is not finite (nan)"
+                                                         : "the loss is not finite (inf)";
+  const std::string skipped =
+      in_a_row > 1 ? fmt::format(" in {} steps in a row (train.on_nonfinite = \"skip_step\" skips at most {})", in_a_row,
+                                 TrainSpec::kMaxSkippedInARow)
+                   : "";
   throw UserError(fmt::format(
-      "step {}: the loss is not finite ({}); lower optimizer.learning_rate or add optimizer.schedule.warmup_steps; "
-      "the last finite checkpoint is {}",
-      step, std::isnan(stats.loss_sum) ? "nan" : "inf", last_checkpoint.empty() ? "none (none was written)" : last_checkpoint));
+      "step {}: {}{}; lower optimizer.learning_rate or add optimizer.schedule.warmup_steps; the last finite checkpoint is {}",
+      step, what, skipped, last_checkpoint.empty() ? "none (none was written)" : last_checkpoint));
 }
 
 
@@ -159,10 +165,22 @@ class StepLoop {
 
   void step(const Batch& batch, double lr) {
     const auto t0 = std::chrono::steady_clock::now();
+    const bool skip = recipe_.train.skip_nonfinite_steps;
     const LossStats stats = strategy_.train_step(
-        batch, StepInfo{state_.step, static_cast<float>(lr), derive_seed(recipe_.seed, static_cast<uint64_t>(state_.step))});
+        batch,
+        StepInfo{state_.step, static_cast<float>(lr), derive_seed(recipe_.seed, static_cast<uint64_t>(state_.step)), skip});
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    check_loss_finite(stats, state_.step + 1, last_saved_);
+    if (!strategy_.last_step_finite()) {
+      if (!skip || ++skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow)
+        stop_for_nonfinite(stats, state_.step + 1, skipped_in_a_row_, last_saved_);
+      log::info("step {}: the {} not finite; the step was skipped (train.on_nonfinite = \"skip_step\")", state_.step + 1,
+                std::isfinite(stats.loss_sum) ? "gradients are" : "loss is");
+      ++summary_.skipped_steps;
+      ++state_.step;  // its batch is used up: a rerun goes on with the next, as this run does
+      ++state_.batch_in_epoch;
+      return;
+    }
+    skipped_in_a_row_ = 0;
     state_.epoch_stats += stats;
     state_.epoch_seconds += dt;
     train_seconds_ += dt;
@@ -236,6 +254,7 @@ class StepLoop {
   double train_seconds_ = 0;
   int64_t trained_examples_ = 0;
   bool crashed_ = false;
+  int64_t skipped_in_a_row_ = 0;
 };
 
 }  // namespace

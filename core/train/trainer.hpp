@@ -32,6 +32,7 @@ struct TrainSummary {
   int64_t steps = 0, epochs = 0;
   double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
   bool validated = false;
+  int64_t skipped_steps = 0;  // steps discarded for a non-finite loss (train.on_nonfinite = "skip_step")
   int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
   std::optional<ServeReport> served;  // on a parameter server's server: what it did, instead of training

@@ -240,3 +240,118 @@ tensorboard = false
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+namespace {
+
+// Everything a checkpoint holds, read back on one device: trainable values, state
+// (batch-norm moving statistics), optimizer slots and iteration count.
+struct Saved {
+  std::vector<float> values, state, slots;
+  int64_t iterations = 0;
+};
+Saved read_saved(const Recipe& recipe, const std::string& ckpt) {
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  auto strategy = make_strategy(single);
+  load_weights(ckpt, strategy->model());
+  load_optimizer(ckpt, strategy->model().params(), strategy->optimizer_state());
+  Saved saved{to_host(strategy->model().params().values()), to_host(strategy->model().params().state()), {},
+              strategy->optimizer().iterations()};
+  for (const auto& [name, slot] : strategy->optimizer().slots()) {
+    const std::vector<float> host = to_host(slot);
+    saved.slots.insert(saved.slots.end(), host.begin(), host.end());
+  }
+  return saved;
+}
+
+}  // namespace
+
+TEST_CASE("train.on_nonfinite = skip_step: a batch with a NaN pixel leaves weights, slots and batch-norm statistics as if "
+          "it were not in the data") {
+  DataSpec synthetic;
+  synthetic.dataset = "synthetic";
+  synthetic.image_shape = Shape{8, 8, 1};
+  synthetic.train_examples = 256;
+  synthetic.test_examples = 32;
+  const Splits data = load_dataset(synthetic, 5);
+  std::vector<float> pixels(data.train.pixels.begin(), data.train.pixels.end());
+  std::vector<int64_t> labels(data.train.labels.begin(), data.train.labels.end());
+  const std::vector<float> test_pixels(data.test.pixels.begin(), data.test.pixels.end());
+  const std::vector<int64_t> test_labels(data.test.labels.begin(), data.test.labels.end());
+  auto write = [&](const fs::path& file, const std::vector<float>& x, const std::vector<int64_t>& y) {
+    H5Writer(file)
+        .add("x_train", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {y.size(), 64}, x)
+        .labels("y_train", y)
+        .add("x_test", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {32, 64}, test_pixels)
+        .labels("y_test", test_labels);
+  };
+  // Batch 3 of 16 (examples 32..47) holds a NaN; the reference data lacks that batch.
+  std::vector<float> poisoned = pixels;
+  poisoned[40 * 64 + 5] = std::numeric_limits<float>::quiet_NaN();
+  const fs::path with_nan = temp_file("with_nan.h5"), without = temp_file("without_batch_3.h5");
+  write(with_nan, poisoned, labels);
+  pixels.erase(pixels.begin() + 32 * 64, pixels.begin() + 48 * 64);
+  labels.erase(labels.begin() + 32, labels.begin() + 48);
+  write(without, pixels, labels);
+
+  for (const std::string strategy : {"name = \"one_device\"\nper_replica_batch = 16",
+                                     "name = \"mirrored\"\ndevices = [\"cpu:0\", \"cpu:1\"]\nper_replica_batch = 8",
+                                     "name = \"zero\"\nstage = 2\ndevices = [\"cpu:0\", \"cpu:1\"]\nper_replica_batch = 8"}) {
+    CAPTURE(strategy);
+    auto recipe = [&](const fs::path& file, const std::string& on_nonfinite) {
+      return parse_recipe(fmt::format(R"(
+name = "skip"
+[data]
+dataset = "hdf5"
+path = "{}"
+shuffle = false
+[model]
+input_shape = [64]
+layers = [
+  {{ type = "dense", units = 16, activation = "relu" }},
+  {{ type = "batch_norm" }},
+  {{ type = "dense", units = 10 }},
+]
+[optimizer]
+type = "adam"
+learning_rate = 0.01
+[strategy]
+{}
+[train]
+epochs = 1
+validate = false
+tensorboard = false
+on_nonfinite = "{}"
+)", file.string(), strategy, on_nonfinite), "skip.toml");
+    };
+    TrainOptions o;
+    o.out = std::fopen("/dev/null", "w");
+    o.run_dir = (fs::temp_directory_path() / "distrain_test_skip").string();
+    o.fresh = true;
+    const TrainSummary skipped = train(recipe(with_nan, "skip_step"), o);
+    CHECK(skipped.steps == 16);
+    CHECK(skipped.skipped_steps == 1);
+    o.run_dir = (fs::temp_directory_path() / "distrain_test_skip_ref").string();
+    const TrainSummary reference = train(recipe(without, "stop"), o);
+    CHECK(reference.steps == 15);
+    const Saved got = read_saved(recipe(without, "stop"), skipped.last_checkpoint);
+    const Saved want = read_saved(recipe(without, "stop"), reference.last_checkpoint);
+    CHECK(got.values == want.values);
+    CHECK(got.state == want.state);
+    CHECK(got.slots == want.slots);
+    CHECK(got.iterations == 15);
+    CHECK(want.iterations == 15);
+    // The default stops at that step, naming it. (The NaN never reaches the loss: ReLU maps
+    // it to 0; the first layer's kernel gradient holds it.)
+    o.run_dir = (fs::temp_directory_path() / "distrain_test_skip_stop").string();
+    CHECK_THROWS_WITH_AS(train(recipe(with_nan, "stop"), o), doctest::Contains("step 3: the gradients are not finite (the loss is)"),
+                         UserError);
+  }
+  CHECK_THROWS_WITH_AS(parse_recipe("name = \"p\"\n[model]\ninput_shape = [4]\nlayers = [{ type = \"dense\", units = 2 }]\n"
+                                    "[strategy]\nname = \"parameter_server\"\n[train]\non_nonfinite = \"skip_step\"\n",
+                                    "p.toml"),
+                       doctest::Contains("train.on_nonfinite: \"skip_step\" is not available under parameter_server"), UserError);
+}
+
+}  // namespace distrain::test
