@@ -10,16 +10,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Json mean_or_null(const LossStats& s) { return s.count ? Json(mean_loss(s)) : Json(nullptr); }
-Json accuracy_or_null(const LossStats& s) { return s.count ? Json(accuracy(s)) : Json(nullptr); }
+Json mean_or_null(const LossStats& s) { return s.count ? Json(s.mean_loss()) : Json(nullptr); }
+Json accuracy_or_null(const LossStats& s) { return s.count ? Json(s.accuracy()) : Json(nullptr); }
 
 }  // namespace
 
 void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
   const Json line = {{"epoch", r.epoch},
                      {"step", r.step},
-                     {"loss", mean_loss(r.train)},
-                     {"accuracy", accuracy(r.train)},
+                     {"loss", r.train.mean_loss()},
+                     {"accuracy", r.train.accuracy()},
                      {"val_loss", mean_or_null(r.validation)},
                      {"val_accuracy", accuracy_or_null(r.validation)},
                      {"learning_rate", r.learning_rate},

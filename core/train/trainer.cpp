@@ -187,11 +187,11 @@ class StepLoop {
     progress_.end_epoch(report);
     if (tensorboard_) tensorboard_->epoch(report);
     if (writer_) append_metrics(fs::path(run_dir_) / "metrics.jsonl", report, epoch_done);
-    summary_.loss = mean_loss(report.train);
-    summary_.accuracy = accuracy(report.train);
+    summary_.loss = report.train.mean_loss();
+    summary_.accuracy = report.train.accuracy();
     summary_.validated = report.validation.count > 0;
-    summary_.val_loss = mean_loss(report.validation);
-    summary_.val_accuracy = accuracy(report.validation);
+    summary_.val_loss = report.validation.mean_loss();
+    summary_.val_accuracy = report.validation.accuracy();
     if (!epoch_done) return false;
     state_ = TrainState{state_.step, state_.epoch + 1, 0, {}, 0.0};
     const bool last = state_.epoch == recipe_.train.epochs || state_.step == total_steps_;
