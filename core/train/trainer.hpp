@@ -1,5 +1,7 @@
-// Trainer: the step loop, and the only place that sequences the others: data, strategy,
-// schedule, validation, metrics, progress and checkpoints.
+// Trainer: `train` sets a run up (data, the checks on it, the strategy, the run folder,
+// resume or initialise) and runs it: StepLoop (step_loop.hpp), the one place that
+// sequences steps, with TrainRun (train_run.hpp) for validation, metrics, progress and
+// checkpoints.
 //
 // A run folder holds ckpt-<step>.h5 (the last checkpoint.keep), metrics.jsonl (one JSON
 // object per epoch), summary.json (written at the end) and TensorBoard event files
@@ -10,7 +12,6 @@
 #include <string>
 
 #include "core/io/recipe.hpp"
-#include "core/model/model.hpp"
 #include "core/train/progress.hpp"
 
 namespace distrain {
@@ -35,8 +36,5 @@ struct TrainSummary {
 };
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
-
-// Throws UserError when the model's input shape or class count does not fit the data.
-void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data);
 
 }  // namespace distrain
