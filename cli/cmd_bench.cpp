@@ -2,25 +2,26 @@
 //                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE]
 // Training-step throughput (forward, backward, gradient reduction, update) on a fixed
 // synthetic batch of the recipe's input shape, so figures do not depend on disk or data
-// loading: the median step after warm-up. With --replicas, one point per replica count
+// loading: the median step after warm-up. The steps are the Trainer's own (StepLoop, via
+// time_steps in core/train/step_timing.hpp), so what bench times is what trains. With --replicas, one point per replica count
 // and a scaling table; multi_worker_mirrored points are run by `mpirun -np N` of this
 // executable.
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/scaling_chart.hpp"
-#include "core/train/preflight.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/preflight.hpp"
+#include "core/train/step_timing.hpp"
 
 namespace distrain::cli {
 
@@ -46,7 +47,42 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// One point, in this process (and its MPI peers when launched so).
+// Random pixel values and labels of the recipe's shapes: one slice for each of this
+// process's replicas, drawn from the seed and the rank.
+Batch synthetic_batch(const Recipe& recipe, Strategy& strategy) {
+  const Model& model = strategy.model();
+  const int64_t per = model.input_shape().numel();
+  const int64_t classes = model.output_shape()[0];
+  Batch batch;
+  batch.global_count = recipe.strategy.per_replica_batch * strategy.num_replicas();
+  Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy.rank())));
+  for (int r = 0; r < strategy.local_replicas(); ++r) {
+    ReplicaSlice s;
+    s.count = recipe.strategy.per_replica_batch;
+    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
+    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
+    batch.replicas.push_back(std::move(s));
+  }
+  return batch;
+}
+
+// The figures of the timed steps (those after the warm-up).
+void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& m) {
+  std::vector<double> ms, reduce_ms;
+  for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) {
+    ms.push_back(times[i].ms);
+    reduce_ms.push_back(times[i].reduce_ms);
+  }
+  m.steps = static_cast<int64_t>(ms.size());
+  m.median_ms = median(ms);
+  m.min_ms = *std::min_element(ms.begin(), ms.end());
+  m.max_ms = *std::max_element(ms.begin(), ms.end());
+  m.images_per_sec = static_cast<double>(m.global_batch) / (m.median_ms / 1000.0);
+  m.comm_share = median(reduce_ms) / m.median_ms;
+}
+
+// One point, in this process (and its MPI peers when launched so): the Trainer's own step
+// loop on a synthetic batch.
 Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
@@ -55,42 +91,16 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
     strategy->serve("", "", recipe.seed);
     return Measured{};
   }
-  Model& model = strategy->model();
   strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();
-  const int64_t per = model.input_shape().numel();
-  const int64_t classes = model.output_shape()[0];
-  Batch batch;
-  batch.global_count = recipe.strategy.per_replica_batch * strategy->num_replicas();
-  Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy->rank())));
-  for (int r = 0; r < strategy->local_replicas(); ++r) {
-    ReplicaSlice s;
-    s.count = recipe.strategy.per_replica_batch;
-    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
-    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
-    batch.replicas.push_back(std::move(s));
-  }
-  std::vector<double> ms, reduce_ms;
-  for (int64_t step = 0; step < warmup + steps; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    strategy->train_step(batch, StepInfo{step, static_cast<float>(recipe.optimizer.learning_rate), static_cast<uint64_t>(step)});
-    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (step < warmup) continue;
-    ms.push_back(dt);
-    reduce_ms.push_back(strategy->last_step_times().reduce * 1000.0);
-  }
+  const Batch batch = synthetic_batch(recipe, *strategy);
   Measured m;
   m.memory = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
   m.strategy = strategy->name();
   m.replicas = strategy->num_replicas();
   m.threads = cpu_threads();
   m.global_batch = batch.global_count;
-  m.steps = steps;
-  m.median_ms = median(ms);
-  m.min_ms = *std::min_element(ms.begin(), ms.end());
-  m.max_ms = *std::max_element(ms.begin(), ms.end());
-  m.images_per_sec = static_cast<double>(batch.global_count) / (m.median_ms / 1000.0);
-  m.comm_share = median(reduce_ms) / m.median_ms;
+  take_figures(time_steps(recipe, *strategy, batch, warmup + steps), warmup, m);
   return m;
 }
 
