@@ -2,25 +2,26 @@
 //                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE]
 // Training-step throughput (forward, backward, gradient reduction, update) on a fixed
 // synthetic batch of the recipe's input shape, so figures do not depend on disk or data
-// loading: the median step after warm-up. With --replicas, one point per replica count
+// loading: the median step after warm-up. The steps are the Trainer's own (StepLoop, via
+// time_steps in core/train/step_timing.hpp), so what bench times is what trains. With --replicas, one point per replica count
 // and a scaling table; multi_worker_mirrored points are run by `mpirun -np N` of this
 // executable.
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/scaling_chart.hpp"
-#include "core/train/preflight.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/preflight.hpp"
+#include "core/train/step_timing.hpp"
 
 namespace distrain::cli {
 
@@ -46,7 +47,42 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// One point, in this process (and its MPI peers when launched so).
+// Random pixel values and labels of the recipe's shapes: one slice for each of this
+// process's replicas, drawn from the seed and the rank.
+Batch synthetic_batch(const Recipe& recipe, Strategy& strategy) {
+  const Model& model = strategy.model();
+  const int64_t per = model.input_shape().numel();
+  const int64_t classes = model.output_shape()[0];
+  Batch batch;
+  batch.global_count = recipe.strategy.per_replica_batch * strategy.num_replicas();
+  Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy.rank())));
+  for (int r = 0; r < strategy.local_replicas(); ++r) {
+    ReplicaSlice s;
+    s.count = recipe.strategy.per_replica_batch;
+    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
+    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
+    batch.replicas.push_back(std::move(s));
+  }
+  return batch;
+}
+
+// The figures of the timed steps (those after the warm-up).
+void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& m) {
+  std::vector<double> ms, reduce_ms;
+  for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) {
+    ms.push_back(times[i].ms);
+    reduce_ms.push_back(times[i].reduce_ms);
+  }
+  m.steps = static_cast<int64_t>(ms.size());
+  m.median_ms = median(ms);
+  m.min_ms = *std::min_element(ms.begin(), ms.end());
+  m.max_ms = *std::max_element(ms.begin(), ms.end());
+  m.images_per_sec = static_cast<double>(m.global_batch) / (m.median_ms / 1000.0);
+  m.comm_share = median(reduce_ms) / m.median_ms;
+}
+
+// One point, in this process (and its MPI peers when launched so): the Trainer's own step
+// loop on a synthetic batch.
 Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
@@ -55,42 +91,16 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
     strategy->serve("", "", recipe.seed);
     return Measured{};
   }
-  Model& model = strategy->model();
   strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();
-  const int64_t per = model.input_shape().numel();
-  const int64_t classes = model.output_shape()[0];
-  Batch batch;
-  batch.global_count = recipe.strategy.per_replica_batch * strategy->num_replicas();
-  Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy->rank())));
-  for (int r = 0; r < strategy->local_replicas(); ++r) {
-    ReplicaSlice s;
-    s.count = recipe.strategy.per_replica_batch;
-    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
-    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
-    batch.replicas.push_back(std::move(s));
-  }
-  std::vector<double> ms, reduce_ms;
-  for (int64_t step = 0; step < warmup + steps; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    strategy->train_step(batch, StepInfo{step, static_cast<float>(recipe.optimizer.learning_rate), static_cast<uint64_t>(step)});
-    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (step < warmup) continue;
-    ms.push_back(dt);
-    reduce_ms.push_back(strategy->last_step_times().reduce * 1000.0);
-  }
+  const Batch batch = synthetic_batch(recipe, *strategy);
   Measured m;
   m.memory = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
   m.strategy = strategy->name();
   m.replicas = strategy->num_replicas();
   m.threads = cpu_threads();
   m.global_batch = batch.global_count;
-  m.steps = steps;
-  m.median_ms = median(ms);
-  m.min_ms = *std::min_element(ms.begin(), ms.end());
-  m.max_ms = *std::max_element(ms.begin(), ms.end());
-  m.images_per_sec = static_cast<double>(batch.global_count) / (m.median_ms / 1000.0);
-  m.comm_share = median(reduce_ms) / m.median_ms;
+  take_figures(time_steps(recipe, *strategy, batch, warmup + steps), warmup, m);
   return m;
 }
 
@@ -200,79 +210,115 @@ std::vector<int> parse_counts(const std::string& text) {
   return out;
 }
 
-void scaling(const Args& a) {
-  const Recipe base = load_recipe(a.recipe, a.overrides);
-  const std::string name = a.strategy.empty() ? base.strategy.name : a.strategy;
-  const std::vector<int> counts = parse_counts(a.replicas.empty() ? "1" : a.replicas);
-  const int64_t base_batch = base.strategy.per_replica_batch;
+// The recipe of one point: the strategy, `n` replicas (devices) and their batch, under
+// --mode strong a share of the first point's global batch.
+std::vector<std::string> point_overrides(const Args& a, const std::string& name, int64_t base_batch, int first, int n) {
+  std::vector<std::string> o = a.overrides;
+  o.push_back("strategy.name=" + name);
+  int64_t per_replica = base_batch;
+  if (a.mode == "strong") {
+    const int64_t global = base_batch * first;
+    DT_USER_CHECK(global % n == 0, "--mode strong: global batch {} does not split over {} replicas", global, n);
+    per_replica = global / n;
+  }
+  o.push_back(fmt::format("strategy.per_replica_batch={}", per_replica));
+  if (name == "multi_worker_mirrored") {
+    o.push_back("strategy.devices=[\"cpu:0\"]");  // one replica per process, n processes
+    return o;
+  }
+  DT_USER_CHECK(name != "one_device" || n == 1, "--strategy one_device has exactly 1 replica; use mirrored for more");
+  std::string devices;
+  for (int i = 0; i < n; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? "," : "", i);
+  o.push_back("strategy.devices=[" + devices + "]");
+  return o;
+}
+
+// One point per replica count, in order; speed-up and efficiency against the first.
+std::vector<ScalingPoint> scaling_points(const Args& a, const std::string& name, int64_t base_batch,
+                                         const std::vector<int>& counts) {
   std::vector<ScalingPoint> points;
-  std::vector<std::string> strategies;
   for (int n : counts) {
-    std::vector<std::string> o = a.overrides;
-    o.push_back("strategy.name=" + name);
-    int64_t per_replica = base_batch;
-    if (a.mode == "strong") {
-      // The global batch of the first point, shared by all replicas.
-      const int64_t global = base_batch * counts.front();
-      DT_USER_CHECK(global % n == 0, "--mode strong: global batch {} does not split over {} replicas", global, n);
-      per_replica = global / n;
-    }
-    o.push_back(fmt::format("strategy.per_replica_batch={}", per_replica));
-    Measured m;
-    if (name == "multi_worker_mirrored") {
-      o.push_back("strategy.devices=[\"cpu:0\"]");
-      m = measure_with_mpirun(a, o, n);
-    } else {
-      DT_USER_CHECK(name != "one_device" || n == 1, "--strategy one_device has exactly 1 replica; use mirrored for more");
-      std::string devices;
-      for (int i = 0; i < n; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? "," : "", i);
-      o.push_back("strategy.devices=[" + devices + "]");
-      int rank = 0;
-      m = measure(load_recipe(a.recipe, o), a.steps, a.warmup, rank);
-    }
-    ScalingPoint p{n, m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share};
-    points.push_back(p);
+    const std::vector<std::string> o = point_overrides(a, name, base_batch, counts.front(), n);
+    int rank = 0;
+    const Measured m = name == "multi_worker_mirrored" ? measure_with_mpirun(a, o, n)
+                                                       : measure(load_recipe(a.recipe, o), a.steps, a.warmup, rank);
+    points.push_back(ScalingPoint{n, m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share});
   }
   for (auto& p : points) {
     p.speedup = p.images_per_sec / points.front().images_per_sec;
     const double ideal = static_cast<double>(p.replicas) / points.front().replicas;
     p.efficiency = p.speedup / ideal;  // weak: ips(N) / (N x ips(1)); strong: speed-up / N
   }
-  if (a.json) {
-    Json list = Json::array();
-    for (const auto& p : points)
-      list.push_back({{"strategy", name},
-                      {"mode", a.mode},
-                      {"replicas", p.replicas},
-                      {"global_batch", p.global_batch},
-                      {"images_per_sec", p.images_per_sec},
-                      {"speedup", p.speedup},
-                      {"efficiency", p.efficiency},
-                      {"step_ms", p.step_ms},
-                      {"comm_share", p.comm_share}});
-    fmt::print("{}\n", dump_line(list));
-  } else {
-    fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all\n", a.mode, base.name, name, a.steps,
-               a.warmup, cpu_threads());
-    fmt::print("{:>8} {:>12} {:>12} {:>9} {:>11} {:>10} {:>7}\n", "replicas", "global batch", "images/s", "speed-up", "efficiency",
-               "step ms", "comm");
-    for (const auto& p : points)
-      fmt::print("{:>8} {:>12} {:>12.0f} {:>8.2f}x {:>10.1f}% {:>10.2f} {:>6.1f}%\n", p.replicas, p.global_batch,
-                 p.images_per_sec, p.speedup, 100 * p.efficiency, p.step_ms, 100 * p.comm_share);
+  return points;
+}
+
+void print_scaling_json(const std::vector<ScalingPoint>& points, const std::string& name, const std::string& mode) {
+  Json list = Json::array();
+  for (const auto& p : points)
+    list.push_back({{"strategy", name},
+                    {"mode", mode},
+                    {"replicas", p.replicas},
+                    {"global_batch", p.global_batch},
+                    {"images_per_sec", p.images_per_sec},
+                    {"speedup", p.speedup},
+                    {"efficiency", p.efficiency},
+                    {"step_ms", p.step_ms},
+                    {"comm_share", p.comm_share}});
+  fmt::print("{}\n", dump_line(list));
+}
+
+void print_scaling_table(const std::vector<ScalingPoint>& points, const Args& a, const std::string& recipe_name,
+                         const std::string& name) {
+  fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all\n", a.mode, recipe_name, name,
+             a.steps, a.warmup, cpu_threads());
+  fmt::print("{:>8} {:>12} {:>12} {:>9} {:>11} {:>10} {:>7}\n", "replicas", "global batch", "images/s", "speed-up", "efficiency",
+             "step ms", "comm");
+  for (const auto& p : points)
+    fmt::print("{:>8} {:>12} {:>12.0f} {:>8.2f}x {:>10.1f}% {:>10.2f} {:>6.1f}%\n", p.replicas, p.global_batch,
+               p.images_per_sec, p.speedup, 100 * p.efficiency, p.step_ms, 100 * p.comm_share);
+}
+
+void write_scaling_csv(const std::string& path, const std::vector<ScalingPoint>& points, const std::string& name,
+                       const std::string& mode) {
+  std::ofstream f(path);
+  DT_USER_CHECK(f, "--csv {}: cannot write", path);
+  f << "strategy,mode,replicas,global_batch,images_per_sec,speedup,efficiency,step_ms,comm_share\n";
+  for (const auto& p : points)
+    f << fmt::format("{},{},{},{},{:.1f},{:.4f},{:.4f},{:.3f},{:.4f}\n", name, mode, p.replicas, p.global_batch,
+                     p.images_per_sec, p.speedup, p.efficiency, p.step_ms, p.comm_share);
+}
+
+void write_scaling_svg(const std::string& path, const std::vector<ScalingPoint>& points, const std::string& title) {
+  std::ofstream f(path);
+  DT_USER_CHECK(f, "--svg {}: cannot write", path);
+  f << scaling_svg(title, points);
+}
+
+void scaling(const Args& a) {
+  const Recipe base = load_recipe(a.recipe, a.overrides);
+  const std::string name = a.strategy.empty() ? base.strategy.name : a.strategy;
+  const std::vector<int> counts = parse_counts(a.replicas.empty() ? "1" : a.replicas);
+  const std::vector<ScalingPoint> points = scaling_points(a, name, base.strategy.per_replica_batch, counts);
+  if (a.json)
+    print_scaling_json(points, name, a.mode);
+  else
+    print_scaling_table(points, a, base.name, name);
+  if (!a.csv.empty()) write_scaling_csv(a.csv, points, name, a.mode);
+  if (!a.svg.empty()) write_scaling_svg(a.svg, points, fmt::format("{}: {} scaling, {}", base.name, a.mode, name));
+}
+
+// One point, as worker 0 reports it: a JSON object, or three lines.
+void print_point(const Measured& m, const std::string& recipe_name, int64_t warmup, bool json) {
+  if (json) {
+    fmt::print("{}\n", dump_line(to_json(m, recipe_name)));
+    return;
   }
-  if (!a.csv.empty()) {
-    std::ofstream f(a.csv);
-    DT_USER_CHECK(f, "--csv {}: cannot write", a.csv);
-    f << "strategy,mode,replicas,global_batch,images_per_sec,speedup,efficiency,step_ms,comm_share\n";
-    for (const auto& p : points)
-      f << fmt::format("{},{},{},{},{:.1f},{:.4f},{:.4f},{:.3f},{:.4f}\n", name, a.mode, p.replicas, p.global_batch,
-                       p.images_per_sec, p.speedup, p.efficiency, p.step_ms, p.comm_share);
-  }
-  if (!a.svg.empty()) {
-    std::ofstream f(a.svg);
-    DT_USER_CHECK(f, "--svg {}: cannot write", a.svg);
-    f << scaling_svg(fmt::format("{}: {} scaling, {}", base.name, a.mode, name), points);
-  }
+  fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe_name, m.replicas, m.strategy,
+             m.global_batch, m.steps, warmup);
+  fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
+             m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
+  fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
+             m.memory.gradients, m.memory.optimizer, m.memory.activations);
 }
 
 }  // namespace
@@ -300,17 +346,7 @@ void register_bench(CLI::App& app) {
     const Recipe recipe = load_recipe(a->recipe, a->overrides);
     int rank = 0;
     const Measured m = measure(recipe, a->steps, a->warmup, rank);
-    if (rank != 0) return;  // under mpirun, worker 0 reports
-    if (a->json) {
-      fmt::print("{}\n", dump_line(to_json(m, recipe.name)));
-    } else {
-      fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe.name, m.replicas,
-                 m.strategy, m.global_batch, m.steps, a->warmup);
-      fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
-                 m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
-      fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
-                 m.memory.gradients, m.memory.optimizer, m.memory.activations);
-    }
+    if (rank == 0) print_point(m, recipe.name, a->warmup, a->json);  // under mpirun, worker 0 reports
   });
 }
 

@@ -8,7 +8,7 @@
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
-#include "core/train/trainer.hpp"
+#include "core/train/step_loop.hpp"
 
 namespace distrain::cli {
 
@@ -28,9 +28,9 @@ void register_check(CLI::App& app) {
       recipe.strategy.name = "one_device";
     }
     const Splits data = load_dataset(recipe.data, recipe.seed);
+    check_data_fits(recipe, data.train);
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();
-    check_data_fits(recipe, model, data.train);
     check_memory_fits(recipe, *strategy);
     const int64_t global = recipe.strategy.per_replica_batch * strategy->num_replicas();
     const int64_t per_epoch =
@@ -38,7 +38,7 @@ void register_check(CLI::App& app) {
             .batches_per_epoch();
     check_planned_steps(recipe, per_epoch);
     const int64_t planned = per_epoch * recipe.train.epochs;
-    const int64_t total = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
+    const int64_t total = recipe_plan(recipe, per_epoch).total_steps;
     const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(global), total);
     fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
     fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),

@@ -31,13 +31,11 @@ void register_eval(CLI::App& app) {
     load_weights(a->ckpt, strategy->model());
     strategy->sync_replicas();
     const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
-    const double loss = s.loss_sum / static_cast<double>(s.count);
-    const double accuracy = static_cast<double>(s.correct) / static_cast<double>(s.count);
     if (a->json)
-      fmt::print("{}\n", dump_line(Json{{"loss", loss}, {"accuracy", accuracy}, {"examples", s.count}}));
+      fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
     else
       fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", a->ckpt, header.state.step,
-                 loss, accuracy, s.count, data.test.source);
+                 s.mean_loss(), s.accuracy(), s.count, data.test.source);
   });
 }
 

@@ -123,16 +123,16 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     if (s.devices.empty()) s.devices.push_back(gpus.devices.empty() ? "cpu:0" : "cuda:0");
   }
   std::set<std::string> seen;
-  bool shared_gpu = false, all_cpu = true;
+  std::vector<Device> devices;
+  bool all_cpu = true;
   for (const auto& d : s.devices) {
-    const Device dev = Device::parse(d, c.file() + ": strategy.devices");
+    const Device dev = devices.emplace_back(Device::parse(d, c.file() + ": strategy.devices"));
     all_cpu = all_cpu && dev.is_cpu();
     if (seen.insert(dev.str()).second) continue;
     // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
     if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage"))
       c.fail("devices", fmt::format("{} is listed twice; one replica per device{}", dev.str(),
                                     dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
-    shared_gpu = true;
   }
   check_device_indices(c, s.devices);
   if (!all_cpu && (s.name == "zero" || s.name == "parameter_server"))
@@ -147,7 +147,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     c.fail("communication", "applies to strategy \"multi_worker_mirrored\" only");
   if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
   if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
-  if (shared_gpu && s.cross_device_ops == "nccl")
+  if (shares_a_gpu(devices) && s.cross_device_ops == "nccl")
     c.fail("cross_device_ops", "replicas share a GPU and NCCL refuses two ranks on one GPU; use \"hierarchical_copy\" or "
                                "\"reduce_to_one_device\"");
   s.check_every = c.get_int("check_every", 100);

@@ -15,7 +15,8 @@
 namespace distrain {
 
 struct StrategySpec {
-  std::string name = "one_device";  // one_device | mirrored | multi_worker_mirrored | central_storage
+  // one_device | mirrored | multi_worker_mirrored | central_storage | zero | parameter_server
+  std::string name = "one_device";
   std::vector<std::string> devices{"cpu:0"};  // this process's replicas, one per device
   int64_t per_replica_batch = 64;
   int threads = 0;  // CPU threads; 0 = OMP_NUM_THREADS or all cores
@@ -65,8 +66,6 @@ struct Recipe {
   std::shared_ptr<const toml::table> table;
 
   const toml::table& model() const { return *(*table)["model"].as_table(); }
-  // Replicas of this process; a multi-worker job has that many per worker.
-  int64_t local_replicas() const { return static_cast<int64_t>(strategy.devices.size()); }
   std::string resolved_text() const;
 };
 

@@ -26,6 +26,9 @@ struct LossStats {
     count += o.count;
     return *this;
   }
+  // Means over the examples counted, 0 without any (an epoch not validated).
+  double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
 };
 
 class Loss {

@@ -24,8 +24,6 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  void initialize(uint64_t seed) { arena_.initialize(seed); }
-
   // x (N, input_shape...) -> the last layer's output (N, output_shape...), a view owned here.
   Tensor forward(Ctx& ctx, const Tensor& x);
   // Where the loss writes the gradient of the output before backward().

@@ -22,7 +22,9 @@ int max_over(int local, MpiCommunicator& world) {
   return static_cast<int>(v);
 }
 
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
+namespace {
+
+std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
   DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || launcher_size() <= 1,
@@ -38,6 +40,24 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   if (name == "zero") return make_zero(recipe);
   if (name == "parameter_server") return make_parameter_server(recipe);
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
+  auto strategy = build_strategy(recipe);
+  // The checks made before it was built counted these replicas.
+  DT_CHECK(strategy->num_replicas() == planned_replicas(recipe), "strategy {} has {} replicas, {} were planned",
+           strategy->name(), strategy->num_replicas(), planned_replicas(recipe));
+  return strategy;
+}
+
+int planned_replicas(const Recipe& recipe) {
+  const StrategySpec& s = recipe.strategy;
+  const int devices = static_cast<int>(s.devices.size());
+  if (s.name == "parameter_server") return launcher_size() - static_cast<int>(s.num_ps);  // one per worker; servers train none
+  if (s.name == "multi_worker_mirrored" || s.name == "zero") return devices * launcher_size();  // zero: all ranks, when launched
+  return devices;
 }
 
 }  // namespace distrain

@@ -152,5 +152,8 @@ int max_over(int local, MpiCommunicator& world);
 
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe);
+// The num_replicas() of make_strategy(recipe), from the recipe and the launcher's process
+// count alone: for the checks made before anything is built.
+int planned_replicas(const Recipe& recipe);
 
 }  // namespace distrain

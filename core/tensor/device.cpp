@@ -1,6 +1,7 @@
 #include "core/tensor/device.hpp"
 
 #include <charconv>
+#include <set>
 
 #include "core/base/error.hpp"
 
@@ -27,6 +28,13 @@ Device Device::parse(std::string_view text, std::string_view what) {
                   "{}: bad device index in '{}' (expected \"{}:N\" with N >= 0)", what, text, kind);
   }
   return d;
+}
+
+bool shares_a_gpu(const std::vector<Device>& devices) {
+  std::set<int> seen;
+  for (const Device& d : devices)
+    if (d.is_cuda() && !seen.insert(d.index).second) return true;
+  return false;
 }
 
 }  // namespace distrain

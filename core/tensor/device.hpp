@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace distrain {
 
@@ -19,5 +20,9 @@ struct Device {
   // Parses "cpu", "cpu:0", "cuda", "cuda:3"; throws UserError naming `what` otherwise.
   static Device parse(std::string_view text, std::string_view what);
 };
+
+// True when one GPU is listed twice (logical devices sharing a card). NCCL refuses two
+// ranks on one GPU, so such replicas must reduce their gradients another way.
+bool shares_a_gpu(const std::vector<Device>& devices);
 
 }  // namespace distrain

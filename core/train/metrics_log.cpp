@@ -14,8 +14,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Json mean_or_null(const LossStats& s) { return s.count ? Json(mean_loss(s)) : Json(nullptr); }
-Json accuracy_or_null(const LossStats& s) { return s.count ? Json(accuracy(s)) : Json(nullptr); }
+Json mean_or_null(const LossStats& s) { return s.count ? Json(s.mean_loss()) : Json(nullptr); }
+Json accuracy_or_null(const LossStats& s) { return s.count ? Json(s.accuracy()) : Json(nullptr); }
 
 // Writes (appends) text to file, or throws naming the file and why: a full disk must stop
 // the run with a clear message, not leave a metrics file missing epochs without a word.
@@ -32,8 +32,8 @@ void write_text(const fs::path& file, const std::string& text, std::ios::openmod
 void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
   const Json line = {{"epoch", r.epoch},
                      {"step", r.step},
-                     {"loss", mean_loss(r.train)},
-                     {"accuracy", accuracy(r.train)},
+                     {"loss", r.train.mean_loss()},
+                     {"accuracy", r.train.accuracy()},
                      {"val_loss", mean_or_null(r.validation)},
                      {"val_accuracy", accuracy_or_null(r.validation)},
                      {"learning_rate", r.learning_rate},

@@ -9,7 +9,9 @@
 #include <limits>
 #include <optional>
 
+#include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
+#include "core/model/model.hpp"
 
 namespace distrain {
 
@@ -47,6 +49,26 @@ int64_t cpu_replicas(const Recipe& recipe) {
 }
 
 }  // namespace
+
+void check_data_fits(const Recipe& recipe, const Dataset& train) {
+  const Model model(recipe.model(), recipe.file, backend_for(Device{}), /*full_gradients=*/false, /*full_values=*/false);
+  DT_USER_CHECK(model.input_shape() == train.example_shape,
+                "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
+                model.input_shape().str(), train.example_shape.str(), train.source);
+  DT_USER_CHECK(model.output_shape()[0] >= train.num_classes,
+                "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
+                model.output_shape()[0], train.num_classes, train.num_classes);
+}
+
+void check_last_batch(const Recipe& recipe, const Dataset& train) {
+  const int64_t replicas = planned_replicas(recipe);
+  if (!recipe.strategy.sync_batch_norm || recipe.data.drop_remainder || replicas <= 0) return;  // <= 0: make_strategy says why
+  const int64_t remainder = train.size() % (recipe.strategy.per_replica_batch * replicas);
+  DT_USER_CHECK(remainder == 0 || remainder >= replicas,
+                "{}: the last batch of each epoch has {} examples for {} replicas, and sync_batch_norm needs at least one "
+                "on each; set data.drop_remainder = true",
+                recipe.file, remainder, replicas);
+}
 
 void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
   const int64_t batch = recipe.strategy.per_replica_batch;

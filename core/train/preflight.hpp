@@ -10,6 +10,15 @@
 
 namespace distrain {
 
+// The model's input shape must be the data's example shape, and its outputs at least the
+// data's classes. Builds the model's shapes alone (on the CPU, its variables not
+// allocated), so that it runs before make_strategy starts communicators and allocates.
+void check_data_fits(const Recipe& recipe, const Dataset& train);
+
+// Under sync_batch_norm every replica takes part in the statistics of every step: the
+// last partial batch of an epoch must give each replica (planned_replicas) an example.
+void check_last_batch(const Recipe& recipe, const Dataset& train);
+
 // The global batch and the planned bytes of this process's replicas (parameters,
 // gradients, optimizer slots, activations: MemoryUse) must be countable in 64 bits and,
 // for CPU replicas, fit the machine's available memory. Names strategy.per_replica_batch

@@ -29,13 +29,10 @@ std::string bar(int64_t done, int64_t total, int width) {
 int line_width(std::FILE* out) { return std::max(1, terminal_columns(out) - 1); }
 
 std::string validation_figures(const LossStats& v) {
-  return v.count ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", mean_loss(v), accuracy(v)) : "";
+  return v.count ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", v.mean_loss(), v.accuracy()) : "";
 }
 
 }  // namespace
-
-double mean_loss(const LossStats& s) { return s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0; }
-double accuracy(const LossStats& s) { return s.count ? static_cast<double>(s.correct) / static_cast<double>(s.count) : 0.0; }
 
 std::string format_duration(double seconds) {
   const auto t = static_cast<int64_t>(std::max(0.0, std::round(seconds)));
@@ -77,7 +74,7 @@ void Progress::update(int64_t done, const LossStats& running, double images_per_
   }
   if (done % every_ != 0 || done == batches_) return;  // the epoch's own line follows the last batch
   fmt::print(out_, "epoch {}/{} batch {}/{} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s - ETA {}\n", epoch_ + 1, epochs_,
-             done, batches_, mean_loss(running), accuracy(running), images_per_sec, format_duration(eta));
+             done, batches_, running.mean_loss(), running.accuracy(), images_per_sec, format_duration(eta));
   std::fflush(out_);
 }
 
@@ -88,7 +85,7 @@ void Progress::draw_bar(int64_t done, const LossStats& running, double images_pe
   const int width = line_width(out_);
   std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", epoch_ + 1, epochs_, done, batches_), done, batches_,
                                   fmt::format(" ETA {} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s", format_duration(eta),
-                                              mean_loss(running), accuracy(running), images_per_sec),
+                                              running.mean_loss(), running.accuracy(), images_per_sec),
                                   width);
   line.resize(std::min(line.size(), static_cast<size_t>(width)));  // \r goes back to the start of the last row only
   fmt::print(out_, "\r\033[K{}", line);
@@ -102,12 +99,12 @@ void Progress::end_epoch(const EpochReport& r) {
     // The epoch's last line stays, so it may wrap: only the bar gives way to the figures.
     const std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", r.epoch, epochs_, r.batches, batches_), r.batches, batches_,
                                           fmt::format(" {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s", format_duration(r.seconds),
-                                                      mean_loss(r.train), accuracy(r.train), val, r.images_per_sec),
+                                                      r.train.mean_loss(), r.train.accuracy(), val, r.images_per_sec),
                                           line_width(out_));
     fmt::print(out_, "\r\033[K{}\n", line);
   } else {
     fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} img/s - {:.1f}s\n",
-               r.epoch, epochs_, r.step, mean_loss(r.train), accuracy(r.train), val, r.learning_rate, r.images_per_sec,
+               r.epoch, epochs_, r.step, r.train.mean_loss(), r.train.accuracy(), val, r.learning_rate, r.images_per_sec,
                r.seconds);
   }
   std::fflush(out_);

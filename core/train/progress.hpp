@@ -48,9 +48,6 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
-double mean_loss(const LossStats& s);  // 0 without examples
-double accuracy(const LossStats& s);
-
 std::string format_duration(double seconds);  // 0:03, 1:02:03
 
 // The width of the terminal `out` writes to: its window size, else $COLUMNS, else 80.

@@ -5,8 +5,8 @@ namespace distrain {
 namespace {
 
 // TensorBoard's scalars are float32.
-float mean_loss_f32(const LossStats& s) { return static_cast<float>(mean_loss(s)); }
-float accuracy_f32(const LossStats& s) { return static_cast<float>(accuracy(s)); }
+float mean_loss_f32(const LossStats& s) { return static_cast<float>(s.mean_loss()); }
+float accuracy_f32(const LossStats& s) { return static_cast<float>(s.accuracy()); }
 
 constexpr const char* kStepTag = "batch_loss";
 

@@ -1,45 +1,23 @@
 #include "core/train/trainer.hpp"
 
-#include <chrono>
-#include <cmath>
 #include <filesystem>
 
 #include "core/base/log.hpp"
-#include "core/base/rng.hpp"
-#include "core/base/stop_signal.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
-#include "core/train/evaluate.hpp"
+#include "core/train/batch_source.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/preflight.hpp"
-#include "core/train/progress.hpp"
 #include "core/train/run_lock.hpp"
-#include "core/train/tensorboard_log.hpp"
+#include "core/train/step_loop.hpp"
+#include "core/train/train_run.hpp"
 
 namespace distrain {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// A diverged run stops at once: going on would write NaN into metrics and checkpoints,
-// and rotation would delete the good checkpoints for them. The strategy's finiteness
-// verdict is the same on every replica and worker, so every rank stops at the same step.
-[[noreturn]] void stop_for_nonfinite(const LossStats& stats, int64_t step, int64_t in_a_row,
-                                    const std::string& last_checkpoint) {
-  const std::string what = std::isfinite(stats.loss_sum) ? "the gradients are not finite (the loss is)"
-                           : std::isnan(stats.loss_sum)  ? "the loss is not finite (nan)"
-                                                         : "the loss is not finite (inf)";
-  const std::string skipped =
-      in_a_row > 1 ? fmt::format(" in {} steps in a row (train.on_nonfinite = \"skip_step\" skips at most {})", in_a_row,
-                                 TrainSpec::kMaxSkippedInARow)
-                   : "";
-  throw UserError(fmt::format(
-      "step {}: {}{}; lower optimizer.learning_rate or add optimizer.schedule.warmup_steps; the last finite checkpoint is {}",
-      step, what, skipped, last_checkpoint.empty() ? "none (none was written)" : last_checkpoint));
-}
-
 
 // The run folder, ready for this run: created and proven writable; worker 0 locks it
 // before anything in it is written or deleted, clears partial saves a crash left, and
@@ -84,6 +62,17 @@ std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const
   return resumed;
 }
 
+TrainSummary already_complete(const std::string& run_dir, const TrainState& state, const std::string& resumed) {
+  log::info("{}: run already complete at step {} ({}); use --fresh to start over", run_dir, state.step,
+            resumed.empty() ? "nothing to train" : resumed);
+  TrainSummary summary;
+  summary.run_dir = run_dir;
+  summary.steps = state.step;
+  summary.epochs = state.epoch;
+  summary.last_checkpoint = resumed;
+  return summary;
+}
+
 LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
   LoaderSpec spec{recipe.strategy.per_replica_batch, strategy.num_replicas(), recipe.data.shuffle,
                   recipe.data.drop_remainder, recipe.seed};
@@ -92,187 +81,32 @@ LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
   return spec;
 }
 
-// Under sync_batch_norm every replica takes part in the statistics of every step; a last
-// partial batch smaller than the replica count would leave one without examples.
-void check_last_batch(const Recipe& recipe, const Dataset& train, const Loader& loader, const Strategy& strategy) {
-  const int64_t remainder = train.size() % loader.global_batch();
-  DT_USER_CHECK(!recipe.strategy.sync_batch_norm || recipe.data.drop_remainder || remainder == 0 ||
-                    remainder >= strategy.num_replicas(),
-                "{}: the last batch of each epoch has {} examples for {} replicas, and sync_batch_norm needs at least one "
-                "on each; set data.drop_remainder = true",
-                recipe.file, remainder, strategy.num_replicas());
+// The steps from `state` (read from the checkpoint `resumed`, or the start) to the end of
+// the run: the Loader's batches through StepLoop, TrainRun recording them.
+TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Splits& data,
+                       const std::string& run_dir, const TrainState& state, const std::string& resumed) {
+  Loader loader(data.train, loader_spec(recipe, strategy));
+  const int64_t per_epoch = loader.batches_per_epoch();
+  DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
+                "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
+  check_planned_steps(recipe, per_epoch);
+  const LoopPlan plan = recipe_plan(recipe, per_epoch);
+  if (plan.complete(state)) return already_complete(run_dir, state, resumed);
+  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
+                            plan.total_steps);
+  LoaderBatches batches(loader);
+  TrainRun run(recipe, options, strategy, data.test, run_dir, plan, state, resumed);
+  return run.finish(StepLoop(strategy, batches, plan, schedule, run).run(state));
 }
-
-double per_second(int64_t count, double seconds) { return static_cast<double>(count) / std::max(seconds, 1e-9); }
-
-// One run of the step loop over a prepared strategy, from `state` to the end, a step cap,
-// a stop signal or a simulated crash.
-class StepLoop {
- public:
-  StepLoop(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Splits& data, Loader& loader,
-           const std::string& run_dir, TrainState state, const std::string& resumed)
-      : recipe_(recipe), options_(options), strategy_(strategy), data_(data), loader_(loader), run_dir_(run_dir),
-        writer_(strategy.rank() == 0), per_epoch_(loader.batches_per_epoch()),
-        total_steps_(recipe.train.steps > 0 ? std::min(recipe.train.steps, recipe.train.epochs * per_epoch_)
-                                            : recipe.train.epochs * per_epoch_),
-        schedule_(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
-                  total_steps_),
-        progress_(writer_ ? options.out : nullptr, options.progress, recipe.train.epochs, per_epoch_),
-        state_(state), last_saved_(resumed) {
-    summary_.run_dir = run_dir;
-  }
-
-  bool complete() const { return state_.step >= total_steps_ || state_.epoch >= recipe_.train.epochs; }
-
-  TrainSummary run() {
-    if (writer_ && recipe_.train.tensorboard)
-      tensorboard_.emplace(run_dir_, state_, recipe_.train.tensorboard_every_steps);
-    while (state_.epoch < recipe_.train.epochs && state_.step < total_steps_) {
-      const double lr = run_epoch_steps();
-      if (crashed_) return summary_;
-      if (summary_.stopped_by) break;  // no epoch report: a rerun redoes it from the checkpoint
-      if (!end_epoch(lr)) break;
-    }
-    save();  // the final state, or where a stop signal ended the run
-    return finish();
-  }
-
- private:
-  // The steps of the current epoch from state_.batch_in_epoch; returns the last step's
-  // learning rate.
-  double run_epoch_steps() {
-    loader_.start(state_.epoch, state_.batch_in_epoch);
-    progress_.begin_epoch(state_.epoch);
-    double lr = schedule_.at(std::max<int64_t>(state_.step - 1, 0));  // resumed at its end, an epoch runs none
-    while (state_.step < total_steps_) {
-      std::optional<Batch> batch = loader_.next();
-      if (!batch) break;
-      lr = schedule_.at(state_.step);
-      step(*batch, lr);
-      if (recipe_.checkpoint.every_steps && state_.step % recipe_.checkpoint.every_steps == 0 && state_.step < total_steps_)
-        save();
-      if (state_.step == options_.crash_after_step) {
-        summary_.steps = state_.step;
-        crashed_ = true;
-        return lr;
-      }
-      // Every worker stops after the same step, whichever of them got the signal.
-      if (state_.step < total_steps_) summary_.stopped_by = strategy_.max_over_workers(stop_signal());
-      if (summary_.stopped_by) break;
-    }
-    return lr;
-  }
-
-  void step(const Batch& batch, double lr) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool skip = recipe_.train.skip_nonfinite_steps;
-    const LossStats stats = strategy_.train_step(
-        batch,
-        StepInfo{state_.step, static_cast<float>(lr), derive_seed(recipe_.seed, static_cast<uint64_t>(state_.step)), skip});
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!strategy_.last_step_finite()) {
-      if (!skip || ++skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow)
-        stop_for_nonfinite(stats, state_.step + 1, skipped_in_a_row_, last_saved_);
-      log::info("step {}: the {} not finite; the step was skipped (train.on_nonfinite = \"skip_step\")", state_.step + 1,
-                std::isfinite(stats.loss_sum) ? "gradients are" : "loss is");
-      ++summary_.skipped_steps;
-      ++state_.step;  // its batch is used up: a rerun goes on with the next, as this run does
-      ++state_.batch_in_epoch;
-      return;
-    }
-    skipped_in_a_row_ = 0;
-    state_.epoch_stats += stats;
-    state_.epoch_seconds += dt;
-    train_seconds_ += dt;
-    trained_examples_ += stats.count;
-    ++state_.step;
-    ++state_.batch_in_epoch;
-    if (tensorboard_) tensorboard_->step(state_.step, stats);
-    progress_.update(state_.batch_in_epoch, state_.epoch_stats, per_second(state_.epoch_stats.count, state_.epoch_seconds),
-                     state_.epoch_seconds);
-  }
-
-  // Validation, progress, metrics and the epoch's checkpoint; false when the step cap
-  // ended the run inside this epoch.
-  bool end_epoch(double lr) {
-    const bool epoch_done = state_.batch_in_epoch == per_epoch_;
-    EpochReport report{state_.epoch + 1, state_.step, state_.batch_in_epoch, strategy_.epoch_total(state_.epoch_stats), {},
-                       lr, per_second(state_.epoch_stats.count, state_.epoch_seconds), state_.epoch_seconds};
-    if (recipe_.train.validate) {
-      strategy_.prepare_for_read();
-      report.validation = evaluate_dataset(strategy_, data_.test, recipe_.train.eval_batch);
-    }
-    progress_.end_epoch(report);
-    if (tensorboard_) tensorboard_->epoch(report);
-    if (writer_) append_metrics(fs::path(run_dir_) / "metrics.jsonl", report, epoch_done);
-    summary_.loss = mean_loss(report.train);
-    summary_.accuracy = accuracy(report.train);
-    summary_.validated = report.validation.count > 0;
-    summary_.val_loss = mean_loss(report.validation);
-    summary_.val_accuracy = accuracy(report.validation);
-    if (!epoch_done) return false;
-    state_ = TrainState{state_.step, state_.epoch + 1, 0, {}, 0.0};
-    const bool last = state_.epoch == recipe_.train.epochs || state_.step == total_steps_;
-    if (recipe_.checkpoint.every_epochs && state_.epoch % recipe_.checkpoint.every_epochs == 0 && !last) save();
-    return true;
-  }
-
-  void save() {
-    const std::string path = (fs::path(run_dir_) / checkpoint_name(state_.step)).string();
-    if (path == last_saved_) return;  // a stop signal came at a periodic save
-    strategy_.prepare_for_read();     // every worker takes part, in both
-    save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), state_, recipe_.resolved_text(), writer_);
-    if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
-    last_saved_ = path;
-  }
-
-  TrainSummary finish() {
-    summary_.last_checkpoint = last_saved_;
-    summary_.steps = state_.step;
-    summary_.epochs = state_.epoch;
-    if (summary_.stopped_by) return summary_;  // not over: no summary.json (TensorBoard's file closes as we return)
-    summary_.train_seconds = train_seconds_;
-    summary_.images_per_sec = per_second(trained_examples_, train_seconds_);
-    if (writer_) write_summary(fs::path(run_dir_) / "summary.json", recipe_.name, summary_);
-    return summary_;
-  }
-
-  const Recipe& recipe_;
-  const TrainOptions& options_;
-  Strategy& strategy_;
-  const Splits& data_;
-  Loader& loader_;
-  const std::string run_dir_;
-  const bool writer_;
-  const int64_t per_epoch_, total_steps_;
-  const LrSchedule schedule_;
-  Progress progress_;
-  std::optional<TensorBoardLog> tensorboard_;  // rank 0's, as metrics.jsonl
-  TrainState state_;
-  std::string last_saved_;
-  TrainSummary summary_;
-  double train_seconds_ = 0;
-  int64_t trained_examples_ = 0;
-  bool crashed_ = false;
-  int64_t skipped_in_a_row_ = 0;
-};
 
 }  // namespace
-
-void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data) {
-  DT_USER_CHECK(model.input_shape() == data.example_shape,
-                "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
-                model.input_shape().str(), data.example_shape.str(), data.source);
-  DT_USER_CHECK(model.output_shape()[0] >= data.num_classes,
-                "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
-                model.output_shape()[0], data.num_classes, data.num_classes);
-}
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const std::string run_dir = options.run_dir.empty() ? recipe.checkpoint.dir : options.run_dir;
   const Splits data = load_dataset(recipe.data, recipe.seed);
+  check_data_fits(recipe, data.train);
+  check_last_batch(recipe, data.train);
   auto strategy = make_strategy(recipe);
-  check_data_fits(recipe, strategy->model(), data.train);
   check_memory_fits(recipe, *strategy);
   const auto existing = [&] { return options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir); };
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
@@ -289,26 +123,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   TrainState state;
   const std::string resumed = resume_or_initialize(recipe, *strategy, existing(), state);
   if (writer && !resumed.empty()) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
-
-  Loader loader(data.train, loader_spec(recipe, *strategy));
-  check_last_batch(recipe, data.train, loader, *strategy);
-  const int64_t per_epoch = loader.batches_per_epoch();
-  DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
-                "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
-  check_planned_steps(recipe, per_epoch);
-
-  StepLoop loop(recipe, options, *strategy, data, loader, run_dir, state, resumed);
-  if (loop.complete()) {
-    log::info("{}: run already complete at step {} ({}); use --fresh to start over", run_dir, state.step,
-              resumed.empty() ? "nothing to train" : resumed);
-    TrainSummary summary;
-    summary.run_dir = run_dir;
-    summary.steps = state.step;
-    summary.epochs = state.epoch;
-    summary.last_checkpoint = resumed;
-    return summary;
-  }
-  return loop.run();
+  return run_steps(recipe, options, *strategy, data, run_dir, state, resumed);
 }
 
 }  // namespace distrain

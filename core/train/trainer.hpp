@@ -1,5 +1,7 @@
-// Trainer: the step loop, and the only place that sequences the others: data, strategy,
-// schedule, validation, metrics, progress and checkpoints.
+// Trainer: `train` sets a run up (data, the checks on it, the strategy, the run folder,
+// resume or initialise) and runs it: StepLoop (step_loop.hpp), the one place that
+// sequences steps, with TrainRun (train_run.hpp) for validation, metrics, progress and
+// checkpoints.
 //
 // A run folder holds ckpt-<step>.h5 (the last checkpoint.keep), metrics.jsonl (one JSON
 // object per epoch), summary.json (written at the end) and TensorBoard event files
@@ -11,7 +13,6 @@
 #include <string>
 
 #include "core/io/recipe.hpp"
-#include "core/model/model.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/progress.hpp"
 
@@ -32,15 +33,12 @@ struct TrainSummary {
   int64_t steps = 0, epochs = 0;
   double loss = 0, accuracy = 0, val_loss = 0, val_accuracy = 0;
   bool validated = false;
-  int64_t skipped_steps = 0;  // steps discarded for a non-finite loss (train.on_nonfinite = "skip_step")
+  int64_t skipped_steps = 0;  // steps discarded for a non-finite loss or gradient (train.on_nonfinite = "skip_step")
   int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
   std::optional<ServeReport> served;  // on a parameter server's server: what it did, instead of training
 };
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
-
-// Throws UserError when the model's input shape or class count does not fit the data.
-void check_data_fits(const Recipe& recipe, const Model& model, const Dataset& data);
 
 }  // namespace distrain

@@ -53,9 +53,9 @@ TEST_CASE("model: default names, shapes, one contiguous aligned arena") {
 
 TEST_CASE("model: same seed gives the same weights, another seed others") {
   auto a = model_from(kCnn), b = model_from(kCnn), c = model_from(kCnn);
-  a->initialize(42);
-  b->initialize(42);
-  c->initialize(43);
+  a->params().initialize(42);
+  b->params().initialize(42);
+  c->params().initialize(43);
   CHECK(to_host(a->params().values()) == to_host(b->params().values()));
   CHECK(to_host(a->params().values()) != to_host(c->params().values()));
   // glorot_uniform limit for the dense kernel: sqrt(6 / (484 + 10))
@@ -89,7 +89,7 @@ TEST_CASE("model errors name the file, the layer and what to do") {
 
 TEST_CASE("model forward/backward: gradients accumulate across calls (+= contract)") {
   auto m = model_from(kCnn);
-  m->initialize(1);
+  m->params().initialize(1);
   Backend& be = cpu();
   Buffer x(be, Shape{2, 28, 28, 1});
   from_host(random_vector(2 * 784, 9, 0, 255), x.view());

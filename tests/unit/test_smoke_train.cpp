@@ -32,7 +32,7 @@ layers = [
 ])");
   Backend& be = cpu();
   Model model(model_table, "smoke", be);
-  model.initialize(1);
+  model.params().initialize(1);
   Loss loss(LossSpec{}, be);
   auto opt = make_optimizer(default_optimizer_spec("adam"));
   opt->bind(be, model.params().values().numel());

@@ -119,7 +119,7 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
   fs::remove_all(dir);
   fs::create_directories(dir);
   auto s = make_strategy(recipe);
-  s->model().initialize(3);
+  s->model().params().initialize(3);
   s->optimizer().set_iterations(7);
   TrainState st{11, 1, 2, LossStats{3.5, 4, 5}, 1.25};
   const std::string path = (dir / checkpoint_name(11)).string();

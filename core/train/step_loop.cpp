@@ -1,0 +1,95 @@
+#include "core/train/step_loop.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+namespace {
+
+// A diverged run stops at once: going on would write NaN into metrics and checkpoints,
+// and rotation would delete the good checkpoints for them. The strategy's finiteness
+// verdict is the same on every replica and worker, so every rank stops at the same step.
+[[noreturn]] void stop_for_nonfinite(const LossStats& stats, int64_t step, int64_t in_a_row,
+                                    const std::string& last_checkpoint) {
+  const std::string what = std::isfinite(stats.loss_sum) ? "the gradients are not finite (the loss is)"
+                           : std::isnan(stats.loss_sum)  ? "the loss is not finite (nan)"
+                                                         : "the loss is not finite (inf)";
+  const std::string skipped =
+      in_a_row > 1 ? fmt::format(" in {} steps in a row (train.on_nonfinite = \"skip_step\" skips at most {})", in_a_row,
+                                 TrainSpec::kMaxSkippedInARow)
+                   : "";
+  throw UserError(fmt::format(
+      "step {}: {}{}; lower optimizer.learning_rate or add optimizer.schedule.warmup_steps; the last finite checkpoint is {}",
+      step, what, skipped, last_checkpoint.empty() ? "none (none was written)" : last_checkpoint));
+}
+
+}  // namespace
+
+LoopPlan recipe_plan(const Recipe& recipe, int64_t batches_per_epoch) {
+  const int64_t planned = recipe.train.epochs * batches_per_epoch;
+  LoopPlan plan;
+  plan.epochs = recipe.train.epochs;
+  plan.batches_per_epoch = batches_per_epoch;
+  plan.total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
+  plan.seed = recipe.seed;
+  plan.on_nonfinite = recipe.train.skip_nonfinite_steps ? OnNonFinite::skip_step : OnNonFinite::stop;
+  return plan;
+}
+
+TrainState StepLoop::run(const TrainState& start) {
+  state_ = start;
+  stopped_ = false;
+  while (!plan_.complete(state_)) {
+    const double lr = run_epoch_steps();
+    if (stopped_ || !end_epoch(lr)) break;  // stopped: no epoch report, a rerun redoes the epoch from its checkpoint
+  }
+  return state_;
+}
+
+// The steps of the current epoch from state_.batch_in_epoch; returns the last step's
+// learning rate.
+double StepLoop::run_epoch_steps() {
+  batches_.start(state_.epoch, state_.batch_in_epoch);
+  observer_.begin_epoch(state_);
+  double lr = schedule_.at(std::max<int64_t>(state_.step - 1, 0));  // resumed at its end, an epoch runs none
+  while (state_.step < plan_.total_steps && !stopped_) {
+    const Batch* batch = batches_.next();
+    if (!batch) break;
+    lr = schedule_.at(state_.step);
+    step(*batch, lr);
+  }
+  return lr;
+}
+
+void StepLoop::step(const Batch& batch, double lr) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool skip = plan_.on_nonfinite == OnNonFinite::skip_step;
+  const LossStats stats = strategy_.train_step(
+      batch,
+      StepInfo{state_.step, static_cast<float>(lr), derive_seed(plan_.seed, static_cast<uint64_t>(state_.step)), skip});
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool skipped = !strategy_.last_step_finite() && plan_.on_nonfinite != OnNonFinite::ignore;
+  skipped_in_a_row_ = skipped ? skipped_in_a_row_ + 1 : 0;
+  if (skipped && (!skip || skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow))
+    stop_for_nonfinite(stats, state_.step + 1, skipped_in_a_row_, observer_.last_checkpoint());
+  if (!skipped) state_.epoch_stats += stats;
+  state_.epoch_seconds += dt;
+  ++state_.step;  // a skipped step's batch is used up too: a rerun goes on with the next, as this run does
+  ++state_.batch_in_epoch;
+  stopped_ = observer_.after_step(state_, StepDone{stats, dt, strategy_.last_step_times(), skipped});
+}
+
+// The epoch's report; then, when the epoch was completed (not cut by the step cap), the
+// state moves to the next one. False when the run ends here.
+bool StepLoop::end_epoch(double lr) {
+  observer_.end_epoch(state_, lr);
+  if (state_.batch_in_epoch != plan_.batches_per_epoch) return false;
+  state_ = TrainState{state_.step, state_.epoch + 1, 0, {}, 0.0};
+  observer_.next_epoch(state_, plan_.complete(state_));
+  return true;
+}
+
+}  // namespace distrain

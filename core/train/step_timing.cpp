@@ -1,0 +1,38 @@
+#include "core/train/step_timing.hpp"
+
+#include "core/train/batch_source.hpp"
+#include "core/train/step_loop.hpp"
+
+namespace distrain {
+
+namespace {
+
+class StepTimer final : public StepObserver {
+ public:
+  explicit StepTimer(int64_t steps) { times_.reserve(static_cast<size_t>(steps)); }
+  bool after_step(const TrainState&, const StepDone& step) override {
+    times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0});
+    return false;
+  }
+  std::vector<StepTime>& times() { return times_; }
+
+ private:
+  std::vector<StepTime> times_;
+};
+
+}  // namespace
+
+std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const Batch& batch, int64_t steps) {
+  LoopPlan plan;  // one epoch of `steps` batches
+  plan.batches_per_epoch = steps;
+  plan.total_steps = steps;
+  plan.seed = recipe.seed;
+  plan.on_nonfinite = OnNonFinite::ignore;
+  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
+  RepeatedBatch batches(batch);
+  StepTimer timer(steps);
+  StepLoop(strategy, batches, plan, schedule, timer).run(TrainState{});
+  return std::move(timer.times());
+}
+
+}  // namespace distrain

@@ -1,0 +1,22 @@
+// time_steps: the measurement of `distrain bench`: steps of the training loop, StepLoop as
+// `train` runs it, on one batch given again at every step, each step timed. No run folder,
+// checkpoint, metrics, validation or progress; a loss that stops being finite does not
+// stop the run (only the time counts).
+#pragma once
+#include <vector>
+
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+
+namespace distrain {
+
+struct StepTime {
+  double ms = 0;         // Strategy::train_step, whole
+  double reduce_ms = 0;  // of which the gradient reduction
+};
+
+// `steps` steps from step 0 with the recipe's schedule and seed; the strategy's variables
+// must be initialised. One StepTime per step, in order.
+std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const Batch& batch, int64_t steps);
+
+}  // namespace distrain

@@ -1,0 +1,103 @@
+#include "core/train/train_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/base/log.hpp"
+#include "core/base/stop_signal.hpp"
+#include "core/train/evaluate.hpp"
+#include "core/train/metrics_log.hpp"
+
+namespace distrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double per_second(int64_t count, double seconds) { return static_cast<double>(count) / std::max(seconds, 1e-9); }
+
+}  // namespace
+
+TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
+                   const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed)
+    : recipe_(recipe), options_(options), strategy_(strategy), test_(test), run_dir_(run_dir), plan_(plan),
+      writer_(strategy.rank() == 0),
+      progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch),
+      last_saved_(resumed) {
+  summary_.run_dir = run_dir;
+  if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps);
+}
+
+void TrainRun::begin_epoch(const TrainState& state) { progress_.begin_epoch(state.epoch); }
+
+bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
+  train_seconds_ += step.seconds;
+  if (step.skipped) {
+    log::info("step {}: the {} not finite; the step was skipped (train.on_nonfinite = \"skip_step\")", state.step,
+              std::isfinite(step.stats.loss_sum) ? "gradients are" : "loss is");
+    ++summary_.skipped_steps;
+  } else {
+    trained_examples_ += step.stats.count;
+    if (tensorboard_) tensorboard_->step(state.step, step.stats);
+  }
+  progress_.update(state.batch_in_epoch, state.epoch_stats, per_second(state.epoch_stats.count, state.epoch_seconds),
+                   state.epoch_seconds);
+  if (recipe_.checkpoint.every_steps && state.step % recipe_.checkpoint.every_steps == 0 && state.step < plan_.total_steps)
+    save(state);
+  if (state.step == options_.crash_after_step) {
+    summary_.steps = state.step;
+    crashed_ = true;
+    return true;
+  }
+  // Every worker stops after the same step, whichever of them got the signal.
+  if (state.step < plan_.total_steps) summary_.stopped_by = strategy_.max_over_workers(stop_signal());
+  return summary_.stopped_by != 0;
+}
+
+// Validation, progress, metrics and the summary's figures of the epoch, whole or cut by
+// the step cap.
+void TrainRun::end_epoch(const TrainState& state, double lr) {
+  EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy_.epoch_total(state.epoch_stats), {},
+                     lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds};
+  if (recipe_.train.validate) {
+    strategy_.prepare_for_read();
+    report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch);
+  }
+  progress_.end_epoch(report);
+  if (tensorboard_) tensorboard_->epoch(report);
+  if (writer_) append_metrics(fs::path(run_dir_) / "metrics.jsonl", report, state.batch_in_epoch == plan_.batches_per_epoch);
+  summary_.loss = report.train.mean_loss();
+  summary_.accuracy = report.train.accuracy();
+  summary_.validated = report.validation.count > 0;
+  summary_.val_loss = report.validation.mean_loss();
+  summary_.val_accuracy = report.validation.accuracy();
+}
+
+void TrainRun::next_epoch(const TrainState& state, bool last) {
+  if (recipe_.checkpoint.every_epochs && state.epoch % recipe_.checkpoint.every_epochs == 0 && !last) save(state);
+}
+
+TrainSummary TrainRun::finish(const TrainState& end) {
+  if (crashed_) return summary_;  // as a crash would: nothing saved, nothing written
+  save(end);                      // the final state, or where a stop signal ended the run
+  summary_.last_checkpoint = last_saved_;
+  summary_.steps = end.step;
+  summary_.epochs = end.epoch;
+  if (summary_.stopped_by) return summary_;  // not over: no summary.json (TensorBoard's file closes as we return)
+  summary_.train_seconds = train_seconds_;
+  summary_.images_per_sec = per_second(trained_examples_, train_seconds_);
+  if (writer_) write_summary(fs::path(run_dir_) / "summary.json", recipe_.name, summary_);
+  return summary_;
+}
+
+void TrainRun::save(const TrainState& state) {
+  const std::string path = (fs::path(run_dir_) / checkpoint_name(state.step)).string();
+  if (path == last_saved_) return;  // a stop signal came at a periodic save
+  strategy_.prepare_for_read();     // every worker takes part, in both
+  save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), state, recipe_.resolved_text(), writer_);
+  if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
+  last_saved_ = path;
+}
+
+}  // namespace distrain

@@ -1,0 +1,51 @@
+// TrainRun: what `distrain train` does around the steps StepLoop runs. Rank 0's progress,
+// TensorBoard events and metrics.jsonl; validation at each epoch's end; checkpoints every
+// checkpoint.every_steps and every_epochs, at the end and where a stop signal ends the run;
+// the stop signal itself, agreed by every worker; TrainOptions' simulated crash; and the
+// TrainSummary, with summary.json when the run is over.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "core/train/progress.hpp"
+#include "core/train/step_loop.hpp"
+#include "core/train/tensorboard_log.hpp"
+#include "core/train/trainer.hpp"
+
+namespace distrain {
+
+class TrainRun final : public StepObserver {
+ public:
+  // `start`: the state the loop starts from; `resumed`: the checkpoint it was read from, or "".
+  TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
+           const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed);
+
+  void begin_epoch(const TrainState& state) override;
+  bool after_step(const TrainState& state, const StepDone& step) override;
+  void end_epoch(const TrainState& state, double lr) override;
+  void next_epoch(const TrainState& state, bool last) override;
+  std::string last_checkpoint() const override { return last_saved_; }
+
+  // After the loop, at `end`: the last checkpoint (none after a simulated crash) and the summary.
+  TrainSummary finish(const TrainState& end);
+
+ private:
+  void save(const TrainState& state);
+
+  const Recipe& recipe_;
+  const TrainOptions& options_;
+  Strategy& strategy_;
+  const Dataset& test_;
+  const std::string run_dir_;
+  const LoopPlan plan_;
+  const bool writer_;
+  Progress progress_;
+  std::optional<TensorBoardLog> tensorboard_;  // rank 0's, as metrics.jsonl
+  std::string last_saved_;
+  TrainSummary summary_;
+  double train_seconds_ = 0;
+  int64_t trained_examples_ = 0;
+  bool crashed_ = false;
+};
+
+}  // namespace distrain
