@@ -104,6 +104,7 @@ struct MpiCommunicator::Handle {
   bool broken = false;               // a collective timed out: freeing would wait for the stopped rank
   int64_t* mine = nullptr;           // this rank's counter
   std::vector<int64_t*> peers;       // every rank's counter, when shared
+  std::vector<int> world_ranks;      // each member's rank in MPI_COMM_WORLD
 };
 
 namespace {
@@ -152,6 +153,15 @@ void MpiCommunicator::init() {
   Handle& h = *handle_;
   MPI_Comm_rank(h.comm, &rank_);
   MPI_Comm_size(h.comm, &size_);
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(h.comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> members(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) members[static_cast<size_t>(r)] = r;
+  h.world_ranks.resize(members.size());
+  check(MPI_Group_translate_ranks(group, size_, members.data(), world, h.world_ranks.data()), "MPI_Group_translate_ranks");
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
   h.shared = all_on_one_node(h.comm, size_);
   const MPI_Aint bytes = sizeof(int64_t);
   if (h.shared) {
@@ -226,17 +236,23 @@ std::string MpiCommunicator::who_is_missing(int64_t seq) {
   if (at.empty()) return "which ranks did not arrive is unknown (their counters could not be read)";
   std::vector<std::string> missing;
   for (size_t r = 0; r < at.size(); ++r)
-    if (at[r] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", r, at[r]));
+    if (at[r] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", world_rank(static_cast<int>(r)), at[r]));
   if (missing.empty()) return "every rank entered it, so one stopped inside it";
   return fmt::format("{} did not arrive", fmt::join(missing, ", "));
 }
 
+int MpiCommunicator::world_rank(int rank) const { return handle_->world_ranks.at(static_cast<size_t>(rank)); }
+
 void MpiCommunicator::timed_out(const char* name, int64_t seq) {
-  handle_->broken = true;
-  const std::string world = handle_->comm == MPI_COMM_WORLD ? "" : " of a sub-communicator";
-  throw UserError(fmt::format("rank {}: {} #{}{} did not complete within {:g} s: {}; it may be stopped or hung; "
-                              "strategy.timeout_seconds sets this limit",
-                              rank_, name, seq, world, timeout_s_, who_is_missing(seq)));
+  // Ranks are named as in MPI_COMM_WORLD (the launcher's numbering); a sub-communicator's
+  // collective says which ranks it spans.
+  std::string among;
+  if (handle_->comm != MPI_COMM_WORLD)
+    among = size_ <= 8 ? fmt::format(" among ranks {}", fmt::join(handle_->world_ranks, ", "))
+                       : fmt::format(" of a group of {} ranks", size_);
+  fail(fmt::format("{} #{}{} did not complete within {:g} s: {}; it may be stopped or hung; "
+                   "strategy.timeout_seconds sets this limit",
+                   name, seq, among, timeout_s_, who_is_missing(seq)));
 }
 
 void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
@@ -297,7 +313,7 @@ void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {
   if (!wait_until(req, timeout_s_, "MPI_Irecv")) message_timed_out(fmt::format("waiting for {}", what), peer);
 }
 
-MpiCommunicator::Incoming MpiCommunicator::probe(std::string_view what) {
+std::optional<MpiCommunicator::Incoming> MpiCommunicator::probe(double seconds) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto nap = std::chrono::microseconds(10);
@@ -307,20 +323,23 @@ MpiCommunicator::Incoming MpiCommunicator::probe(std::string_view what) {
     check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, handle_->comm, &found, &st), "MPI_Iprobe");
     if (found) return Incoming{st.MPI_SOURCE, st.MPI_TAG};
     const auto waited = clock::now() - t0;
-    if (timeout_s_ > 0 && waited >= std::chrono::duration<double>(timeout_s_)) message_timed_out(what, -1);
+    if (seconds > 0 && waited >= std::chrono::duration<double>(seconds)) return std::nullopt;
     if (waited < std::chrono::milliseconds(2)) continue;
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(1000));
   }
 }
 
-// A message that did not come: unlike a collective's, the peer is known (or any, -1).
-void MpiCommunicator::message_timed_out(std::string_view what, int peer) {
+void MpiCommunicator::fail(const std::string& why) {
   handle_->broken = true;
-  const std::string from = peer < 0 ? "" : fmt::format(" (rank {})", peer);
-  throw UserError(fmt::format("rank {}: {}{} did not complete within {:g} s; {} may be stopped or hung; "
-                              "strategy.timeout_seconds sets this limit",
-                              rank_, what, from, timeout_s_, peer < 0 ? "a rank" : "that rank"));
+  throw UserError(fmt::format("rank {}: {}", world_rank(rank_), why));
+}
+
+// A message that did not come: unlike a collective's, the peer is known.
+void MpiCommunicator::message_timed_out(std::string_view what, int peer) {
+  fail(fmt::format("{} (rank {}) did not complete within {:g} s; that rank may be stopped or hung; "
+                   "strategy.timeout_seconds sets this limit",
+                   what, world_rank(peer), timeout_s_));
 }
 
 void MpiCommunicator::all_reduce_f64(double* values, int count) {

@@ -12,6 +12,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +45,8 @@ class MpiCommunicator final : public Communicator {
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   std::string backend_name() const override { return "mpi"; }
   int rank() const override { return rank_; }
+  // This rank's and another member's rank in MPI_COMM_WORLD, which messages name.
+  int world_rank(int rank) const;
   int size() const override { return size_; }
   void all_reduce(Tensor inout, ReduceOp op) override;
   void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
@@ -62,9 +66,14 @@ class MpiCommunicator final : public Communicator {
   struct Incoming {
     int source = -1, tag = -1;
   };
-  // The next message for this rank, from any peer, not yet received (recv it next).
-  // `what` says what the wait is for, as above.
-  Incoming probe(std::string_view what);
+  // The next message for this rank, from any peer, not yet received (recv it next);
+  // nullopt when none came within `seconds` (<= 0: wait forever). The caller decides
+  // what silence means, and may fail().
+  std::optional<Incoming> probe(double seconds);
+  double timeout() const { return timeout_s_; }
+  // Gives up on the job: throws UserError("rank R: <why>") and leaves this communicator
+  // to the abort that follows (its destructor then frees nothing collectively).
+  [[noreturn]] void fail(const std::string& why);
 
  private:
   struct Handle;  // the MPI_Comm and the window of collective counters, kept out of this header

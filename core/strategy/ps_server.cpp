@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+
+#include <fmt/ranges.h>
 
 #include "core/base/error.hpp"
 #include "core/io/checkpoint.hpp"
@@ -60,8 +63,15 @@ void PsServer::load(const std::string& resume, const std::string& init_from, uin
 }
 
 ServeReport PsServer::serve() {
+  int silent_periods = 0;
   while (done_ < workers_ || !pulls_.empty()) {
-    const MpiCommunicator::Incoming m = world_.probe(waiting_for());
+    const std::optional<MpiCommunicator::Incoming> next = world_.probe(world_.timeout());
+    if (!next) {
+      on_silence(++silent_periods);
+      continue;
+    }
+    silent_periods = 0;
+    const MpiCommunicator::Incoming m = *next;
     if (m.tag == kPull) on_pull(m.source);
     else if (m.tag == kPush) on_push(m.source);
     else if (m.tag == kDone) on_done(m.source);
@@ -143,20 +153,29 @@ void PsServer::answer_allowed_pulls() {
   }
 }
 
-// For the error a timeout throws: which workers the server still waits for.
-std::string PsServer::waiting_for() const {
-  std::string busy;
-  int64_t slowest = kFinished;
-  int slowest_rank = -1;
+// No message for the world's timeout: a worker is stopped or hung. When one worker is
+// behind the others it is the one, and the server names it. When they are level the
+// stopped one is in a collective among the workers (an epoch's end), whose own timeout
+// (twice the server's) names it; the server waits for that, and gives up itself only
+// after a third period.
+void PsServer::on_silence(int periods) {
+  std::vector<int> busy, slowest;
+  int64_t slowest_clock = kFinished;
   for (int w = 0; w < workers_; ++w) {
     const int64_t c = clocks_[static_cast<size_t>(w)];
     if (c == kFinished) continue;
-    busy += fmt::format("{}{}", busy.empty() ? "" : ", ", w + ranges_.servers);
-    if (c < slowest) slowest = c, slowest_rank = w + ranges_.servers;
+    busy.push_back(w + ranges_.servers);
+    if (c < slowest_clock) slowest_clock = c, slowest.clear();
+    if (c == slowest_clock) slowest.push_back(w + ranges_.servers);
   }
-  return fmt::format("server {} waiting for a message from the workers not done (ranks {}; the slowest, rank {}, has pushed "
-                     "{} step(s))",
-                     k_, busy, slowest_rank, slowest);
+  const bool level = slowest.size() == busy.size() && busy.size() > 1;
+  if (level && periods < 3) return;
+  world_.fail(fmt::format("server {} heard from no worker within {:g} s; workers not done: ranks {}; {} {} pushed {} "
+                          "step(s); a rank may be stopped or hung; strategy.timeout_seconds sets this limit",
+                          k_, world_.timeout() * periods, fmt::join(busy, ", "),
+                          level ? "all" : slowest.size() == 1 ? "the slowest, rank" : "the slowest, ranks",
+                          level ? "have" : fmt::format("{}, {}", fmt::join(slowest, ", "), slowest.size() == 1 ? "has" : "have"),
+                          slowest_clock));
 }
 
 }  // namespace distrain

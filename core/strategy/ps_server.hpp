@@ -5,8 +5,8 @@
 //     order they came in, and applied once; the next pulls are answered after;
 //   otherwise each push is applied as it comes, and a pull for step t waits until the
 //     slowest worker is within `staleness` steps of t (no wait when staleness < 0).
-// Waiting longer than the world's timeout for any message throws a UserError naming the
-// workers that are not done and the slowest one's step.
+// Silence longer than the world's timeout throws a UserError naming the worker that is
+// behind (see on_silence for workers that are level).
 #pragma once
 #include <deque>
 #include <memory>
@@ -40,7 +40,7 @@ class PsServer {
   void on_get(int from);
   void applied_update(const Tensor& grads, float lr);
   void answer_allowed_pulls();
-  std::string waiting_for() const;
+  void on_silence(int periods);
   int worker(int rank) const { return rank - ranges_.servers; }
 
   MpiCommunicator& world_;
