@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <filesystem>
@@ -112,8 +113,9 @@ void check_device_indices(const ConfigTable& c, const std::vector<std::string>& 
   }
 }
 
-void parse_strategy(ConfigTable c, StrategySpec& s) {
-  s.name = c.get_choice("name", "one_device", kStrategies);
+// strategy.devices: "auto" resolved, each parsed and listed once (several replicas may
+// share a GPU only under mirrored and central_storage), indices checked.
+std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
   s.devices = c.get_string_list("devices", {"auto"});
   if (s.devices == std::vector<std::string>{"auto"}) {
     // All GPUs when the build and machine have them; else one CPU device.
@@ -124,10 +126,8 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   }
   std::set<std::string> seen;
   std::vector<Device> devices;
-  bool all_cpu = true;
   for (const auto& d : s.devices) {
     const Device dev = devices.emplace_back(Device::parse(d, c.file() + ": strategy.devices"));
-    all_cpu = all_cpu && dev.is_cpu();
     if (seen.insert(dev.str()).second) continue;
     // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
     if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage"))
@@ -135,11 +135,18 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
                                     dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
   }
   check_device_indices(c, s.devices);
+  if (s.name == "one_device" && s.devices.size() != 1)
+    c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
+  return devices;
+}
+
+// How replicas on these devices exchange gradients: cross_device_ops (mirrored) and
+// communication (multi_worker_mirrored), and what the devices allow.
+void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Device>& devices) {
+  const bool all_cpu = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cpu(); });
   if (!all_cpu && (s.name == "zero" || s.name == "parameter_server"))
     c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
                                   "multi_worker_mirrored or central_storage", s.name));
-  if (s.name == "one_device" && s.devices.size() != 1)
-    c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
   s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
   if (c.has("cross_device_ops") && s.name != "mirrored") c.fail("cross_device_ops", "applies to strategy \"mirrored\" only");
   s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
@@ -150,9 +157,10 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   if (shares_a_gpu(devices) && s.cross_device_ops == "nccl")
     c.fail("cross_device_ops", "replicas share a GPU and NCCL refuses two ranks on one GPU; use \"hierarchical_copy\" or "
                                "\"reduce_to_one_device\"");
-  s.check_every = c.get_int("check_every", 100);
-  if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
-  s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
+}
+
+// The keys one strategy takes (stage: zero; num_ps, staleness: parameter_server).
+void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
   s.zero_stage = c.get_int("stage", 1);
   if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
@@ -164,6 +172,15 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
     s.staleness = c.get_int("staleness");
     if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
   }
+}
+
+void parse_strategy(ConfigTable c, StrategySpec& s) {
+  s.name = c.get_choice("name", "one_device", kStrategies);
+  parse_communication(c, s, parse_devices(c, s));
+  parse_strategy_specifics(c, s);
+  s.check_every = c.get_int("check_every", 100);
+  if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
+  s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
   s.timeout_seconds = c.get_float("timeout_seconds", 300.0);
   if (s.timeout_seconds < 0) c.fail("timeout_seconds", "must be >= 0 (0 = wait forever)");
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
