@@ -51,7 +51,6 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   group_ = std::make_shared<LocalGroup>(n);
   std::vector<Device> devices;
   for (const auto& text : spec_.devices) devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
-  staging_.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const Device d = devices[static_cast<size_t>(r)];
     replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients, full_values));
@@ -60,6 +59,18 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
   make_gpu_communicators(devices);
+  make_hierarchies();
+}
+
+void MultiReplicaStrategy::make_hierarchies() {
+  for (int r = 0; r < local_replicas(); ++r) {
+    const auto i = static_cast<size_t>(r);
+    CommLevels levels{comms_[i].get(), world_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_world_.get()};
+    Backend& be = replica(r).backend();
+    HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
+                        [&be](const void* host, Tensor t) { be.upload(host, t); }};
+    all_.push_back(std::make_unique<HierarchicalCommunicator>(levels, std::move(staging)));
+  }
 }
 
 void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices) {
@@ -83,36 +94,6 @@ void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& dev
     gpu_local_ = cuda_plugin().nccl_local(gpus);
   }
   if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, replica(0).backend());
-}
-
-void MultiReplicaStrategy::through_host(int r, Tensor t, const std::function<void(Tensor)>& sum) {
-  auto& host = staging_[static_cast<size_t>(r)];
-  host.resize(t.bytes());
-  replica(r).backend().download(t, host.data());
-  sum(Tensor{host.data(), t.shape, t.dtype, Device{}});
-  replica(r).backend().upload(host.data(), t);
-}
-
-void MultiReplicaStrategy::sum_over_replicas(int r, Tensor t) {
-  if (t.device.is_cuda()) {
-    if (gpu_world_) {  // one replica per worker, every worker in one NCCL communicator
-      gpu_world_->all_reduce(t, ReduceOp::sum);
-      return;
-    }
-    if (!gpu_local_.empty()) {
-      gpu_local_[static_cast<size_t>(r)]->all_reduce(t, ReduceOp::sum);
-      if (!world_) return;
-      if (r == 0) through_host(0, t, [&](Tensor h) { world_->all_reduce(h, ReduceOp::sum); });
-      gpu_local_[static_cast<size_t>(r)]->broadcast(t, 0);
-      return;
-    }
-    through_host(r, t, [&](Tensor h) { sum_over_replicas(r, h); });
-    return;
-  }
-  local(r).all_reduce(t, ReduceOp::sum);
-  if (!world_) return;
-  if (r == 0) world_->all_reduce(t, ReduceOp::sum);
-  local(r).broadcast(t, 0);
 }
 
 LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {

@@ -157,7 +157,7 @@ class Zero final : public MultiReplicaStrategy {
       optimizers_[i]->update(mine, grads, info.learning_rate);
       if (stage() == 1) {
         be.copy(mine, send_[i].view().range(0, length(g)));
-        comm(r).all_gather(send_[i].view(), gathered_[i].view());
+        all_replicas(r).all_gather(send_[i].view(), gathered_[i].view());
         be.copy(gathered_[i].view().range(0, arena_), p.values());
       } else {
         // Stage 2 keeps whole parameters: every replica's range reaches every replica.
@@ -172,8 +172,6 @@ class Zero final : public MultiReplicaStrategy {
   friend class ShardedOptimizerState;
   friend class ShardedModelState;
   int stage() const { return static_cast<int>(spec().zero_stage); }
-  // All replicas of the job: the threads of this process, or the MPI workers.
-  Communicator& comm(int r) { return world() ? static_cast<Communicator&>(*world()) : local(r); }
 
   // out = arena range [lo, hi) assembled from the owners: each replica contributes its
   // part (zeros elsewhere) and the sum over replicas is exact.
