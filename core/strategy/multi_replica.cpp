@@ -39,7 +39,7 @@ double checksum(Model& model) {
 
 }  // namespace
 
-MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients, bool full_values)
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams)
     : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
     world_ = std::make_unique<MpiCommunicator>();
@@ -50,30 +50,34 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   const int n = static_cast<int>(spec_.devices.size());
   group_ = std::make_shared<LocalGroup>(n);
   std::vector<Device> devices;
-  for (const auto& text : spec_.devices) devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
+  std::vector<Backend*> backends;
+  for (const auto& text : spec_.devices) {
+    devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
+    backends.push_back(&backend_for(devices.back()));
+  }
+  // Communicators first: the models' gatherers and reducers are given them.
+  for (int r = 0; r < n; ++r) comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+  make_gpu_communicators(devices, backends);
+  make_hierarchies(backends);
   for (int r = 0; r < n; ++r) {
-    const Device d = devices[static_cast<size_t>(r)];
-    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients, full_values));
-    comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+    const auto i = static_cast<size_t>(r);
+    replicas_.push_back(std::make_unique<Replica>(recipe, *backends[i], seams ? seams(*all_[i]) : ModelSeams{}));
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
-  make_gpu_communicators(devices);
-  make_hierarchies();
 }
 
-void MultiReplicaStrategy::make_hierarchies() {
-  for (int r = 0; r < local_replicas(); ++r) {
-    const auto i = static_cast<size_t>(r);
+void MultiReplicaStrategy::make_hierarchies(const std::vector<Backend*>& backends) {
+  for (size_t i = 0; i < backends.size(); ++i) {
     CommLevels levels{comms_[i].get(), world_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_world_.get()};
-    Backend& be = replica(r).backend();
+    Backend& be = *backends[i];
     HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
                         [&be](const void* host, Tensor t) { be.upload(host, t); }};
     all_.push_back(std::make_unique<HierarchicalCommunicator>(levels, std::move(staging)));
   }
 }
 
-void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices) {
+void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends) {
   const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
   std::set<int> distinct;
   for (const Device& d : devices) distinct.insert(d.index);
@@ -88,12 +92,8 @@ void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& dev
   const bool nccl_world = world_ && (spec_.communication == "nccl" || (spec_.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_world || one_gpu,
                 "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]", fmt::join(spec_.devices, ", "));
-  if (nccl_local) {
-    std::vector<Backend*> gpus;
-    for (int r = 0; r < local_replicas(); ++r) gpus.push_back(&replica(r).backend());
-    gpu_local_ = cuda_plugin().nccl_local(gpus);
-  }
-  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, replica(0).backend());
+  if (nccl_local) gpu_local_ = cuda_plugin().nccl_local(backends);
+  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, *backends[0]);
 }
 
 LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
@@ -111,7 +111,15 @@ LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const Step
 }
 
 LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {
-  const LossStats local = replicas_[0]->evaluate(batch.replicas.at(0));
+  LossStats local;
+  if (local_replicas() > 1 && replica(0).model().gatherer().collective()) {
+    threads_->run([&](int r) {  // replica 0 has the data; the others join the gatherer's collectives
+      if (r == 0) local = replica(0).evaluate(batch.replicas.at(0));
+      else replica(r).evaluate(ReplicaSlice{});
+    });
+  } else {
+    local = replicas_[0]->evaluate(batch.replicas.at(0));
+  }
   return world_ ? sum_over_workers(local, *world_) : local;
 }
 

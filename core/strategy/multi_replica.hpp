@@ -5,6 +5,7 @@
 // cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
 // gradients are reduced and who updates what.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,9 @@ namespace distrain {
 class MultiReplicaStrategy : public Strategy {
  public:
   enum class World { none, when_launched, always };
+  // What replica r's model is given (ZeRO's gatherer and reducer), from the communicator
+  // over every replica of the job as replica r sees it; empty: the defaults.
+  using SeamFactory = std::function<ModelSeams(Communicator& all_replicas)>;
 
   int num_replicas() const override { return local_replicas() * workers_; }
   int rank() const override { return rank_; }
@@ -29,12 +33,13 @@ class MultiReplicaStrategy : public Strategy {
   Model& model() override { return replicas_[0]->model(); }
   // Batch-norm moving statistics become their mean over all replicas.
   void prepare_for_read() override;
-  // Replica 0 of each worker evaluates its share; sums over workers.
+  // Replica 0 of each worker evaluates its share (the others take part when the model's
+  // gatherer communicates in forward); sums over workers.
   LossStats evaluate(const Batch& batch) override;
   int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
 
  protected:
-  MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients = true, bool full_values = true);
+  MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams = {});
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;
@@ -56,8 +61,8 @@ class MultiReplicaStrategy : public Strategy {
   const StrategySpec& spec() const { return spec_; }
 
  private:
-  void make_gpu_communicators(const std::vector<Device>& devices);
-  void make_hierarchies();
+  void make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends);
+  void make_hierarchies(const std::vector<Backend*>& backends);
 
   StrategySpec spec_;
   std::unique_ptr<MpiCommunicator> world_;
