@@ -2,6 +2,8 @@
 
 #include <fmt/ranges.h>
 
+#include <functional>
+
 #include "core/backend/backend.hpp"
 #include "core/base/range.hpp"
 #include "core/strategy/multi_replica.hpp"
@@ -27,6 +29,7 @@ class ShardedOptimizerState final : public OptimizerState {
   void write(const std::string& slot, const Variable& v, const std::vector<float>& in) override;
 
  private:
+  Tensor slot(int r, const std::string& name, const Range& part);
   Zero& z_;
 };
 
@@ -40,22 +43,18 @@ class ShardedModelState final : public ModelState {
   void write(int id, const std::vector<float>& in) override;
 
  private:
+  Tensor values(int r, const Range& part);
   Zero& z_;
 };
 
 // The one place the stage matters: which gatherer and reducer each replica's model gets.
 MultiReplicaStrategy::SeamFactory seams_for_stage(int64_t stage) {
   return [stage](Communicator& all) {
-    ModelSeams s;
-    if (stage == 1) {
-      s.gatherer = std::make_unique<AllGatherUpdates>(all);
-      s.reducer = std::make_unique<FusedAllReduce>(all);
-    } else {
-      if (stage == 2) s.gatherer = std::make_unique<SumUpdates>(all);
-      else s.gatherer = std::make_unique<ShardGatherer>(all);
-      s.reducer = std::make_unique<ShardingReducer>(all);
+    switch (stage) {
+      case 1: return ModelSeams{std::make_unique<AllGatherUpdates>(all), std::make_unique<FusedAllReduce>(all)};
+      case 2: return ModelSeams{std::make_unique<SumUpdates>(all), std::make_unique<ShardingReducer>(all)};
+      default: return ModelSeams{std::make_unique<ShardGatherer>(all), std::make_unique<ShardingReducer>(all)};
     }
-    return s;
   };
 }
 
@@ -104,9 +103,6 @@ class Zero final : public MultiReplicaStrategy {
   // slots (and sharded parameters, written through model_state()).
   void sync_replicas() override { copy_from_first({}); }
 
-  // The range of the arena replica g owns.
-  Range own(int g) const { return shards_.own(g); }
-
  protected:
   // Stage 1 sums the gradient arena here; stages 2 and 3 reduced layer by layer in backward.
   void reduce_gradients() override {
@@ -127,6 +123,29 @@ class Zero final : public MultiReplicaStrategy {
  private:
   friend class ShardedOptimizerState;
   friend class ShardedModelState;
+
+  // The range of the arena replica g owns.
+  Range own(int g) const { return shards_.own(g); }
+  // Replica r's storage of a range it owns (a slot's, or its parameters').
+  using ShardOf = std::function<Tensor(int r, const Range& part)>;
+  // Trainable variable v from its owners: each local replica downloads its part, zeros
+  // elsewhere, and the sum over workers is exact (one owner per element).
+  void read_sharded(const Variable& v, const ShardOf& shard, std::vector<float>& out) {
+    const int64_t n = v.shape.numel();
+    out.assign(static_cast<size_t>(n), 0.0f);
+    for (int r = 0; r < local_replicas(); ++r) {
+      const Range part = intersect({v.offset, v.offset + n}, own(first_local_replica() + r));
+      if (!part.empty()) replica(r).backend().download(shard(r, part), out.data() + (part.begin - v.offset));
+    }
+    if (world()) world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
+  }
+  // Each local replica keeps the part of v it owns.
+  void write_sharded(const Variable& v, const ShardOf& shard, const std::vector<float>& in) {
+    for (int r = 0; r < local_replicas(); ++r) {
+      const Range part = intersect({v.offset, v.offset + v.shape.numel()}, own(first_local_replica() + r));
+      if (!part.empty()) replica(r).backend().upload(in.data() + (part.begin - v.offset), shard(r, part));
+    }
+  }
 
   ShardedOptimizerState state_;
   ShardedModelState sharded_state_;
@@ -155,74 +174,39 @@ Tensor slot_of(Optimizer& o, const std::string& name) {
 }
 }  // namespace
 
-void ShardedOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
-  const int64_t n = v.shape.numel();
-  out.assign(static_cast<size_t>(n), 0.0f);
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const Range part = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (part.empty()) continue;
-    z_.replica(r).backend().download(
-        slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(part.begin - z_.own(g).begin, part.size()),
-        out.data() + (part.begin - v.offset));
-  }
-  // Each element has one owner and zeros elsewhere, so the sum is exact.
-  if (z_.world()) z_.world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
+// Slots are updated by the shard's owner only, so they cover the owner's range.
+Tensor ShardedOptimizerState::slot(int r, const std::string& name, const Range& part) {
+  const int64_t begin = z_.own(z_.first_local_replica() + r).begin;
+  return slot_of(*z_.optimizers_[static_cast<size_t>(r)], name).range(part.begin - begin, part.size());
 }
 
-void ShardedOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
-  const int64_t n = v.shape.numel();
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const Range part = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (part.empty()) continue;
-    z_.replica(r).backend().upload(
-        in.data() + (part.begin - v.offset),
-        slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(part.begin - z_.own(g).begin, part.size()));
-  }
+void ShardedOptimizerState::read(const std::string& slot_name, const Variable& v, std::vector<float>& out) {
+  z_.read_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, out);
+}
+
+void ShardedOptimizerState::write(const std::string& slot_name, const Variable& v, const std::vector<float>& in) {
+  z_.write_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, in);
+}
+
+const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
+
+Tensor ShardedModelState::values(int r, const Range& part) { return z_.replica(r).model().gatherer().values(part); }
+
+void ShardedModelState::read(int id, std::vector<float>& out) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  if (v.trainable) return z_.read_sharded(v, [&](int r, const Range& part) { return values(r, part); }, out);
+  out.resize(static_cast<size_t>(v.shape.numel()));
+  z_.replica(0).backend().download(z_.replica(0).model().params().value(id), out.data());
+}
+
+void ShardedModelState::write(int id, const std::vector<float>& in) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  if (v.trainable) return z_.write_sharded(v, [&](int r, const Range& part) { return values(r, part); }, in);
+  for (int r = 0; r < z_.local_replicas(); ++r) z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
 }
 
 }  // namespace
 
 std::unique_ptr<Strategy> make_zero(const Recipe& recipe) { return std::make_unique<Zero>(recipe); }
 
-}  // namespace distrain
-
-namespace distrain {
-namespace {
-
-const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
-
-void ShardedModelState::read(int id, std::vector<float>& out) {
-  const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  if (!v.trainable) {
-    out.resize(static_cast<size_t>(v.shape.numel()));
-    z_.replica(0).backend().download(z_.replica(0).model().params().value(id), out.data());
-    return;
-  }
-  const int64_t n = v.shape.numel();
-  out.assign(static_cast<size_t>(n), 0.0f);
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const Range part = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (!part.empty()) z_.replica(r).backend().download(z_.replica(r).model().gatherer().values(part), out.data() + (part.begin - v.offset));
-  }
-  if (z_.world()) z_.world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
-}
-
-void ShardedModelState::write(int id, const std::vector<float>& in) {
-  const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    if (!v.trainable) {
-      z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
-      continue;
-    }
-    const int g = z_.first_local_replica() + r;
-    const int64_t n = v.shape.numel();
-    const Range part = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (!part.empty()) z_.replica(r).backend().upload(in.data() + (part.begin - v.offset), z_.replica(r).model().gatherer().values(part));
-  }
-}
-
-}  // namespace
 }  // namespace distrain

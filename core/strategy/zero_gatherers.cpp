@@ -58,7 +58,8 @@ void ShardGatherer::gather(size_t layer) {
   const Tensor bucket = bucket_.view().range(0, r.size());
   be.fill(bucket, 0.0f);
   const Range mine = intersect(r, own_);
-  if (!mine.empty()) be.copy(shard_.view().range(mine.begin - own_.begin, mine.size()), bucket.range(mine.begin - r.begin, mine.size()));
+  if (!mine.empty())
+    be.copy(shard_.view().range(mine.begin - own_.begin, mine.size()), bucket.range(mine.begin - r.begin, mine.size()));
   all_.all_reduce(bucket, ReduceOp::sum);
   arena_->bind_values(r.begin, bucket);
 }

@@ -37,8 +37,10 @@ void ShardingReducer::reduce(size_t layer) {
   const Tensor bucket = bucket_.view().range(0, r.size());
   all_.all_reduce(bucket, ReduceOp::sum);
   const Range mine = intersect(r, own_);
-  if (!mine.empty())
-    arena_->backend().copy(bucket.range(mine.begin - r.begin, mine.size()), shard_.view().range(mine.begin - own_.begin, mine.size()));
+  if (!mine.empty()) {
+    const Tensor part = bucket.range(mine.begin - r.begin, mine.size());
+    arena_->backend().copy(part, shard_.view().range(mine.begin - own_.begin, mine.size()));
+  }
 }
 
 Tensor ShardingReducer::gradients(const Range& r) const {
