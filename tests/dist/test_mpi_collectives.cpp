@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm/hierarchical_communicator.hpp"
+#include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain {
@@ -45,6 +47,43 @@ TEST_CASE("mpi communicator: exact all_reduce, reduce_scatter, all_gather, broad
   c.all_reduce_f64(d, 2);
   CHECK(d[0] == 1.5 * n);
   c.barrier();
+}
+
+TEST_CASE("hierarchical communicator: 2 threads per process over the MPI world, exact, ranks process-major") {
+  MpiCommunicator world;
+  constexpr int kGroup = 2;
+  auto group = std::make_shared<LocalGroup>(kGroup);
+  const int n = world.size() * kGroup;
+  std::vector<std::vector<float>> seen(kGroup);  // checked on the main thread, after join
+  auto replica = [&](int local) {
+    LocalCommunicator c(group, local);
+    HierarchicalCommunicator h(CommLevels{&c, &world}, HostStaging{});
+    const int r = h.rank();
+    std::vector<float>& out = seen[static_cast<size_t>(local)];
+    out = {static_cast<float>(r), static_cast<float>(h.size())};
+    std::vector<float> v(100);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * 1000 + static_cast<int>(i));
+    h.all_reduce(host(v), ReduceOp::sum);
+    out.insert(out.end(), {v[0], v[99]});
+    for (int root = 0; root < n; ++root) {
+      std::vector<float> b{static_cast<float>(r * 7)};
+      h.broadcast(host(b), root);
+      out.push_back(b[0]);
+    }
+    h.barrier();
+  };
+  std::thread second(replica, 1);
+  replica(0);  // the leader on the main thread: MPI is initialised funneled
+  second.join();
+  for (int local = 0; local < kGroup; ++local) {
+    const std::vector<float>& out = seen[static_cast<size_t>(local)];
+    REQUIRE(out.size() == static_cast<size_t>(4 + n));
+    CHECK(out[0] == static_cast<float>(world.rank() * kGroup + local));
+    CHECK(out[1] == static_cast<float>(n));
+    CHECK(out[2] == static_cast<float>(1000 * n * (n + 1) / 2));
+    CHECK(out[3] == static_cast<float>(1000 * n * (n + 1) / 2 + n * 99));
+    for (int root = 0; root < n; ++root) CHECK(out[static_cast<size_t>(4 + root)] == static_cast<float>(root * 7));
+  }
 }
 
 TEST_CASE("mpi communicator: a collective a rank is late for times out naming that rank") {
