@@ -4,14 +4,19 @@
 
 namespace distrain {
 
+namespace {
+Communicator& required(Communicator* group) {
+  DT_CHECK(group, "hierarchical communicator without a group communicator");
+  return *group;
+}
+}  // namespace
+
 HierarchicalCommunicator::HierarchicalCommunicator(CommLevels levels, HostStaging staging)
-    : group_(*levels.group),
+    : group_(required(levels.group)),
       world_(levels.world),
       gpu_group_(levels.gpu_group),
       gpu_world_(levels.gpu_world),
-      staging_(std::move(staging)) {
-  DT_CHECK(levels.group, "hierarchical communicator without a group communicator");
-}
+      staging_(std::move(staging)) {}
 
 int HierarchicalCommunicator::rank() const { return (world_ ? world_->rank() * group_.size() : 0) + group_.rank(); }
 

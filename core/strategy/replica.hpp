@@ -16,7 +16,8 @@ class Replica {
   Replica(const Recipe& recipe, Backend& backend, ModelSeams seams = {});
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena.
-  // grad_scale is 1 / (examples in the global batch). An empty slice does nothing.
+  // grad_scale is 1 / (examples in the global batch). An empty slice computes nothing but
+  // still makes the model's gatherer and reducer calls (they may be collective).
   LossStats forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed);
   // Loss and accuracy in inference mode; no gradients.
   LossStats evaluate(const ReplicaSlice& slice);
