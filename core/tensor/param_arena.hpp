@@ -2,7 +2,8 @@
 //   values   trainable parameters        (one all-reduce per step, ZeRO shards are ranges)
 //   grads    their gradients, same offsets
 //   state    non-trainable variables (batch-norm moving statistics), owned here
-// Layers declare variables during setup and keep a ParamRef; views exist after allocate().
+// Layers declare variables during setup and keep a ParamRef; views exist after allocate()
+// (state) and while storage is bound (trainable values and gradients).
 // Each variable starts on a 16-float boundary; the padding is zero and stays zero.
 //
 // The arena owns the layout and the state, not the storage of trainable values and
