@@ -20,8 +20,10 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
-Model::Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients, bool full_values)
-    : backend_(backend) {
+Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams)
+    : backend_(backend),
+      gatherer_(seams.gatherer ? std::move(seams.gatherer) : std::make_unique<FullValues>()),
+      reducer_(seams.reducer ? std::move(seams.reducer) : std::make_unique<FullGradients>()) {
   ConfigTable config(model, file, "model.");
   std::vector<int64_t> dims = config.get_int_list("input_shape");
   if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
@@ -60,9 +62,15 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
     shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }
-  arena_.allocate(backend_, full_gradients, full_values);
+  arena_.allocate(backend_);
+  find_trainable_ranges();
+  gatherer_->attach(arena_, ranges_);
+  reducer_->attach(arena_, ranges_);
+}
+
+void Model::find_trainable_ranges() {
   first_trainable_ = layers_.size();
-  ranges_.assign(layers_.size(), {0, 0});
+  ranges_.assign(layers_.size(), Range{});
   for (const Variable& v : arena_.variables())
     if (v.trainable)
       for (size_t i = 0; i < layers_.size(); ++i)
@@ -103,9 +111,9 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   ensure_activations(x.shape[0]);
   input_ = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (hooks_.before_forward) hooks_.before_forward(i);
+    gatherer_->gather(i);
     layers_[i]->forward(ctx, i ? acts_[i - 1].view() : input_, acts_[i].view());
-    if (hooks_.after_forward) hooks_.after_forward(i);
+    gatherer_->release(i);
   }
   return acts_.back().view();
 }
@@ -115,28 +123,28 @@ void Model::backward(Ctx& ctx) {
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor in = i ? acts_[i - 1].view() : input_;
     const Tensor din = i > first_trainable_ ? dacts_[i - 1].view() : Tensor{};
-    if (hooks_.before_backward) hooks_.before_backward(i);
+    gatherer_->gather(i);
+    reducer_->open(i);
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
-    if (hooks_.after_backward) hooks_.after_backward(i);
+    gatherer_->release(i);
+    reducer_->reduce(i);
   }
 }
 
-void Model::forward_hooks_only() {
+void Model::forward_without_examples() {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (hooks_.before_forward) hooks_.before_forward(i);
-    if (hooks_.after_forward) hooks_.after_forward(i);
+    gatherer_->gather(i);
+    gatherer_->release(i);
   }
 }
 
-void Model::backward_hooks_only() {
+void Model::backward_without_examples() {
   for (size_t i = layers_.size(); i-- > first_trainable_;) {
-    if (hooks_.before_backward) hooks_.before_backward(i);
-    if (hooks_.after_backward) hooks_.after_backward(i);
+    gatherer_->gather(i);
+    reducer_->open(i);
+    gatherer_->release(i);
+    reducer_->reduce(i);
   }
-}
-
-void Model::zero_grads() {
-  if (arena_.grads().numel()) backend_.fill(arena_.grads(), 0.0f);
 }
 
 std::string Model::summary() const {

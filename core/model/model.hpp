@@ -3,24 +3,34 @@
 //
 // Activations for a batch of N are kept per layer (backward needs each layer's input
 // and output); they are reallocated only when N changes.
+//
+// Where trainable values and gradients live, and what happens to them around each layer,
+// is decided by the two objects a model is given (ModelSeams): a ParamGatherer and a
+// GradientReducer. By default it keeps them all (FullValues, FullGradients).
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
 
 #include "core/layers/layer.hpp"
+#include "core/model/gradient_reducer.hpp"
+#include "core/model/param_gatherer.hpp"
 #include "core/tensor/buffer.hpp"
 
 namespace distrain {
+
+// What a strategy gives a model; a null member gets the default (FullValues, FullGradients).
+struct ModelSeams {
+  std::unique_ptr<ParamGatherer> gatherer;
+  std::unique_ptr<GradientReducer> reducer;
+};
 
 class Model {
  public:
   // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
   // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
-  Model(const toml::table& model, const std::string& file, Backend& backend, bool full_gradients = true,
-        bool full_values = true);
+  Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -30,19 +40,15 @@ class Model {
   Tensor output_grad() const { return dacts_.back().view(); }
   // Propagates output_grad() back; parameter gradients accumulate into the arena.
   void backward(Ctx& ctx);
-  // Called around each layer's forward and backward (ZeRO stage 3 gathers a layer's
-  // parameters just before and releases them after; stage 2 reduces a layer's gradients
-  // as soon as they are complete). The *_hooks_only() calls run them without computing, so
-  // that a replica with no examples still takes part in their collectives.
-  struct LayerHooks {
-    std::function<void(size_t layer)> before_forward, after_forward, before_backward, after_backward;
-  };
-  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
-  void forward_hooks_only();
-  void backward_hooks_only();
-  // [begin, end) of the arena holding layer i's trainable variables (begin == end: none).
-  std::pair<int64_t, int64_t> trainable_range(size_t layer) const { return ranges_.at(layer); }
-  void zero_grads();
+  // The gatherer's and reducer's calls of forward() and backward() without computing: a
+  // replica with no examples still takes part in the collectives they make.
+  void forward_without_examples();
+  void backward_without_examples();
+  // The arena range holding layer i's trainable variables (empty: none).
+  Range trainable_range(size_t layer) const { return ranges_.at(layer); }
+  void zero_grads() { reducer_->zero(); }
+  ParamGatherer& gatherer() { return *gatherer_; }
+  GradientReducer& reducer() { return *reducer_; }
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
@@ -58,15 +64,18 @@ class Model {
 
  private:
   void ensure_activations(int64_t n);
+  // ranges_ and first_trainable_, from the variables' layers and offsets.
+  void find_trainable_ranges();
 
   Backend& backend_;
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;  // per-example output shape of each layer
   size_t first_trainable_ = 0;  // layers up to this one need no input gradient
-  std::vector<std::pair<int64_t, int64_t>> ranges_;  // per layer, see trainable_range()
-  LayerHooks hooks_;
+  std::vector<Range> ranges_;  // per layer, see trainable_range()
   ParamArena arena_;
+  std::unique_ptr<ParamGatherer> gatherer_;
+  std::unique_ptr<GradientReducer> reducer_;
   int64_t batch_ = -1;
   Tensor input_;
   std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)

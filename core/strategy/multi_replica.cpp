@@ -1,7 +1,6 @@
 #include "core/strategy/multi_replica.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include <fmt/ranges.h>
 
@@ -39,7 +38,7 @@ double checksum(Model& model) {
 
 }  // namespace
 
-MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients, bool full_values)
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams)
     : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
     world_ = std::make_unique<MpiCommunicator>();
@@ -50,69 +49,45 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, bo
   const int n = static_cast<int>(spec_.devices.size());
   group_ = std::make_shared<LocalGroup>(n);
   std::vector<Device> devices;
-  for (const auto& text : spec_.devices) devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
-  staging_.resize(static_cast<size_t>(n));
+  std::vector<Backend*> backends;
+  for (const auto& text : spec_.devices) {
+    devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
+    backends.push_back(&backend_for(devices.back()));
+  }
+  // Communicators first: the models' gatherers and reducers are given them.
+  for (int r = 0; r < n; ++r) comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+  make_gpu_communicators(devices, backends);
+  make_hierarchies(backends);
   for (int r = 0; r < n; ++r) {
-    const Device d = devices[static_cast<size_t>(r)];
-    replicas_.push_back(std::make_unique<Replica>(recipe, backend_for(d), full_gradients, full_values));
-    comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
+    const auto i = static_cast<size_t>(r);
+    replicas_.push_back(std::make_unique<Replica>(recipe, *backends[i], seams ? seams(*all_[i]) : ModelSeams{}));
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
-  make_gpu_communicators(devices);
 }
 
-void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices) {
+void MultiReplicaStrategy::make_hierarchies(const std::vector<Backend*>& backends) {
+  for (size_t i = 0; i < backends.size(); ++i) {
+    CommLevels levels{comms_[i].get(), world_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_world_.get()};
+    Backend& be = *backends[i];
+    HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
+                        [&be](const void* host, Tensor t) { be.upload(host, t); }};
+    all_.push_back(std::make_unique<HierarchicalCommunicator>(levels, std::move(staging)));
+  }
+}
+
+void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends) {
   const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
-  std::set<int> distinct;
-  for (const Device& d : devices) distinct.insert(d.index);
-  const bool shared_gpu = distinct.size() < devices.size();
+  const bool shared_gpu = shares_a_gpu(devices);  // with nccl, the recipe was refused (parse_strategy)
   const std::string& ops = spec_.cross_device_ops;
-  DT_USER_CHECK(!(shared_gpu && ops == "nccl"),
-                "strategy.cross_device_ops = \"nccl\": replicas share a GPU and NCCL refuses two ranks on one GPU; "
-                "use \"hierarchical_copy\" or \"reduce_to_one_device\" for several replicas on one GPU");
   const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
   // As tf.distribute: NCCL between workers when asked, or by default with one GPU per worker.
   const bool one_gpu = all_cuda && devices.size() == 1;
   const bool nccl_world = world_ && (spec_.communication == "nccl" || (spec_.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_world || one_gpu,
                 "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]", fmt::join(spec_.devices, ", "));
-  if (nccl_local) {
-    std::vector<Backend*> gpus;
-    for (int r = 0; r < local_replicas(); ++r) gpus.push_back(&replica(r).backend());
-    gpu_local_ = cuda_plugin().nccl_local(gpus);
-  }
-  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, replica(0).backend());
-}
-
-void MultiReplicaStrategy::through_host(int r, Tensor t, const std::function<void(Tensor)>& sum) {
-  auto& host = staging_[static_cast<size_t>(r)];
-  host.resize(t.bytes());
-  replica(r).backend().download(t, host.data());
-  sum(Tensor{host.data(), t.shape, t.dtype, Device{}});
-  replica(r).backend().upload(host.data(), t);
-}
-
-void MultiReplicaStrategy::sum_over_replicas(int r, Tensor t) {
-  if (t.device.is_cuda()) {
-    if (gpu_world_) {  // one replica per worker, every worker in one NCCL communicator
-      gpu_world_->all_reduce(t, ReduceOp::sum);
-      return;
-    }
-    if (!gpu_local_.empty()) {
-      gpu_local_[static_cast<size_t>(r)]->all_reduce(t, ReduceOp::sum);
-      if (!world_) return;
-      if (r == 0) through_host(0, t, [&](Tensor h) { world_->all_reduce(h, ReduceOp::sum); });
-      gpu_local_[static_cast<size_t>(r)]->broadcast(t, 0);
-      return;
-    }
-    through_host(r, t, [&](Tensor h) { sum_over_replicas(r, h); });
-    return;
-  }
-  local(r).all_reduce(t, ReduceOp::sum);
-  if (!world_) return;
-  if (r == 0) world_->all_reduce(t, ReduceOp::sum);
-  local(r).broadcast(t, 0);
+  if (nccl_local) gpu_local_ = cuda_plugin().nccl_local(backends);
+  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, *backends[0]);
 }
 
 LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
@@ -139,7 +114,15 @@ void MultiReplicaStrategy::discard_step() {
 }
 
 LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {
-  const LossStats local = replicas_[0]->evaluate(batch.replicas.at(0));
+  LossStats local;
+  if (local_replicas() > 1 && replica(0).model().gatherer().collective()) {
+    threads_->run([&](int r) {  // replica 0 has the data; the others join the gatherer's collectives
+      if (r == 0) local = replica(0).evaluate(batch.replicas.at(0));
+      else replica(r).evaluate(ReplicaSlice{});
+    });
+  } else {
+    local = replicas_[0]->evaluate(batch.replicas.at(0));
+  }
   return world_ ? sum_over_workers(local, *world_) : local;
 }
 

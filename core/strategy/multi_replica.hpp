@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/comm/hierarchical_communicator.hpp"
 #include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/replica.hpp"
@@ -20,6 +21,9 @@ namespace distrain {
 class MultiReplicaStrategy : public Strategy {
  public:
   enum class World { none, when_launched, always };
+  // What replica r's model is given (ZeRO's gatherer and reducer), from the communicator
+  // over every replica of the job as replica r sees it; empty: the defaults.
+  using SeamFactory = std::function<ModelSeams(Communicator& all_replicas)>;
 
   int num_replicas() const override { return local_replicas() * workers_; }
   int rank() const override { return rank_; }
@@ -29,12 +33,13 @@ class MultiReplicaStrategy : public Strategy {
   Model& model() override { return replicas_[0]->model(); }
   // Batch-norm moving statistics become their mean over all replicas.
   void prepare_for_read() override;
-  // Replica 0 of each worker evaluates its share; sums over workers.
+  // Replica 0 of each worker evaluates its share (the others take part when the model's
+  // gatherer communicates in forward); sums over workers.
   LossStats evaluate(const Batch& batch) override;
   int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
 
  protected:
-  MultiReplicaStrategy(const Recipe& recipe, World world, bool full_gradients = true, bool full_values = true);
+  MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams = {});
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;
@@ -42,10 +47,11 @@ class MultiReplicaStrategy : public Strategy {
   // Replica 0's gradient arena, which the reduction made every replica's (strategies that
   // reduce elsewhere say where).
   bool gradients_finite() override;
-  // Called on replica r's thread for its own tensor t: t becomes the sum over every
-  // replica of the job (local all-reduce; MPI between workers on replica 0's thread, the
-  // caller's, as MPI_THREAD_FUNNELED wants; local broadcast).
-  void sum_over_replicas(int r, Tensor t);
+  // Every replica of the job, as replica r sees them (rank: its index in the job); call it
+  // on replica r's thread.
+  Communicator& all_replicas(int r) { return *all_[static_cast<size_t>(r)]; }
+  // Called on replica r's thread for its own tensor t: t becomes the sum over every replica.
+  void sum_over_replicas(int r, Tensor t) { all_replicas(r).all_reduce(t, ReduceOp::sum); }
   // Every check_every steps: replicas' parameters must be bitwise equal; throws naming the
   // first that differs.
   void maybe_check_consistency();
@@ -54,15 +60,13 @@ class MultiReplicaStrategy : public Strategy {
   void copy_from_first(const std::vector<std::unique_ptr<Optimizer>>& optimizers);
 
   Replica& replica(int r) { return *replicas_[static_cast<size_t>(r)]; }
-  LocalCommunicator& local(int r) { return *comms_[static_cast<size_t>(r)]; }
   MpiCommunicator* world() { return world_.get(); }
   ReplicaThreads& threads() { return *threads_; }
   const StrategySpec& spec() const { return spec_; }
 
  private:
-  // t (on a GPU) summed over the replicas by `sum` on a host copy.
-  void through_host(int r, Tensor t, const std::function<void(Tensor)>& sum);
-  void make_gpu_communicators(const std::vector<Device>& devices);
+  void make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends);
+  void make_hierarchies(const std::vector<Backend*>& backends);
 
   StrategySpec spec_;
   std::unique_ptr<MpiCommunicator> world_;
@@ -71,7 +75,7 @@ class MultiReplicaStrategy : public Strategy {
   // are reduced through host memory (hierarchical_copy, reduce_to_one_device).
   std::vector<std::unique_ptr<Communicator>> gpu_local_;
   std::unique_ptr<Communicator> gpu_world_;
-  std::vector<std::vector<char>> staging_;  // per replica, host copies of GPU tensors
+  std::vector<std::unique_ptr<HierarchicalCommunicator>> all_;  // per replica, over the levels above
   int rank_ = 0, workers_ = 1;
   std::shared_ptr<LocalGroup> group_;
   std::vector<std::unique_ptr<Replica>> replicas_;

@@ -2,9 +2,9 @@
 
 namespace distrain {
 
-Replica::Replica(const Recipe& recipe, Backend& backend, bool full_gradients, bool full_values)
+Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams)
     : backend_(backend),
-      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, full_gradients, full_values)),
+      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, std::move(seams))),
       loss_(recipe.loss, backend) {
   DT_USER_CHECK(model_->output_shape().rank() == 1,
                 "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
@@ -24,8 +24,8 @@ void Replica::upload(const ReplicaSlice& slice) {
 
 LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
   if (slice.count == 0) {
-    model_->forward_hooks_only();  // still take part in collectives the hooks run
-    model_->backward_hooks_only();
+    model_->forward_without_examples();  // still take part in the gatherer's and reducer's collectives
+    model_->backward_without_examples();
     return {};
   }
   upload(slice);
@@ -49,7 +49,7 @@ void Replica::restore_state() {
 
 LossStats Replica::evaluate(const ReplicaSlice& slice) {
   if (slice.count == 0) {
-    model_->forward_hooks_only();
+    model_->forward_without_examples();
     return {};
   }
   upload(slice);

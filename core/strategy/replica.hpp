@@ -12,12 +12,12 @@ namespace distrain {
 
 class Replica {
  public:
-  // Without full_gradients / full_values the model has no gradient / trainable value
-  // arena (ZeRO stages 2 and 3 give windows).
-  Replica(const Recipe& recipe, Backend& backend, bool full_gradients = true, bool full_values = true);
+  // seams: the model's gatherer and reducer (see Model), the defaults if empty.
+  Replica(const Recipe& recipe, Backend& backend, ModelSeams seams = {});
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena.
-  // grad_scale is 1 / (examples in the global batch). An empty slice does nothing.
+  // grad_scale is 1 / (examples in the global batch). An empty slice computes nothing but
+  // still makes the model's gatherer and reducer calls (they may be collective).
   LossStats forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed);
   // Loss and accuracy in inference mode; no gradients.
   LossStats evaluate(const ReplicaSlice& slice);

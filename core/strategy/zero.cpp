@@ -2,9 +2,14 @@
 
 #include <fmt/ranges.h>
 
+#include <functional>
+
 #include "core/backend/backend.hpp"
 #include "core/base/range.hpp"
 #include "core/strategy/multi_replica.hpp"
+#include "core/strategy/shard_layout.hpp"
+#include "core/strategy/zero_gatherers.hpp"
+#include "core/strategy/zero_reducers.hpp"
 
 namespace distrain {
 
@@ -24,6 +29,7 @@ class ShardedOptimizerState final : public OptimizerState {
   void write(const std::string& slot, const Variable& v, const std::vector<float>& in) override;
 
  private:
+  Tensor slot(int r, const std::string& name, const Range& part);
   Zero& z_;
 };
 
@@ -37,211 +43,129 @@ class ShardedModelState final : public ModelState {
   void write(int id, const std::vector<float>& in) override;
 
  private:
+  Tensor values(int r, const Range& part);
   Zero& z_;
 };
+
+// The one place the stage matters: which gatherer and reducer each replica's model gets.
+MultiReplicaStrategy::SeamFactory seams_for_stage(int64_t stage) {
+  return [stage](Communicator& all) {
+    switch (stage) {
+      case 1: return ModelSeams{std::make_unique<AllGatherUpdates>(all), std::make_unique<FusedAllReduce>(all)};
+      case 2: return ModelSeams{std::make_unique<SumUpdates>(all), std::make_unique<ShardingReducer>(all)};
+      default: return ModelSeams{std::make_unique<ShardGatherer>(all), std::make_unique<ShardingReducer>(all)};
+    }
+  };
+}
 
 class Zero final : public MultiReplicaStrategy {
  public:
   explicit Zero(const Recipe& recipe)
-      : MultiReplicaStrategy(recipe, World::when_launched, /*full_gradients=*/recipe.strategy.zero_stage < 2,
-                             /*full_values=*/recipe.strategy.zero_stage < 3),
+      : MultiReplicaStrategy(recipe, World::when_launched, seams_for_stage(recipe.strategy.zero_stage)),
         state_(*this),
-        model_state_(*this) {
+        sharded_state_(*this) {
     DT_USER_CHECK(!world() || local_replicas() == 1, "{}: zero under mpirun takes one device per worker (strategy.devices), got {}",
                   recipe.file, local_replicas());
-    const Model& m = replica(0).model();
-    arena_ = m.params().trainable_arena_size();
-    const int64_t n = num_replicas();
-    shard_ = (arena_ + n - 1) / n;
-    shard_ = (shard_ + ParamArena::kAlign - 1) / ParamArena::kAlign * ParamArena::kAlign;
-    for (size_t i = 0; i < m.layers().size(); ++i) bucket_ = std::max(bucket_, m.trainable_range(i).second - m.trainable_range(i).first);
+    const ParamArena& p = model().params();
+    shards_ = ShardLayout(p.trainable_arena_size(), num_replicas());
     for (int r = 0; r < local_replicas(); ++r) {
-      Backend& be = replica(r).backend();
       optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(be, length(first_local_replica() + r));
-      if (stage() == 1) {
-        send_.emplace_back(be, Shape{shard_});
-        gathered_.emplace_back(be, Shape{shard_ * n});
-        be.fill(send_.back().view(), 0.0f);
-        continue;
-      }
-      shard_grads_.emplace_back(be, Shape{shard_});
-      grad_buckets_.emplace_back(be, Shape{bucket_});
-      Model::LayerHooks hooks{nullptr, nullptr, [this, r](size_t i) { open_gradients(r, i); },
-                              [this, r](size_t i) { reduce_gradients_of(r, i); }};
-      if (stage() == 3) {
-        shard_values_.emplace_back(be, Shape{shard_});
-        be.fill(shard_values_.back().view(), 0.0f);
-        value_buckets_.emplace_back(be, Shape{bucket_});
-        hooks.before_forward = [this, r](size_t i) { gather_values(r, i); };
-        hooks.after_forward = [this, r](size_t) { replica(r).model().params().clear_value_window(); };
-        hooks.before_backward = [this, r](size_t i) {
-          gather_values(r, i);
-          open_gradients(r, i);
-        };
-        hooks.after_backward = [this, r](size_t i) {
-          replica(r).model().params().clear_value_window();
-          reduce_gradients_of(r, i);
-        };
-      }
-      replica(r).model().set_layer_hooks(std::move(hooks));
+      optimizers_.back()->bind(replica(r).backend(), own(first_local_replica() + r).size());
     }
+    // Whole parameters (stages 1, 2) are read and written as any replicated model's, and
+    // replicas must keep them equal; sharded ones (3) have no full copy to read or compare.
+    whole_values_ = p.values().numel() == p.trainable_arena_size();
+    model_state_ = whole_values_ ? &MultiReplicaStrategy::model_state() : &sharded_state_;
   }
 
   std::string name() const override { return "zero"; }
   std::string describe() const override {
     const char* what[] = {"", "optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters"};
-    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded in {} ranges of {} parameters", stage(), num_replicas(),
+    const int64_t stage = spec().zero_stage;
+    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded in {} ranges of {} parameters", stage, num_replicas(),
                        workers() > 1 ? fmt::format("{} MPI workers", workers()) : fmt::format("{}", fmt::join(spec().devices, ", ")),
-                       what[stage()], num_replicas(), shard_);
+                       what[stage], num_replicas(), shards_.shard);
   }
   Optimizer& optimizer() override { return *optimizers_[0]; }
   OptimizerState& optimizer_state() override { return state_; }
-  ModelState& model_state() override {
-    if (stage() < 3) return MultiReplicaStrategy::model_state();
-    return model_state_;
-  }
+  ModelState& model_state() override { return *model_state_; }
+  // What the gatherer and reducer of this process's first replica hold, and slots for
+  // replica 0's range.
   MemoryUse memory_per_replica(int64_t per_replica_batch) override {
     MemoryUse m = Strategy::memory_per_replica(per_replica_batch);
-    m.optimizer = static_cast<int64_t>(optimizers_[0]->slots().size()) * length(0) * 4;
-    if (stage() >= 2) m.gradients = (shard_ + bucket_) * 4;  // own range + one layer's bucket
-    if (stage() == 3) m.parameters = (shard_ + bucket_) * 4 + static_cast<int64_t>(model().params().state().bytes());
+    Model& first = replica(0).model();
+    m.optimizer = static_cast<int64_t>(optimizers_[0]->slots().size()) * own(0).size() * 4;
+    m.gradients = first.reducer().bytes();
+    m.parameters = first.gatherer().bytes() + static_cast<int64_t>(first.params().state().bytes());
     return m;
   }
-  // Batch-norm state (and below stage 3 the parameters) come from replica 0; each shard
-  // keeps its own slots (and at stage 3 its own parameters, written through model_state()).
+  // Batch-norm state (and whole parameters) come from replica 0; each shard keeps its own
+  // slots (and sharded parameters, written through model_state()).
   void sync_replicas() override { copy_from_first({}); }
 
-  LossStats evaluate(const Batch& batch) override {
-    if (stage() < 3 || local_replicas() == 1) return MultiReplicaStrategy::evaluate(batch);
-    // Every replica takes part in gathering each layer's parameters; replica 0 has the data.
-    LossStats s;
-    threads().run([&](int r) {
-      if (r == 0) s = replica(0).evaluate(batch.replicas.at(0));
-      else replica(r).evaluate(ReplicaSlice{});
-    });
-    return s;
-  }
-
-  // The range of the arena replica g owns: [begin(g), begin(g) + length(g)).
-  int64_t begin(int g) const { return std::min(static_cast<int64_t>(g) * shard_, arena_); }
-  int64_t length(int g) const { return std::min(shard_, arena_ - begin(g)); }
-  Range own(int g) const { return {begin(g), begin(g) + length(g)}; }
-
  protected:
-  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
-    for (size_t r = 0; r < shard_grads_.size(); ++r) replica(static_cast<int>(r)).backend().fill(shard_grads_[r].view(), 0.0f);
-    return MultiReplicaStrategy::compute_gradients(batch, info);
-  }
-
-  // Stage 1: one all-reduce of the gradient arena. Stages 2 and 3 reduced layer by layer
-  // during backward (reduce_gradients_of), so nothing is left to do.
+  // Stage 1 sums the gradient arena here; stages 2 and 3 reduced layer by layer in backward.
   void reduce_gradients() override {
-    if (stage() >= 2) return;
-    threads().run([&](int r) { sum_over_replicas(r, replica(r).model().params().grads()); });
+    threads().run([&](int r) { replica(r).model().reducer().flush(); });
   }
 
-  // From stage 2 each replica holds only its range's reduced gradients: a count of
-  // replicas with a non-finite one, summed over all.
+  // Each replica has the reduced gradients of its own range (below stage 2 also the rest,
+  // the same everywhere): a count of replicas with a non-finite one, summed over all.
   bool gradients_finite() override {
-    if (stage() < 2) return MultiReplicaStrategy::gradients_finite();
     std::vector<float> bad(static_cast<size_t>(local_replicas()));
     threads().run([&](int r) {
       const auto i = static_cast<size_t>(r);
-      bad[i] = all_finite(replica(r).backend(), shard_grads_[i].view()) ? 0.0f : 1.0f;
+      const Tensor mine = replica(r).model().reducer().gradients(own(first_local_replica() + r));
+      bad[i] = all_finite(replica(r).backend(), mine) ? 0.0f : 1.0f;
       sum_over_replicas(r, Tensor{&bad[i], Shape{1}, DType::f32, Device{}});
     });
     return bad[0] == 0.0f;
   }
 
+  // Every replica updates its own range, then the gatherer shares the update as its stage needs.
   void apply_update(const StepInfo& info) override {
     threads().run([&](int r) {
-      const auto i = static_cast<size_t>(r);
-      const int g = first_local_replica() + r;
-      ParamArena& p = replica(r).model().params();
-      if (stage() == 3) {  // parameters stay sharded: nothing to gather
-        optimizers_[i]->update(shard_values_[i].view().range(0, length(g)), shard_grads_[i].view().range(0, length(g)),
-                               info.learning_rate);
-        return;
-      }
-      Backend& be = replica(r).backend();
-      const Tensor mine = p.values().range(begin(g), length(g));
-      const Tensor grads = stage() == 2 ? shard_grads_[i].view().range(0, length(g)) : p.grads().range(begin(g), length(g));
-      optimizers_[i]->update(mine, grads, info.learning_rate);
-      if (stage() == 1) {
-        be.copy(mine, send_[i].view().range(0, length(g)));
-        comm(r).all_gather(send_[i].view(), gathered_[i].view());
-        be.copy(gathered_[i].view().range(0, arena_), p.values());
-      } else {
-        // Stage 2 keeps whole parameters: every replica's range reaches every replica.
-        gather_range(r, 0, arena_, p.values());
-      }
+      Model& m = replica(r).model();
+      const Range mine = own(first_local_replica() + r);
+      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().values(mine), m.reducer().gradients(mine), info.learning_rate);
+      m.gatherer().after_update();
     });
-    // At stage 3 replicas hold different shards: there is no full copy to compare.
-    if (stage() < 3) maybe_check_consistency();
+    if (whole_values_) maybe_check_consistency();
   }
 
  private:
   friend class ShardedOptimizerState;
   friend class ShardedModelState;
-  int stage() const { return static_cast<int>(spec().zero_stage); }
-  // All replicas of the job: the threads of this process, or the MPI workers.
-  Communicator& comm(int r) { return world() ? static_cast<Communicator&>(*world()) : local(r); }
 
-  // out = arena range [lo, hi) assembled from the owners: each replica contributes its
-  // part (zeros elsewhere) and the sum over replicas is exact.
-  void gather_range(int r, int64_t lo, int64_t hi, Tensor out) {
-    const int g = first_local_replica() + r;
-    Backend& be = replica(r).backend();
-    const auto [a, b] = intersect({lo, hi}, own(g));
-    if (stage() == 3) {
-      be.fill(out, 0.0f);
-      if (a < b) be.copy(shard_values_[static_cast<size_t>(r)].view().range(a - begin(g), b - a), out.range(a - lo, b - a));
-    } else {  // stage 2: out is the parameter arena itself; zero what others own
-      if (a > lo) be.fill(out.range(0, a - lo), 0.0f);
-      if (b < hi) be.fill(out.range(std::max(b, lo) - lo, hi - std::max(b, lo)), 0.0f);
+  // The range of the arena replica g owns.
+  Range own(int g) const { return shards_.own(g); }
+  // Replica r's storage of a range it owns (a slot's, or its parameters').
+  using ShardOf = std::function<Tensor(int r, const Range& part)>;
+  // Trainable variable v from its owners: each local replica downloads its part, zeros
+  // elsewhere, and the sum over workers is exact (one owner per element).
+  void read_sharded(const Variable& v, const ShardOf& shard, std::vector<float>& out) {
+    const int64_t n = v.shape.numel();
+    out.assign(static_cast<size_t>(n), 0.0f);
+    for (int r = 0; r < local_replicas(); ++r) {
+      const Range part = intersect({v.offset, v.offset + n}, own(first_local_replica() + r));
+      if (!part.empty()) replica(r).backend().download(shard(r, part), out.data() + (part.begin - v.offset));
     }
-    sum_over_replicas(r, out);
+    if (world()) world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
   }
-
-  // Stage 3, before layer i runs: its parameters, gathered into a bucket.
-  void gather_values(int r, size_t layer) {
-    const auto [lo, hi] = replica(r).model().trainable_range(layer);
-    if (lo == hi) return;
-    const Tensor bucket = value_buckets_[static_cast<size_t>(r)].view().range(0, hi - lo);
-    gather_range(r, lo, hi, bucket);
-    replica(r).model().params().set_value_window(lo, bucket);
-  }
-
-  // Stages 2 and 3, before layer i's backward: its gradients go to a zeroed bucket.
-  void open_gradients(int r, size_t layer) {
-    const auto [lo, hi] = replica(r).model().trainable_range(layer);
-    if (lo == hi) return;
-    const Tensor bucket = grad_buckets_[static_cast<size_t>(r)].view().range(0, hi - lo);
-    replica(r).backend().fill(bucket, 0.0f);
-    replica(r).model().params().set_gradient_window(lo, bucket);
-  }
-
-  // After layer i's backward: sum its bucket over replicas, keep the part in our range.
-  void reduce_gradients_of(int r, size_t layer) {
-    const auto [lo, hi] = replica(r).model().trainable_range(layer);
-    if (lo == hi) return;
-    replica(r).model().params().clear_gradient_window();
-    const Tensor bucket = grad_buckets_[static_cast<size_t>(r)].view().range(0, hi - lo);
-    sum_over_replicas(r, bucket);
-    const int g = first_local_replica() + r;
-    const auto [a, b] = intersect({lo, hi}, own(g));
-    if (a < b)
-      replica(r).backend().copy(bucket.range(a - lo, b - a), shard_grads_[static_cast<size_t>(r)].view().range(a - begin(g), b - a));
+  // Each local replica keeps the part of v it owns.
+  void write_sharded(const Variable& v, const ShardOf& shard, const std::vector<float>& in) {
+    for (int r = 0; r < local_replicas(); ++r) {
+      const Range part = intersect({v.offset, v.offset + v.shape.numel()}, own(first_local_replica() + r));
+      if (!part.empty()) replica(r).backend().upload(in.data() + (part.begin - v.offset), shard(r, part));
+    }
   }
 
   ShardedOptimizerState state_;
-  ShardedModelState model_state_;
+  ShardedModelState sharded_state_;
+  ModelState* model_state_ = nullptr;
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // replica r: slots for its range only
-  std::vector<Buffer> send_, gathered_;                  // stage 1: (S) own range, zero padded; (S x replicas)
-  std::vector<Buffer> shard_grads_, grad_buckets_;       // stages 2, 3: (S) reduced gradients of own range; (largest layer)
-  std::vector<Buffer> shard_values_, value_buckets_;     // stage 3: (S) own parameters; (largest layer)
-  int64_t arena_ = 0, shard_ = 0, bucket_ = 0;
+  ShardLayout shards_;
+  bool whole_values_ = true;
 };
 
 std::string ShardedOptimizerState::type() const { return z_.optimizers_[0]->type(); }
@@ -263,76 +187,39 @@ Tensor slot_of(Optimizer& o, const std::string& name) {
 }
 }  // namespace
 
-void ShardedOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
-  const int64_t n = v.shape.numel();
-  out.assign(static_cast<size_t>(n), 0.0f);
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (lo >= hi) continue;
-    z_.replica(r).backend().download(
-        slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(lo - z_.begin(g), hi - lo), out.data() + (lo - v.offset));
-  }
-  // Each element has one owner and zeros elsewhere, so the sum is exact.
-  if (z_.world()) z_.world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
+// Slots are updated by the shard's owner only, so they cover the owner's range.
+Tensor ShardedOptimizerState::slot(int r, const std::string& name, const Range& part) {
+  const int64_t begin = z_.own(z_.first_local_replica() + r).begin;
+  return slot_of(*z_.optimizers_[static_cast<size_t>(r)], name).range(part.begin - begin, part.size());
 }
 
-void ShardedOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
-  const int64_t n = v.shape.numel();
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (lo >= hi) continue;
-    z_.replica(r).backend().upload(
-        in.data() + (lo - v.offset), slot_of(*z_.optimizers_[static_cast<size_t>(r)], slot).range(lo - z_.begin(g), hi - lo));
-  }
+void ShardedOptimizerState::read(const std::string& slot_name, const Variable& v, std::vector<float>& out) {
+  z_.read_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, out);
+}
+
+void ShardedOptimizerState::write(const std::string& slot_name, const Variable& v, const std::vector<float>& in) {
+  z_.write_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, in);
+}
+
+const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
+
+Tensor ShardedModelState::values(int r, const Range& part) { return z_.replica(r).model().gatherer().values(part); }
+
+void ShardedModelState::read(int id, std::vector<float>& out) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  if (v.trainable) return z_.read_sharded(v, [&](int r, const Range& part) { return values(r, part); }, out);
+  out.resize(static_cast<size_t>(v.shape.numel()));
+  z_.replica(0).backend().download(z_.replica(0).model().params().value(id), out.data());
+}
+
+void ShardedModelState::write(int id, const std::vector<float>& in) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  if (v.trainable) return z_.write_sharded(v, [&](int r, const Range& part) { return values(r, part); }, in);
+  for (int r = 0; r < z_.local_replicas(); ++r) z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
 }
 
 }  // namespace
 
 std::unique_ptr<Strategy> make_zero(const Recipe& recipe) { return std::make_unique<Zero>(recipe); }
 
-}  // namespace distrain
-
-namespace distrain {
-namespace {
-
-const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
-
-void ShardedModelState::read(int id, std::vector<float>& out) {
-  const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  if (!v.trainable) {
-    out.resize(static_cast<size_t>(v.shape.numel()));
-    z_.replica(0).backend().download(z_.replica(0).model().params().value(id), out.data());
-    return;
-  }
-  const int64_t n = v.shape.numel();
-  out.assign(static_cast<size_t>(n), 0.0f);
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    const int g = z_.first_local_replica() + r;
-    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (lo < hi)
-      z_.replica(r).backend().download(z_.shard_values_[static_cast<size_t>(r)].view().range(lo - z_.begin(g), hi - lo),
-                                       out.data() + (lo - v.offset));
-  }
-  if (z_.world()) z_.world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
-}
-
-void ShardedModelState::write(int id, const std::vector<float>& in) {
-  const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  for (int r = 0; r < z_.local_replicas(); ++r) {
-    if (!v.trainable) {
-      z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
-      continue;
-    }
-    const int g = z_.first_local_replica() + r;
-    const int64_t n = v.shape.numel();
-    const auto [lo, hi] = intersect({v.offset, v.offset + n}, z_.own(g));
-    if (lo < hi)
-      z_.replica(r).backend().upload(in.data() + (lo - v.offset),
-                                     z_.shard_values_[static_cast<size_t>(r)].view().range(lo - z_.begin(g), hi - lo));
-  }
-}
-
-}  // namespace
 }  // namespace distrain

@@ -8,8 +8,10 @@
 //   stage 3  plus parameters sharded: there is no parameter arena; each layer's
 //            parameters are gathered into a bucket just before its forward and its
 //            backward and released after; the update touches only the own range.
-// Replicas are the listed devices (threads, `local` communicator) or, under mpirun/srun,
-// one device per worker (`mpi`).
+// Each stage is a parameter gatherer and a gradient reducer given to every replica's model
+// (zero_gatherers.hpp, zero_reducers.hpp); zero.cpp picks them once and otherwise does the
+// same at every stage. Replicas are the listed devices (threads, `local` communicator) or,
+// under mpirun/srun, one device per worker (`mpi`).
 #pragma once
 #include "core/strategy/strategy.hpp"
 

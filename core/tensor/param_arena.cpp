@@ -64,14 +64,34 @@ ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, I
   return ParamRef{this, static_cast<int>(variables_.size()) - 1};
 }
 
-void ParamArena::allocate(Backend& backend, bool full_gradients, bool full_values) {
+void ParamArena::allocate(Backend& backend) {
   DT_CHECK(!backend_, "arena allocated twice");
   backend_ = &backend;
-  values_ = Buffer(backend, Shape{full_values ? values_size_ : 0});
-  grads_ = Buffer(backend, Shape{full_gradients ? values_size_ : 0});
   state_ = Buffer(backend, Shape{state_size_});
-  for (const Buffer* b : {&values_, &grads_, &state_})
-    if (!b->empty()) backend.fill(b->view(), 0.0f);
+  if (!state_.empty()) backend.fill(state_.view(), 0.0f);
+}
+
+void ParamArena::bind_values(int64_t begin, Tensor storage) {
+  values_begin_ = begin;
+  values_ = storage;
+}
+
+void ParamArena::bind_grads(int64_t begin, Tensor storage) {
+  grads_begin_ = begin;
+  grads_ = storage;
+}
+
+Tensor ParamArena::whole(int64_t begin, const Tensor& bound) const {
+  if (!bound.empty() && begin == 0 && bound.numel() == values_size_) return bound;
+  return Tensor{nullptr, Shape{0}, DType::f32, backend_ ? backend_->device() : Device{}};
+}
+
+Tensor ParamArena::view_in(int id, int64_t begin, const Tensor& bound, const char* what) const {
+  const Variable& v = variables_.at(static_cast<size_t>(id));
+  DT_CHECK(!bound.empty(), "{} of {}/{} requested with no storage bound", what, v.layer, v.name);
+  DT_CHECK(v.offset >= begin && v.offset + v.shape.numel() <= begin + bound.numel(),
+           "{} of {}/{} requested outside the bound range [{}, {})", what, v.layer, v.name, begin, begin + bound.numel());
+  return bound.range(v.offset - begin, v.shape.numel()).reshaped(v.shape);
 }
 
 void ParamArena::initialize(uint64_t seed) {
@@ -89,36 +109,14 @@ std::vector<float> ParamArena::initial_value(int id, uint64_t seed) const {
 
 Tensor ParamArena::value(int id) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
-  if (v.trainable && !value_window_.empty()) {
-    DT_CHECK(v.offset >= value_window_begin_ && v.offset + v.shape.numel() <= value_window_begin_ + value_window_.numel(),
-             "value of {}/{} requested outside the value window", v.layer, v.name);
-    return value_window_.range(v.offset - value_window_begin_, v.shape.numel()).reshaped(v.shape);
-  }
-  DT_CHECK(!v.trainable || !values_.empty(), "value of {}/{} requested with no value arena and no window", v.layer, v.name);
-  const Tensor& arena = v.trainable ? values_.view() : state_.view();
-  return arena.range(v.offset, v.shape.numel()).reshaped(v.shape);
-}
-
-void ParamArena::set_value_window(int64_t begin, Tensor window) {
-  value_window_begin_ = begin;
-  value_window_ = window;
+  if (v.trainable) return view_in(id, values_begin_, values_, "value");
+  return state_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
 }
 
 Tensor ParamArena::grad(int id) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
   DT_CHECK(v.trainable, "{}/{} is not trainable and has no gradient", v.layer, v.name);
-  if (!window_.empty()) {
-    DT_CHECK(v.offset >= window_begin_ && v.offset + v.shape.numel() <= window_begin_ + window_.numel(),
-             "gradient of {}/{} requested outside the gradient window", v.layer, v.name);
-    return window_.range(v.offset - window_begin_, v.shape.numel()).reshaped(v.shape);
-  }
-  DT_CHECK(!grads_.empty(), "gradient of {}/{} requested with no gradient arena and no window", v.layer, v.name);
-  return grads_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
-}
-
-void ParamArena::set_gradient_window(int64_t begin, Tensor window) {
-  window_begin_ = begin;
-  window_ = window;
+  return view_in(id, grads_begin_, grads_, "gradient");
 }
 
 int ParamArena::find(const std::string& layer, const std::string& name) const {

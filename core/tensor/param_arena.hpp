@@ -1,9 +1,14 @@
-// ParamArena: every variable of a model in a few contiguous arenas (as llm.c and Caffe):
+// ParamArena: every variable of a model laid out in a few contiguous arenas (as llm.c and Caffe):
 //   values   trainable parameters        (one all-reduce per step, ZeRO shards are ranges)
 //   grads    their gradients, same offsets
-//   state    non-trainable variables (batch-norm moving statistics)
-// Layers declare variables during setup and keep a ParamRef; views exist after allocate().
+//   state    non-trainable variables (batch-norm moving statistics), owned here
+// Layers declare variables during setup and keep a ParamRef; views exist after allocate()
+// (state) and while storage is bound (trainable values and gradients).
 // Each variable starts on a 16-float boundary; the padding is zero and stays zero.
+//
+// The arena owns the layout and the state, not the storage of trainable values and
+// gradients: whoever decides where they live (a model's ParamGatherer and GradientReducer)
+// binds it here, for the whole arena or for one layer's range while that layer runs.
 #pragma once
 #include <string>
 #include <vector>
@@ -43,16 +48,12 @@ class ParamArena {
 
   ParamRef declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
                    bool trainable);
-  // Allocates the arenas (zeroed) on the backend's device. No declarations after this.
-  // Without full_gradients (full_values) there is no gradient (trainable value) arena:
-  // they go through windows that the owner (ZeRO stages 2 and 3) sets around each layer.
-  void allocate(Backend& backend, bool full_gradients = true, bool full_values = true);
-  // grad(id) / value(id) of a trainable variable in [begin, begin + window.numel())
-  // becomes a view into window.
-  void set_gradient_window(int64_t begin, Tensor window);
-  void clear_gradient_window() { window_ = Tensor{}; }
-  void set_value_window(int64_t begin, Tensor window);
-  void clear_value_window() { value_window_ = Tensor{}; }
+  // Allocates the state arena (zeroed) on the backend's device. No declarations after this.
+  void allocate(Backend& backend);
+  // value(id) / grad(id) of a trainable variable inside [begin, begin + storage.numel())
+  // become views into storage until the next bind; an empty storage binds nothing.
+  void bind_values(int64_t begin, Tensor storage);
+  void bind_grads(int64_t begin, Tensor storage);
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
@@ -61,8 +62,10 @@ class ParamArena {
 
   Tensor value(int id) const;
   Tensor grad(int id) const;
-  Tensor values() const { return values_.view(); }
-  Tensor grads() const { return grads_.view(); }
+  // All trainable values (gradients) when storage for the whole arena is bound, else an
+  // empty tensor (numel 0).
+  Tensor values() const { return whole(values_begin_, values_); }
+  Tensor grads() const { return whole(grads_begin_, grads_); }
   Tensor state() const { return state_.view(); }
   const std::vector<Variable>& variables() const { return variables_; }
   // The id of layer/name, or -1.
@@ -72,12 +75,16 @@ class ParamArena {
   Backend& backend() const { return *backend_; }
 
  private:
+  Tensor whole(int64_t begin, const Tensor& bound) const;
+  // Variable id (trainable) in `bound`, which starts at arena offset `begin`.
+  Tensor view_in(int id, int64_t begin, const Tensor& bound, const char* what) const;
+
   std::vector<Variable> variables_;
   int64_t values_size_ = 0, state_size_ = 0;
   Backend* backend_ = nullptr;
-  Buffer values_, grads_, state_;
-  int64_t window_begin_ = 0, value_window_begin_ = 0;
-  Tensor window_, value_window_;
+  Buffer state_;
+  int64_t values_begin_ = 0, grads_begin_ = 0;
+  Tensor values_, grads_;  // bound storage, see bind_values()
 };
 
 }  // namespace distrain

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/comm/mesh.hpp"
+#include "core/comm/hierarchical_communicator.hpp"
+#include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain {
@@ -94,7 +96,7 @@ TEST_CASE("mpi mesh: each axis communicator sums exactly its group") {
 }
 
 TEST_CASE("mpi communicator: a message that never comes times out naming the peer") {
-  MpiCommunicator& c = *new MpiCommunicator;  // never freed: see the next test
+  MpiCommunicator& c = *new MpiCommunicator;  // never freed: see the last test
   if (c.size() < 2 || c.rank() != 0) return;
   c.set_timeout(0.2);
   std::vector<float> none(3);
@@ -106,6 +108,43 @@ TEST_CASE("mpi communicator: a message that never comes times out naming the pee
   }
   CHECK(message.find("rank 0: waiting for a message rank 1 never sends (rank 1) did not complete within 0.2 s") == 0);
   CHECK_FALSE(c.probe(0.2).has_value());
+}
+
+TEST_CASE("hierarchical communicator: 2 threads per process over the MPI world, exact, ranks process-major") {
+  MpiCommunicator world;
+  constexpr int kGroup = 2;
+  auto group = std::make_shared<LocalGroup>(kGroup);
+  const int n = world.size() * kGroup;
+  std::vector<std::vector<float>> seen(kGroup);  // checked on the main thread, after join
+  auto replica = [&](int local) {
+    LocalCommunicator c(group, local);
+    HierarchicalCommunicator h(CommLevels{&c, &world}, HostStaging{});
+    const int r = h.rank();
+    std::vector<float>& out = seen[static_cast<size_t>(local)];
+    out = {static_cast<float>(r), static_cast<float>(h.size())};
+    std::vector<float> v(100);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * 1000 + static_cast<int>(i));
+    h.all_reduce(host(v), ReduceOp::sum);
+    out.insert(out.end(), {v[0], v[99]});
+    for (int root = 0; root < n; ++root) {
+      std::vector<float> b{static_cast<float>(r * 7)};
+      h.broadcast(host(b), root);
+      out.push_back(b[0]);
+    }
+    h.barrier();
+  };
+  std::thread second(replica, 1);
+  replica(0);  // the leader on the main thread: MPI is initialised funneled
+  second.join();
+  for (int local = 0; local < kGroup; ++local) {
+    const std::vector<float>& out = seen[static_cast<size_t>(local)];
+    REQUIRE(out.size() == static_cast<size_t>(4 + n));
+    CHECK(out[0] == static_cast<float>(world.rank() * kGroup + local));
+    CHECK(out[1] == static_cast<float>(n));
+    CHECK(out[2] == static_cast<float>(1000 * n * (n + 1) / 2));
+    CHECK(out[3] == static_cast<float>(1000 * n * (n + 1) / 2 + n * 99));
+    for (int root = 0; root < n; ++root) CHECK(out[static_cast<size_t>(4 + root)] == static_cast<float>(root * 7));
+  }
 }
 
 TEST_CASE("mpi communicator: a collective a rank is late for times out naming that rank") {

@@ -16,6 +16,8 @@
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/layers/registry.hpp"
+#include "core/model/gradient_reducer.hpp"
+#include "core/model/param_gatherer.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/trainer.hpp"
 
@@ -30,6 +32,20 @@ inline std::unique_ptr<Layer> make_layer(const std::string& toml_text) {
   auto layer = create_layer(config);
   layer->set_name("layer");
   return layer;
+}
+
+// A layer tested alone: allocates its arena and gives it the storage a Model gives by
+// default (FullValues, FullGradients); keep the result alive as long as the arena.
+struct ArenaStorage {
+  FullValues values;
+  FullGradients grads;
+};
+inline std::unique_ptr<ArenaStorage> allocate_arena(ParamArena& arena, Backend& be) {
+  arena.allocate(be);
+  auto s = std::make_unique<ArenaStorage>();
+  s->values.attach(arena, {});
+  s->grads.attach(arena, {});
+  return s;
 }
 
 inline std::vector<float> to_host(const Tensor& t) {

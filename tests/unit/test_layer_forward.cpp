@@ -6,6 +6,7 @@ namespace {
 
 struct Run {
   ParamArena arena;
+  std::unique_ptr<ArenaStorage> storage;
   std::unique_ptr<Layer> layer;
   Shape out;
   std::vector<float> forward(const Shape& in, const std::vector<float>& x, int64_t batch = 1, bool training = true) {
@@ -22,7 +23,7 @@ std::unique_ptr<Run> build(const std::string& toml_text, const Shape& in) {
   auto r = std::make_unique<Run>();
   r->layer = make_layer(toml_text);
   r->out = r->layer->setup(in, r->arena);
-  r->arena.allocate(cpu());
+  r->storage = allocate_arena(r->arena, cpu());
   r->arena.initialize(1);
   return r;
 }

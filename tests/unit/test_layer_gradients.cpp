@@ -25,7 +25,7 @@ void gradient_check(const std::string& layer_toml, const Shape& in, int64_t batc
   ParamArena arena;
   auto layer = make_layer(layer_toml);
   const Shape out = layer->setup(in, arena);
-  arena.allocate(be);
+  const auto storage = allocate_arena(arena, be);
   arena.initialize(7);
   // Random trainable values (not the initializer's ones/zeros) so every path is exercised.
   if (arena.values().numel()) from_host(random_vector(static_cast<size_t>(arena.values().numel()), 11, -0.8, 0.8), arena.values());

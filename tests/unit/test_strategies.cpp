@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/comm/hierarchical_communicator.hpp"
 #include "core/comm/local_communicator.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
@@ -62,6 +63,29 @@ TEST_CASE("local communicator: all_reduce, reduce_scatter, all_gather, broadcast
       c.broadcast(host(b), n - 1);
       CHECK(b[0] == static_cast<float>(n + 4));
       c.barrier();
+    });
+  }
+}
+
+TEST_CASE("hierarchical communicator in one process: the group's ranks, exact all_reduce, all_gather and broadcast") {
+  for (int n = 1; n <= 4; ++n) {
+    on_ranks(n, [n](LocalCommunicator& c) {
+      HierarchicalCommunicator h(CommLevels{&c}, HostStaging{});
+      CHECK(h.rank() == c.rank());
+      CHECK(h.size() == n);
+      const int r = h.rank();
+      std::vector<float> v{static_cast<float>(r + 1), static_cast<float>(10 * r)};
+      h.all_reduce(host(v), ReduceOp::sum);
+      CHECK(v == std::vector<float>{static_cast<float>(n * (n + 1) / 2), static_cast<float>(5 * n * (n - 1))});
+      std::vector<float> mine{static_cast<float>(r)}, all(static_cast<size_t>(n));
+      h.all_gather(host(mine), host(all));
+      for (int k = 0; k < n; ++k) CHECK(all[static_cast<size_t>(k)] == static_cast<float>(k));
+      std::vector<float> b{static_cast<float>(r + 5)};
+      h.broadcast(host(b), n - 1);
+      CHECK(b[0] == static_cast<float>(n + 4));
+      std::vector<float> in(static_cast<size_t>(n)), out(1);
+      CHECK_THROWS_WITH(h.reduce_scatter(host(in), host(out), ReduceOp::sum), doctest::Contains("does not support reduce_scatter"));
+      h.barrier();
     });
   }
 }
@@ -163,7 +187,7 @@ TEST_CASE("zero stages 2 and 3: replicas left without examples by the last batch
   auto z3 = make_strategy(parse_recipe(text("zero", four, 16, "stage = 3"), "z.toml"));
   const Model& m = z2->model();
   int64_t largest = 0;
-  for (size_t i = 0; i < m.layers().size(); ++i) largest = std::max(largest, m.trainable_range(i).second - m.trainable_range(i).first);
+  for (size_t i = 0; i < m.layers().size(); ++i) largest = std::max(largest, m.trainable_range(i).size());
   const int64_t arena = m.params().trainable_arena_size();
   const int64_t shard = ((arena + 3) / 4 + 15) / 16 * 16;  // a quarter, rounded up to 16 floats
   // Own range plus one layer's bucket: no gradient arena (2), no parameter arena (3).

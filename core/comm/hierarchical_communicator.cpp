@@ -1,0 +1,86 @@
+#include "core/comm/hierarchical_communicator.hpp"
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace {
+Communicator& required(Communicator* group) {
+  DT_CHECK(group, "hierarchical communicator without a group communicator");
+  return *group;
+}
+}  // namespace
+
+HierarchicalCommunicator::HierarchicalCommunicator(CommLevels levels, HostStaging staging)
+    : group_(required(levels.group)),
+      world_(levels.world),
+      gpu_group_(levels.gpu_group),
+      gpu_world_(levels.gpu_world),
+      staging_(std::move(staging)) {}
+
+int HierarchicalCommunicator::rank() const { return (world_ ? world_->rank() * group_.size() : 0) + group_.rank(); }
+
+int HierarchicalCommunicator::size() const { return group_.size() * (world_ ? world_->size() : 1); }
+
+void HierarchicalCommunicator::through_host(Tensor t, const std::function<void(Tensor)>& op) {
+  host_.resize(t.bytes());
+  staging_.download(t, host_.data());
+  op(Tensor{host_.data(), t.shape, t.dtype, Device{}});
+  staging_.upload(host_.data(), t);
+}
+
+void HierarchicalCommunicator::host_all_reduce(Tensor t, ReduceOp op) {
+  group_.all_reduce(t, op);
+  if (!world_) return;
+  if (leader()) world_->all_reduce(t, op);
+  group_.broadcast(t, 0);
+}
+
+void HierarchicalCommunicator::all_reduce(Tensor t, ReduceOp op) {
+  if (!t.device.is_cuda()) return host_all_reduce(t, op);
+  if (gpu_world_) return gpu_world_->all_reduce(t, op);  // one replica per process, every process in one NCCL
+  if (gpu_group_) {
+    gpu_group_->all_reduce(t, op);
+    if (!world_) return;
+    if (leader()) through_host(t, [&](Tensor h) { world_->all_reduce(h, op); });
+    gpu_group_->broadcast(t, 0);
+    return;
+  }
+  through_host(t, [&](Tensor h) { host_all_reduce(h, op); });
+}
+
+void HierarchicalCommunicator::reduce_scatter(const Tensor&, Tensor, ReduceOp) {
+  throw Error("the hierarchical communicator does not support reduce_scatter");
+}
+
+// One level only: the whole job is either this process's group or one replica per process.
+void HierarchicalCommunicator::all_gather(const Tensor& in, Tensor out) {
+  if (!world_) return group_.all_gather(in, out);
+  DT_CHECK(group_.size() == 1, "the hierarchical communicator does not support all_gather over {} processes x {} replicas",
+           world_->size(), group_.size());
+  world_->all_gather(in, out);
+}
+
+// Root's group hands it to its leader, the leaders pass it over the world, each leader to its group.
+void HierarchicalCommunicator::host_broadcast(Tensor t, int root) {
+  const int n = group_.size();
+  if (!world_) return group_.broadcast(t, root);
+  if (root / n == world_->rank()) group_.broadcast(t, root % n);
+  if (leader()) world_->broadcast(t, root / n);
+  group_.broadcast(t, 0);
+}
+
+void HierarchicalCommunicator::broadcast(Tensor t, int root) {
+  DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
+  if (!t.device.is_cuda()) return host_broadcast(t, root);
+  if (gpu_world_) return gpu_world_->broadcast(t, root);
+  through_host(t, [&](Tensor h) { host_broadcast(h, root); });
+}
+
+void HierarchicalCommunicator::barrier() {
+  group_.barrier();
+  if (world_ && leader()) world_->barrier();
+  group_.barrier();
+}
+
+}  // namespace distrain

@@ -1,0 +1,66 @@
+// HierarchicalCommunicator: one replica's view of every replica of a job, in two levels:
+// the replicas of this process (threads over `local`, or NCCL among distinct GPUs) and the
+// processes of the job (the MPI world, or NCCL with one GPU per process). Its rank is
+// world rank x group size + group rank, so ranks of one process are neighbours.
+//
+// all_reduce: the group reduces, its leader (group rank 0) reduces over the world, the
+// leader broadcasts back to its group. Only the leader calls the world, on its own thread,
+// which is the process's main thread (MPI_THREAD_FUNNELED). GPU tensors go over NCCL where
+// there is NCCL (the whole job, or the group with the leader's world step on a host copy),
+// else the whole reduction runs on a host copy. Sums keep a fixed order, so results are
+// the same run to run.
+//
+// all_gather spans one level (one replica per process, or one process), which is all ZeRO
+// asks today; reduce_scatter is not offered. This is the hierarchy a mesh splits by axis.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+
+namespace distrain {
+
+// Copies a device tensor to host memory and back (the owner's backend does it: comm/ knows
+// no backend). Used only for GPU tensors that a host communicator must carry.
+struct HostStaging {
+  std::function<void(const Tensor& device, void* host)> download;
+  std::function<void(const void* host, Tensor device)> upload;
+};
+
+// The communicators of the two levels, owned elsewhere; those absent are null.
+struct CommLevels {
+  Communicator* group = nullptr;      // this process's replicas, host memory (required)
+  Communicator* world = nullptr;      // one rank per process (MPI); only the group's leader calls it
+  Communicator* gpu_group = nullptr;  // NCCL among this process's replicas (distinct GPUs)
+  Communicator* gpu_world = nullptr;  // NCCL among every process, one GPU each
+};
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  HierarchicalCommunicator(CommLevels levels, HostStaging staging);
+
+  std::string backend_name() const override { return "hierarchical"; }
+  int rank() const override;
+  int size() const override;
+  void all_reduce(Tensor inout, ReduceOp op) override;
+  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void all_gather(const Tensor& in, Tensor out) override;
+  void broadcast(Tensor t, int root) override;
+  void barrier() override;
+
+ private:
+  bool leader() const { return group_.rank() == 0; }
+  void host_all_reduce(Tensor t, ReduceOp op);
+  void host_broadcast(Tensor t, int root);
+  // t (on a device) handed to `op` as a host copy, and the result copied back.
+  void through_host(Tensor t, const std::function<void(Tensor)>& op);
+
+  Communicator& group_;
+  Communicator* world_;
+  Communicator* gpu_group_;
+  Communicator* gpu_world_;
+  HostStaging staging_;
+  std::vector<char> host_;  // the host copy of a GPU tensor, kept between calls
+};
+
+}  // namespace distrain

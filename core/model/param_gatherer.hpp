@@ -1,0 +1,60 @@
+// ParamGatherer: how a model's trainable values reach its layers; the seam through which a
+// strategy acts on parameters inside forward and backward. ZeRO stage 3 gathers a layer's
+// parameters from their owners just before the layer runs and releases them after; tensor
+// and pipeline parallelism will fetch or slice their parameters here too. The gatherer owns
+// the storage of the values it keeps and binds in the model's ParamArena what layers read.
+//
+// Contract (every replica makes the same calls in the same order: they may be collective):
+//   attach(arena, layers)  once, after the layout is known: allocate (zeroed) and bind.
+//                          layers[i] is the arena range of layer i's trainable variables.
+//   gather(i), release(i)  around layer i's forward and around its backward; in between,
+//                          arena.value() of layer i's trainable variables is valid.
+//   after_update()         once the optimizer has updated values(own range): each replica
+//                          gets what it needs of every replica's update for the next step.
+//   values(r)              the storage of arena range r, which lies in what this replica
+//                          keeps (the whole arena, or its shard); the optimizer updates it.
+//   bytes()                bytes of trainable values this replica holds.
+//   collective()           gather/release communicate, so a replica without examples must
+//                          still make them (Model::forward_without_examples).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/base/range.hpp"
+#include "core/tensor/buffer.hpp"
+#include "core/tensor/param_arena.hpp"
+
+namespace distrain {
+
+class ParamGatherer {
+ public:
+  virtual ~ParamGatherer() = default;
+  virtual void attach(ParamArena& arena, const std::vector<Range>& layers) = 0;
+  virtual void gather(size_t layer) = 0;
+  virtual void release(size_t layer) = 0;
+  virtual void after_update() = 0;
+  virtual Tensor values(const Range& r) const = 0;
+  virtual int64_t bytes() const = 0;
+  virtual bool collective() const = 0;
+};
+
+// Every replica keeps all values, bound once for the whole arena; nothing happens per layer
+// or after the update (replicated strategies keep replicas equal by reducing gradients).
+class FullValues : public ParamGatherer {
+ public:
+  void attach(ParamArena& arena, const std::vector<Range>& layers) override;
+  void gather(size_t) override {}
+  void release(size_t) override {}
+  void after_update() override {}
+  Tensor values(const Range& r) const override { return values_.view().range(r.begin, r.size()); }
+  int64_t bytes() const override { return static_cast<int64_t>(values_.view().bytes()); }
+  bool collective() const override { return false; }
+
+ protected:
+  Tensor whole() const { return values_.view(); }
+
+ private:
+  Buffer values_;  // (trainable arena)
+};
+
+}  // namespace distrain
