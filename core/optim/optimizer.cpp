@@ -5,6 +5,18 @@
 
 namespace distrain {
 
+std::vector<std::string> Optimizer::slot_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : slots()) names.push_back(name);
+  return names;
+}
+
+Tensor Optimizer::slot(const std::string& name) const {
+  for (const auto& [n, t] : slots())
+    if (n == name) return t;
+  throw Error(fmt::format("optimizer {} has no slot '{}'", type(), name));
+}
+
 OptimizerSpec default_optimizer_spec(const std::string& type) {
   OptimizerSpec s;
   s.type = type;

@@ -34,6 +34,9 @@ class Optimizer {
   virtual void update(Tensor params, const Tensor& grads, float lr) = 0;
   // Named slot tensors, for checkpoints ("momentum"; "m", "v").
   virtual std::vector<std::pair<std::string, Tensor>> slots() const = 0;
+  // The slots' names in order, and one slot by name (an Error when there is none).
+  std::vector<std::string> slot_names() const;
+  Tensor slot(const std::string& name) const;
   virtual std::string describe() const = 0;
   virtual std::string type() const = 0;  // sgd | adam | adamw
 

@@ -4,16 +4,10 @@
 
 namespace distrain {
 
-std::vector<std::string> ArenaOptimizerState::slot_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : opt_.slots()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> ArenaOptimizerState::slot_names() const { return opt_.slot_names(); }
 
 Tensor ArenaOptimizerState::slot_view(const std::string& slot, const Variable& v) const {
-  for (const auto& [name, t] : opt_.slots())
-    if (name == slot) return t.range(v.offset, v.shape.numel());
-  throw Error(fmt::format("optimizer {} has no slot '{}'", opt_.type(), slot));
+  return opt_.slot(slot).range(v.offset, v.shape.numel());
 }
 
 void ArenaOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {

@@ -247,11 +247,7 @@ std::string PsOptimizerState::type() const { return ps_.optimizer_->type(); }
 
 int64_t PsOptimizerState::iterations() const { return ps_.is_writer() ? ps_.fetch_iterations() : 0; }
 
-std::vector<std::string> PsOptimizerState::slot_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : ps_.optimizer_->slots()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> PsOptimizerState::slot_names() const { return ps_.optimizer_->slot_names(); }
 
 void PsOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
   out.assign(static_cast<size_t>(v.shape.numel()), 0.0f);

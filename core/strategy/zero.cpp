@@ -173,24 +173,12 @@ int64_t ShardedOptimizerState::iterations() const { return z_.optimizers_[0]->it
 void ShardedOptimizerState::set_iterations(int64_t n) {
   for (auto& o : z_.optimizers_) o->set_iterations(n);
 }
-std::vector<std::string> ShardedOptimizerState::slot_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : z_.optimizers_[0]->slots()) names.push_back(name);
-  return names;
-}
-
-namespace {
-Tensor slot_of(Optimizer& o, const std::string& name) {
-  for (const auto& [n, t] : o.slots())
-    if (n == name) return t;
-  throw Error(fmt::format("optimizer {} has no slot '{}'", o.type(), name));
-}
-}  // namespace
+std::vector<std::string> ShardedOptimizerState::slot_names() const { return z_.optimizers_[0]->slot_names(); }
 
 // Slots are updated by the shard's owner only, so they cover the owner's range.
 Tensor ShardedOptimizerState::slot(int r, const std::string& name, const Range& part) {
   const int64_t begin = z_.own(z_.first_local_replica() + r).begin;
-  return slot_of(*z_.optimizers_[static_cast<size_t>(r)], name).range(part.begin - begin, part.size());
+  return z_.optimizers_[static_cast<size_t>(r)]->slot(name).range(part.begin - begin, part.size());
 }
 
 void ShardedOptimizerState::read(const std::string& slot_name, const Variable& v, std::vector<float>& out) {
