@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/backend/backend.hpp"
+#include "core/comm/communicator.hpp"
 #include "core/tensor/param_arena.hpp"
 
 namespace distrain {
@@ -29,6 +30,20 @@ struct Ctx {
   uint64_t step_seed = 0;  // differs per step and replica: drives dropout masks
   // Set under sync_batch_norm: batch norm then uses statistics of the global batch.
   const CrossReplicaSum* cross_replica_sum = nullptr;
+  // The ranks of the mesh's tensor axis, for layers split over it (set_tensor_place).
+  Communicator* tensor = nullptr;
+};
+
+// How a layer is split over the tensor axis of a mesh (Megatron's tensor parallelism):
+//   column  it holds a slice of its outputs: input whole, output this rank's slice of the
+//           features; in backward the input gradient is summed over the tensor group;
+//   row     it holds a slice of its inputs: input this rank's slice, output whole (the
+//           partial outputs summed over the group in forward, then the bias added once).
+// A column layer followed by a row layer exchanges nothing between them.
+enum class TensorSplit { none, column, row };
+struct TensorPlace {
+  TensorSplit split = TensorSplit::none;
+  int rank = 0, degree = 1;
 };
 
 class Layer {
@@ -38,6 +53,11 @@ class Layer {
   virtual Shape setup(const Shape& in, ParamArena& arena) = 0;
   virtual void forward(Ctx& ctx, const Tensor& in, Tensor out) = 0;
   virtual void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) = 0;
+
+  // The splits this layer supports; set_tensor_place() picks one before setup().
+  virtual bool can_split(TensorSplit split) const { return split == TensorSplit::none; }
+  void set_tensor_place(const TensorPlace& place);
+  const TensorPlace& tensor_place() const { return place_; }
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
@@ -51,6 +71,7 @@ class Layer {
  private:
   std::string name_;
   int index_ = 0;
+  TensorPlace place_;
 };
 
 }  // namespace distrain

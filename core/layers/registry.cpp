@@ -25,6 +25,12 @@ void check_layer_name(ConfigTable& config, const std::string& name) {
 
 void Layer::fail(const std::string& message) const { throw UserError(fmt::format("layer '{}': {}", name_, message)); }
 
+void Layer::set_tensor_place(const TensorPlace& place) {
+  DT_CHECK(can_split(place.split), "layer '{}' ({}) cannot be split that way", name_, type());
+  DT_CHECK(place.degree >= 1 && place.rank >= 0 && place.rank < place.degree, "tensor rank {} of {}", place.rank, place.degree);
+  place_ = place;
+}
+
 bool register_layer(const std::string& type, LayerFactory factory) {
   DT_CHECK(factories().emplace(type, std::move(factory)).second, "layer type '{}' registered twice", type);
   return true;

@@ -55,10 +55,12 @@ Tensor ParamRef::value() const { return arena->value(id); }
 Tensor ParamRef::grad() const { return arena->grad(id); }
 
 ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in,
-                             int64_t fan_out, bool trainable) {
+                             int64_t fan_out, bool trainable, TensorSlice slice) {
   DT_CHECK(!backend_, "variable {}/{} declared after allocation", layer, name);
   int64_t& size = trainable ? values_size_ : state_size_;
-  Variable v{std::move(layer), std::move(name), std::move(shape), init, fan_in, fan_out, trainable, size};
+  Shape held = slice_shape(shape, slice);
+  Variable v{std::move(layer), std::move(name), std::move(held), init, fan_in, fan_out, trainable, size, std::move(shape),
+             slice};
   size = round_up(size + v.shape.numel());
   variables_.push_back(std::move(v));
   return ParamRef{this, static_cast<int>(variables_.size()) - 1};
@@ -102,9 +104,9 @@ void ParamArena::initialize(uint64_t seed) {
 
 std::vector<float> ParamArena::initial_value(int id, uint64_t seed) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
-  std::vector<float> host(static_cast<size_t>(v.shape.numel()));
-  draw(v, seed, host);
-  return host;
+  std::vector<float> whole(static_cast<size_t>(v.full_shape.numel()));
+  draw(v, seed, whole);
+  return slice_of(whole, v.full_shape, v.slice);
 }
 
 Tensor ParamArena::value(int id) const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor/buffer.hpp"
+#include "core/tensor/tensor_slice.hpp"
 
 namespace distrain {
 
@@ -26,11 +27,13 @@ Init parse_init(const std::string& name);
 
 struct Variable {
   std::string layer, name;  // checkpoint path /model/<layer>/<name>
-  Shape shape;              // Keras conventions: conv (kh, kw, in, out), dense (in, out)
+  Shape shape;              // what this rank holds: the whole variable, or its slice
   Init init;
-  int64_t fan_in, fan_out;
+  int64_t fan_in, fan_out;  // of the whole variable
   bool trainable;
-  int64_t offset;  // in elements, into values/grads (trainable) or state (not)
+  int64_t offset;           // in elements, into values/grads (trainable) or state (not)
+  Shape full_shape;         // Keras conventions: conv (kh, kw, in, out), dense (in, out)
+  TensorSlice slice;        // which slice of full_shape `shape` is (tensor parallelism)
 };
 
 class ParamArena;
@@ -46,8 +49,10 @@ class ParamArena {
  public:
   static constexpr int64_t kAlign = 16;
 
+  // `shape` is the whole variable's; with a `slice`, this rank holds (and the arena lays
+  // out) only that slice of it.
   ParamRef declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
-                   bool trainable);
+                   bool trainable, TensorSlice slice = {});
   // Allocates the state arena (zeroed) on the backend's device. No declarations after this.
   void allocate(Backend& backend);
   // value(id) / grad(id) of a trainable variable inside [begin, begin + storage.numel())
@@ -57,7 +62,8 @@ class ParamArena {
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
-  // What initialize() puts in variable id, on the host.
+  // What initialize() puts in variable id, on the host: the variable's slice of what the
+  // whole variable draws, so every layout starts from one_device's values.
   std::vector<float> initial_value(int id, uint64_t seed) const;
 
   Tensor value(int id) const;
