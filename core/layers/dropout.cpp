@@ -11,6 +11,7 @@ class Dropout final : public Layer {
     if (rate_ < 0.0f || rate_ >= 1.0f) c.fail("rate", "must be in [0, 1)");
   }
   std::string type() const override { return "dropout"; }
+  bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     if (ctx.training && rate_ > 0.0f)

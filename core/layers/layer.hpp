@@ -10,6 +10,7 @@
 //                    input needs no gradient); then the layer skips that work.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/backend/backend.hpp"
@@ -56,6 +57,11 @@ class Layer {
 
   // The splits this layer supports; set_tensor_place() picks one before setup().
   virtual bool can_split(TensorSplit split) const { return split == TensorSplit::none; }
+  // The split the recipe asks for (a dense layer's tensor_parallel key), if any.
+  virtual std::optional<TensorSplit> requested_split() const { return std::nullopt; }
+  // Works element by element (relu, dropout, rescaling): runs on a slice of the features
+  // as on all of them.
+  virtual bool elementwise() const { return false; }
   void set_tensor_place(const TensorPlace& place);
   const TensorPlace& tensor_place() const { return place_; }
 

@@ -7,6 +7,7 @@ class Relu final : public Layer {
  public:
   explicit Relu(ConfigTable&) {}
   std::string type() const override { return "relu"; }
+  bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.relu(in, out); }
   void backward(Ctx& ctx, const Tensor&, const Tensor& out, Tensor dout, Tensor din) override {

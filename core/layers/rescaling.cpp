@@ -8,6 +8,7 @@ class Rescaling final : public Layer {
   explicit Rescaling(ConfigTable& c)
       : scale_(static_cast<float>(c.get_float("scale"))), offset_(static_cast<float>(c.get_float("offset", 0.0))) {}
   std::string type() const override { return "rescaling"; }
+  bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.scale_shift(in, out, scale_, offset_); }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {

@@ -7,6 +7,8 @@
 
 #include "core/base/config_table.hpp"
 #include "core/layers/registry.hpp"
+#include "core/layers/tensor_gather.hpp"
+#include "core/model/tensor_plan.hpp"
 
 namespace distrain {
 
@@ -20,7 +22,7 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
-Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams)
+Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor)
     : backend_(backend),
       gatherer_(seams.gatherer ? std::move(seams.gatherer) : std::make_unique<FullValues>()),
       reducer_(seams.reducer ? std::move(seams.reducer) : std::make_unique<FullGradients>()) {
@@ -35,37 +37,75 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
   const toml::array* list = layers ? layers->as_array() : nullptr;
   if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
   config.finish();
+  std::vector<LayerSource> sources = create_layers(*list, file);
+  place_on_tensor_axis(tensor, file, sources);
+  setup_layers(file, sources);
+  arena_.allocate(backend_);
+  find_trainable_ranges();
+  gatherer_->attach(arena_, ranges_);
+  reducer_->attach(arena_, ranges_);
+}
 
+// The recipe's layers, named (type_k unless named); returns where each one came from.
+std::vector<Model::LayerSource> Model::create_layers(const toml::array& list, const std::string& file) {
   std::map<std::string, int> per_type;
   std::set<std::string> names;
-  Shape shape = input_shape_;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const std::string prefix = fmt::format("model.layers[{}].", i);
-    const toml::table* t = (*list)[i].as_table();
-    DT_USER_CHECK(t, "{}: {}: expected a table", file, prefix.substr(0, prefix.size() - 1));
-    ConfigTable layer_config(*t, file, prefix);
+  std::vector<LayerSource> sources;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = fmt::format("model.layers[{}]", i);
+    const toml::table* t = list[i].as_table();
+    DT_USER_CHECK(t, "{}: {}: expected a table", file, key);
+    ConfigTable layer_config(*t, file, key + ".");
     auto layer = create_layer(layer_config);
     const int k = ++per_type[layer->type()];
     if (layer->name().empty()) layer->set_name(fmt::format("{}_{}", layer->type(), k));
     if (!names.insert(layer->name()).second) layer_config.fail("name", fmt::format("layer name '{}' is used twice", layer->name()));
     layer->set_index(static_cast<int>(i));
+    layers_.push_back(std::move(layer));
+    sources.push_back(LayerSource{t, key});
+  }
+  return sources;
+}
+
+// Splits layers over the tensor axis as plan_tensor_parallel says, inserting a
+// tensor_gather after each split output the next layer needs whole.
+void Model::place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources) {
+  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, tensor.size, file);
+  std::vector<std::unique_ptr<Layer>> placed;
+  std::vector<LayerSource> placed_sources;
+  int gathers = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (plan[i].split != TensorSplit::none) layers_[i]->set_tensor_place(TensorPlace{plan[i].split, tensor.rank, tensor.size});
+    placed.push_back(std::move(layers_[i]));
+    placed_sources.push_back(sources[i]);
+    if (!plan[i].gather_after) continue;
+    placed.push_back(make_tensor_gather(TensorPlace{TensorSplit::none, tensor.rank, tensor.size}));
+    placed.back()->set_name(fmt::format("tensor_gather_{}", ++gathers));
+    placed_sources.push_back(sources[i]);  // errors name the layer it gathers for
+  }
+  layers_ = std::move(placed);
+  sources = std::move(placed_sources);
+}
+
+// Shape inference: each layer's setup declares its variables and gives its output shape.
+void Model::setup_layers(const std::string& file, const std::vector<LayerSource>& sources) {
+  Shape shape = input_shape_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& layer = *layers_[i];
+    const std::string& key = sources[i].key;
     try {
-      shape = layer->setup(shape, arena_);
+      shape = layer.setup(shape, arena_);
       shape.numel();
     } catch (const ShapeOverflow& e) {
-      layer_config.fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer->name(), e.what()));
+      ConfigTable(*sources[i].table, file, key + ".")
+          .fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer.name(), e.what()));
     } catch (const UserError& e) {  // a layer's own size limits: name the recipe and the key
-      throw UserError(fmt::format("{}: {}: {}", file, prefix.substr(0, prefix.size() - 1), e.what()));
+      throw UserError(fmt::format("{}: {}: {}", file, key, e.what()));
     }
     DT_USER_CHECK(checked_numel(shape.dims()) <= kMaxExtent, "{}: {}: output {} has more than {} elements per example", file,
-                  prefix.substr(0, prefix.size() - 1), shape.str(), kMaxExtent);
+                  key, shape.str(), kMaxExtent);
     shapes_.push_back(shape);
-    layers_.push_back(std::move(layer));
   }
-  arena_.allocate(backend_);
-  find_trainable_ranges();
-  gatherer_->attach(arena_, ranges_);
-  reducer_->attach(arena_, ranges_);
 }
 
 void Model::find_trainable_ranges() {

@@ -20,6 +20,11 @@
 
 namespace distrain {
 
+// This rank's place on a mesh's tensor axis (size 1: no tensor parallelism).
+struct TensorGroup {
+  int rank = 0, size = 1;
+};
+
 // What a strategy gives a model; a null member gets the default (FullValues, FullGradients).
 struct ModelSeams {
   std::unique_ptr<ParamGatherer> gatherer;
@@ -30,7 +35,11 @@ class Model {
  public:
   // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
   // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
-  Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams = {});
+  // Under tensor parallelism (`tensor`: this rank of the mesh's tensor axis and its size)
+  // layers split as core/model/tensor_plan.hpp says; the forward and backward passes then
+  // need Ctx::tensor.
+  Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams = {},
+        TensorGroup tensor = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -63,6 +72,13 @@ class Model {
   std::string summary() const;
 
  private:
+  struct LayerSource {  // where a layer came from, for messages
+    const toml::table* table;
+    std::string key;  // model.layers[i]
+  };
+  std::vector<LayerSource> create_layers(const toml::array& list, const std::string& file);
+  void place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources);
+  void setup_layers(const std::string& file, const std::vector<LayerSource>& sources);
   void ensure_activations(int64_t n);
   // ranges_ and first_trainable_, from the variables' layers and offsets.
   void find_trainable_ranges();

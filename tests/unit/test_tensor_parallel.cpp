@@ -121,3 +121,92 @@ TEST_CASE("tensor parallel dense: units that do not split over the degree are re
 
 }  // namespace
 }  // namespace distrain::test
+
+namespace distrain::test {
+namespace {
+
+const char* kMlp = R"(
+input_shape = [6]
+layers = [
+  { type = "dense", units = 8, activation = "relu" },
+  { type = "rescaling", scale = 0.5 },
+  { type = "dense", units = 4 },
+  { type = "dense", units = 6, activation = "relu" },
+  { type = "dense", units = 3, tensor_parallel = "replicated" },
+]
+)";
+
+struct ModelRun {
+  std::vector<float> out;
+  std::vector<std::vector<float>> values, grads;  // per variable, as this rank holds them
+};
+
+ModelRun run_model(Model& m, Communicator* tensor, const std::vector<float>& x, const std::vector<float>& dout) {
+  m.params().initialize(11);
+  m.zero_grads();
+  Buffer in(cpu(), Shape{4, 6});
+  from_host(x, in.view());
+  Ctx ctx{cpu(), true, 1, nullptr, tensor};
+  ModelRun r{to_host(m.forward(ctx, in.view())), {}, {}};
+  from_host(dout, m.output_grad());
+  m.backward(ctx);
+  for (size_t v = 0; v < m.params().variables().size(); ++v) {
+    r.values.push_back(to_host(m.params().value(static_cast<int>(v))));
+    r.grads.push_back(to_host(m.params().grad(static_cast<int>(v))));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallel model: dense pairs, a lone dense gathered and a replicated one match the whole model on 2 ranks") {
+  const toml::table table = toml::parse(kMlp);
+  const std::vector<float> x = random_vector(24, 5), dout = random_vector(12, 6);
+  Model whole(table, "mlp.toml", cpu());
+  const ModelRun want = run_model(whole, nullptr, x, dout);
+  std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, 2, 1});
+  std::vector<std::unique_ptr<Model>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(std::make_unique<Model>(table, "mlp.toml", cpu(), ModelSeams{}, TensorGroup{r, 2}));
+  std::vector<std::string> names;
+  for (const auto& l : models[0]->layers()) names.push_back(l->name());
+  CHECK(names == std::vector<std::string>{"dense_1", "rescaling_1", "dense_2", "dense_3", "tensor_gather_1", "dense_4"});
+  std::vector<ModelRun> got(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { got[static_cast<size_t>(r)] = run_model(*models[static_cast<size_t>(r)], &meshes[static_cast<size_t>(r)].axis(Axis::tensor), x, dout); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    check_close(got[static_cast<size_t>(r)].out, want.out);
+    const auto& vars = models[static_cast<size_t>(r)]->params().variables();
+    REQUIRE(vars.size() == whole.params().variables().size());
+    for (size_t v = 0; v < vars.size(); ++v) {
+      CAPTURE(vars[v].layer + "/" + vars[v].name);
+      check_close(got[static_cast<size_t>(r)].values[v], slice_of(want.values[v], vars[v].full_shape, vars[v].slice));
+      check_close(got[static_cast<size_t>(r)].grads[v], slice_of(want.grads[v], vars[v].full_shape, vars[v].slice));
+    }
+  }
+  // dense_1 is split by columns, dense_2 by rows, dense_3 by columns (then gathered); dense_4 whole.
+  CHECK(models[1]->params().variables()[0].slice.axis == 1);
+  CHECK(models[1]->params().variables()[2].slice.axis == 0);
+  CHECK(models[1]->params().variables()[4].slice.axis == 1);
+  CHECK_FALSE(models[1]->params().variables()[6].slice.sliced());
+}
+
+TEST_CASE("tensor parallel model: impossible splits are refused before any work, naming the layer") {
+  const toml::table row_first = toml::parse(R"(
+input_shape = [6]
+layers = [{ type = "dense", units = 4, tensor_parallel = "row" }]
+)");
+  CHECK_THROWS_WITH_AS(Model(row_first, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2}),
+                       "m.toml: layer 'dense_1': tensor_parallel = \"row\" needs a column-parallel layer before it (with only "
+                       "relu, dropout or rescaling between)",
+                       UserError);
+  const toml::table odd = toml::parse(R"(
+input_shape = [6]
+layers = [{ type = "dense", units = 10 }]
+)");
+  CHECK_THROWS_WITH_AS(Model(odd, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 4}),
+                       "m.toml: model.layers[0]: layer 'dense_1': units = 10 does not split over a tensor degree of 4", UserError);
+}
+
+}  // namespace distrain::test
