@@ -212,7 +212,7 @@ int64_t free_bytes(const fs::path& dir) {
 int64_t checkpoint_bytes(ModelState& model, OptimizerState& optimizer, const std::string& recipe_text) {
   int64_t bytes = static_cast<int64_t>(recipe_text.size()) + (64 << 10);
   const auto slots = static_cast<int64_t>(optimizer.slot_names().size());
-  for (const Variable& v : model.layout().variables()) bytes += v.shape.numel() * 4 * (1 + (v.trainable ? slots : 0));
+  for (const Variable& v : model.layout().variables()) bytes += v.full_shape.numel() * 4 * (1 + (v.trainable ? slots : 0));
   return bytes;
 }
 
@@ -261,7 +261,7 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
       H5Id lg(ensure_group(g, v.layer), H5Gclose);
       model.read(static_cast<int>(i), host);  // one variable at a time, gathered if sharded
       check_finite(host, path, v.layer + "/" + v.name);
-      write_array(lg, v.name, v.shape, host);
+      write_array(lg, v.name, v.full_shape, host);
     }
   }
   {
@@ -276,7 +276,7 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
         H5Id lg(ensure_group(sg, v.layer), H5Gclose);
         optimizer.read(slot, v, host);  // one variable at a time, gathered if sharded
         check_finite(host, path, slot + "/" + v.layer + "/" + v.name);
-        write_array(lg, v.name, v.shape, host);
+        write_array(lg, v.name, v.full_shape, host);
       }
     }
   }
@@ -378,7 +378,7 @@ void load_weights(const std::string& path, ModelState& model) {
   std::vector<float> host;
   for (size_t i = 0; i < arena.variables().size(); ++i) {
     const Variable& v = arena.variables()[i];
-    read_array(f, path, "/model/" + v.layer + "/" + v.name, v.shape, host);
+    read_array(f, path, "/model/" + v.layer + "/" + v.name, v.full_shape, host);
     model.write(static_cast<int>(i), host);
   }
 }
@@ -403,7 +403,7 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
   for (const std::string& slot : optimizer.slot_names())
     for (const Variable& v : layout.variables())
       if (v.trainable) {
-        read_array(f, path, "/optimizer/" + slot + "/" + v.layer + "/" + v.name, v.shape, host);
+        read_array(f, path, "/optimizer/" + slot + "/" + v.layer + "/" + v.name, v.full_shape, host);
         optimizer.write(slot, v, host);
       }
   optimizer.set_iterations(iterations);

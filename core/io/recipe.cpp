@@ -20,8 +20,8 @@ namespace {
 
 constexpr int64_t kMaxBatch = int64_t{1} << 30;
 
-const std::vector<std::string> kStrategies{"one_device",      "mirrored", "multi_worker_mirrored",
-                                           "central_storage", "zero",     "parameter_server"};
+const std::vector<std::string> kStrategies{"one_device", "mirrored",         "multi_worker_mirrored", "central_storage",
+                                           "zero",       "parameter_server", "mesh"};
 
 void parse_hdf5_data(ConfigTable& c, DataSpec& d) {
   if (d.path.empty()) c.fail("path", "required with dataset = \"hdf5\": the .h5 file to read (docs/hdf5_data.md)");
@@ -144,7 +144,7 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
 // communication (multi_worker_mirrored), and what the devices allow.
 void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Device>& devices) {
   const bool all_cpu = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cpu(); });
-  if (!all_cpu && (s.name == "zero" || s.name == "parameter_server"))
+  if (!all_cpu && (s.name == "zero" || s.name == "parameter_server" || s.name == "mesh"))
     c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
                                   "multi_worker_mirrored or central_storage", s.name));
   s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
@@ -159,8 +159,23 @@ void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Devi
                                "\"reduce_to_one_device\"");
 }
 
+// mesh: the degrees of the data, tensor and pipeline axes (their product must be the
+// number of ranks launched: the strategy checks that before MPI starts).
+void parse_mesh(ConfigTable& c, StrategySpec& s) {
+  for (const auto& [key, degree] : {std::pair{"data", &s.mesh_data}, {"tensor", &s.mesh_tensor}, {"pipeline", &s.mesh_pipeline}}) {
+    *degree = c.get_int(key, 1);
+    if (c.has(key) && s.name != "mesh") c.fail(key, "applies to strategy \"mesh\" only");
+    if (*degree < 1 || *degree > 4096) c.fail(key, fmt::format("must be in [1, 4096], got {}", *degree));
+  }
+  if (s.name != "mesh") return;
+  if (s.mesh_pipeline > 1)
+    c.fail("pipeline", "pipeline stages are not built in this version; use pipeline = 1 (data and tensor axes work)");
+  if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));
+}
+
 // The keys one strategy takes (stage: zero; num_ps, staleness: parameter_server).
 void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
+  parse_mesh(c, s);
   s.zero_stage = c.get_int("stage", 1);
   if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");

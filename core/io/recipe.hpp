@@ -15,7 +15,7 @@
 namespace distrain {
 
 struct StrategySpec {
-  // one_device | mirrored | multi_worker_mirrored | central_storage | zero | parameter_server
+  // one_device | mirrored | multi_worker_mirrored | central_storage | zero | parameter_server | mesh
   std::string name = "one_device";
   std::vector<std::string> devices{"cpu:0"};  // this process's replicas, one per device
   int64_t per_replica_batch = 64;
@@ -27,6 +27,7 @@ struct StrategySpec {
   int64_t zero_stage = 1;                 // zero: 1, 2, 3
   int64_t num_ps = 1;                     // parameter_server: server ranks (0 .. num_ps-1)
   int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
+  int64_t mesh_data = 1, mesh_tensor = 1, mesh_pipeline = 1;  // mesh: degrees, product = ranks launched
   double timeout_seconds = 300;           // MPI collectives and messages: a rank missing this long fails the job (0 = wait forever)
 };
 

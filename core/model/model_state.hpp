@@ -12,13 +12,15 @@ namespace distrain {
 class ModelState {
  public:
   virtual ~ModelState() = default;
-  // The variables: names, shapes, offsets (the layout every strategy shares).
+  // The variables: names, whole shapes (full_shape), offsets (the layout every strategy shares).
   virtual const ParamArena& layout() const = 0;
+  // Whole variables (full_shape), whatever this rank holds of them.
   virtual void read(int id, std::vector<float>& out) = 0;
   virtual void write(int id, const std::vector<float>& in) = 0;
   // Every variable drawn from the seed (glorot_uniform, zeros, ...), written through write().
   void initialize(uint64_t seed) {
-    for (size_t i = 0; i < layout().variables().size(); ++i) write(static_cast<int>(i), layout().initial_value(static_cast<int>(i), seed));
+    for (size_t i = 0; i < layout().variables().size(); ++i)
+      write(static_cast<int>(i), layout().whole_initial_value(static_cast<int>(i), seed));
   }
 };
 

@@ -2,10 +2,12 @@
 
 namespace distrain {
 
-Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams)
+Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Communicator* tensor)
     : backend_(backend),
-      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, std::move(seams))),
-      loss_(recipe.loss, backend) {
+      model_(std::make_unique<Model>(recipe.model(), recipe.file, backend, std::move(seams),
+                                     tensor ? TensorGroup{tensor->rank(), tensor->size()} : TensorGroup{})),
+      loss_(recipe.loss, backend),
+      tensor_(tensor) {
   DT_USER_CHECK(model_->output_shape().rank() == 1,
                 "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
                 model_->output_shape().str());
@@ -29,7 +31,7 @@ LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale,
     return {};
   }
   upload(slice);
-  Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr};
+  Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
   const Tensor out = model_->forward(ctx, images_.view());
   const LossStats stats = loss_.compute(out, labels_.view(), grad_scale, model_->output_grad());
   model_->backward(ctx);
@@ -53,7 +55,7 @@ LossStats Replica::evaluate(const ReplicaSlice& slice) {
     return {};
   }
   upload(slice);
-  Ctx ctx{backend_, false, 0};
+  Ctx ctx{backend_, false, 0, nullptr, tensor_};
   return loss_.compute(model_->forward(ctx, images_.view()), labels_.view(), 0.0f, Tensor{});
 }
 

@@ -12,8 +12,9 @@ namespace distrain {
 
 class Replica {
  public:
-  // seams: the model's gatherer and reducer (see Model), the defaults if empty.
-  Replica(const Recipe& recipe, Backend& backend, ModelSeams seams = {});
+  // seams: the model's gatherer and reducer (see Model), the defaults if empty. tensor: the
+  // ranks of a mesh's tensor axis this replica's layers split over (tensor parallelism).
+  Replica(const Recipe& recipe, Backend& backend, ModelSeams seams = {}, Communicator* tensor = nullptr);
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena.
   // grad_scale is 1 / (examples in the global batch). An empty slice computes nothing but
@@ -41,6 +42,7 @@ class Replica {
   Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
   Buffer kept_state_;       // (state elements) see keep_state()
   CrossReplicaSum cross_replica_sum_;
+  Communicator* tensor_;
   Tensor x_, y_;
 };
 

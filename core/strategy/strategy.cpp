@@ -3,6 +3,7 @@
 #include "core/backend/backend.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/central_storage.hpp"
+#include "core/strategy/mesh_strategy.hpp"
 #include "core/strategy/mirrored.hpp"
 #include "core/strategy/one_device.hpp"
 #include "core/strategy/parameter_server.hpp"
@@ -27,7 +28,8 @@ namespace {
 std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
-  DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || launcher_size() <= 1,
+  DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || name == "mesh" ||
+                    launcher_size() <= 1,
                 "{}: strategy '{}' runs in one process but {} were launched; use strategy.name = \"multi_worker_mirrored\" "
                 "(or zero, parameter_server) under mpirun/srun",
                 recipe.file, name, launcher_size());
@@ -39,6 +41,7 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
   if (name == "central_storage") return make_central_storage(recipe);
   if (name == "zero") return make_zero(recipe);
   if (name == "parameter_server") return make_parameter_server(recipe);
+  if (name == "mesh") return make_mesh_strategy(recipe);
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
 }
 
@@ -56,6 +59,7 @@ int planned_replicas(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   const int devices = static_cast<int>(s.devices.size());
   if (s.name == "parameter_server") return launcher_size() - static_cast<int>(s.num_ps);  // one per worker; servers train none
+  if (s.name == "mesh") return static_cast<int>(s.mesh_data);  // a tensor group shares its data rank's slice
   if (s.name == "multi_worker_mirrored" || s.name == "zero") return devices * launcher_size();  // zero: all ranks, when launched
   return devices;
 }

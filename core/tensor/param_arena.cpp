@@ -104,9 +104,14 @@ void ParamArena::initialize(uint64_t seed) {
 
 std::vector<float> ParamArena::initial_value(int id, uint64_t seed) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
+  return slice_of(whole_initial_value(id, seed), v.full_shape, v.slice);
+}
+
+std::vector<float> ParamArena::whole_initial_value(int id, uint64_t seed) const {
+  const Variable& v = variables_.at(static_cast<size_t>(id));
   std::vector<float> whole(static_cast<size_t>(v.full_shape.numel()));
   draw(v, seed, whole);
-  return slice_of(whole, v.full_shape, v.slice);
+  return whole;
 }
 
 Tensor ParamArena::value(int id) const {

@@ -65,6 +65,8 @@ class ParamArena {
   // What initialize() puts in variable id, on the host: the variable's slice of what the
   // whole variable draws, so every layout starts from one_device's values.
   std::vector<float> initial_value(int id, uint64_t seed) const;
+  // The whole variable's initial values (full_shape), whatever this rank holds of it.
+  std::vector<float> whole_initial_value(int id, uint64_t seed) const;
 
   Tensor value(int id) const;
   Tensor grad(int id) const;

@@ -1,0 +1,198 @@
+#include "core/strategy/mesh_strategy.hpp"
+
+#include "core/backend/backend.hpp"
+#include "core/base/rng.hpp"
+#include "core/comm/mesh.hpp"
+#include "core/comm/mpi_communicator.hpp"
+#include "core/strategy/replica.hpp"
+
+namespace distrain {
+
+namespace {
+
+Tensor host_f32(float* p, int64_t n) { return Tensor{p, Shape{n}, DType::f32, Device{}}; }
+
+// Sums and counts over `group` (never means of means).
+LossStats sum_over(const LossStats& local, Communicator& group) {
+  double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
+  group.all_reduce(Tensor{v, Shape{3}, DType::f64, Device{}}, ReduceOp::sum);
+  return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+}
+
+// A whole variable from this rank's slice: the tensor group's slices, gathered and placed.
+std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Communicator& tensor) {
+  if (!v.slice.sliced()) return mine;
+  std::vector<float> all(mine.size() * static_cast<size_t>(tensor.size())), whole(static_cast<size_t>(v.full_shape.numel()));
+  tensor.all_gather(host_f32(mine.data(), static_cast<int64_t>(mine.size())), host_f32(all.data(), static_cast<int64_t>(all.size())));
+  for (int r = 0; r < tensor.size(); ++r) {
+    const std::vector<float> part(all.begin() + static_cast<int64_t>(r * mine.size()),
+                                  all.begin() + static_cast<int64_t>((r + 1) * mine.size()));
+    place_slice(part, v.full_shape, TensorSlice{v.slice.axis, r, v.slice.count}, whole);
+  }
+  return whole;
+}
+
+class MeshStrategy;
+
+// Variables as checkpoints see them: whole, gathered over the tensor axis (every rank of
+// a tensor group takes part in each read).
+class MeshModelState final : public ModelState {
+ public:
+  explicit MeshModelState(MeshStrategy& m) : m_(m) {}
+  const ParamArena& layout() const override;
+  void read(int id, std::vector<float>& out) override;
+  void write(int id, const std::vector<float>& in) override;
+
+ private:
+  MeshStrategy& m_;
+};
+
+// Slots as checkpoints see them: whole, as the variables they belong to.
+class MeshOptimizerState final : public OptimizerState {
+ public:
+  explicit MeshOptimizerState(MeshStrategy& m) : m_(m) {}
+  std::string type() const override;
+  int64_t iterations() const override;
+  void set_iterations(int64_t n) override;
+  std::vector<std::string> slot_names() const override;
+  void read(const std::string& slot, const Variable& v, std::vector<float>& out) override;
+  void write(const std::string& slot, const Variable& v, const std::vector<float>& in) override;
+
+ private:
+  MeshStrategy& m_;
+};
+
+MeshShape shape_of(const Recipe& recipe) {
+  const StrategySpec& s = recipe.strategy;
+  const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
+  check_mesh(shape, launcher_size(), recipe.file);  // before MPI starts
+  return shape;
+}
+
+class MeshStrategy final : public Strategy {
+ public:
+  explicit MeshStrategy(const Recipe& recipe)
+      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(std::make_unique<MpiCommunicator>()),
+        mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
+    world_->set_timeout(spec_.timeout_seconds);
+    device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
+    replica_ = std::make_unique<Replica>(recipe, backend_for(device_), ModelSeams{}, &mesh_.axis(Axis::tensor));
+    optimizer_ = make_optimizer(recipe.optimizer);
+    optimizer_->bind(replica_->backend(), model().params().values().numel());
+  }
+
+  std::string name() const override { return "mesh"; }
+  int num_replicas() const override { return shape_.data; }  // slices of the batch
+  int rank() const override { return world_->rank(); }
+  int workers() const override { return world_->size(); }
+  int first_local_replica() const override { return mesh_.coord().data; }
+  int local_replicas() const override { return 1; }
+  std::string describe() const override {
+    return fmt::format("mesh: {} ({} ranks, one {} each; tensor innermost)", shape_.str(), shape_.size(), device_.str());
+  }
+  Model& model() override { return replica_->model(); }
+  Optimizer& optimizer() override { return *optimizer_; }
+  ModelState& model_state() override { return model_state_; }
+  OptimizerState& optimizer_state() override { return optimizer_state_; }
+  Communicator& tensor() { return mesh_.axis(Axis::tensor); }
+
+  // Every tensor group starts from data rank 0's values, slots and iteration count.
+  void sync_replicas() override {
+    Communicator& data = mesh_.axis(Axis::data);
+    ParamArena& p = model().params();
+    for (Tensor t : {p.values(), p.state()})
+      if (t.numel()) data.broadcast(t, 0);
+    for (auto& [name, slot] : optimizer_->slots()) data.broadcast(slot, 0);
+    double iterations = static_cast<double>(optimizer_->iterations());
+    data.broadcast(Tensor{&iterations, Shape{1}, DType::f64, Device{}}, 0);
+    optimizer_->set_iterations(static_cast<int64_t>(iterations));
+  }
+
+  // Batch-norm moving statistics: the mean over the data axis (a tensor group's are equal).
+  void prepare_for_read() override {
+    const Tensor state = model().params().state();
+    if (state.numel() == 0) return;
+    mesh_.axis(Axis::data).all_reduce(state, ReduceOp::sum);
+    replica_->backend().scale_shift(state, state, 1.0f / static_cast<float>(shape_.data), 0.0f);
+  }
+
+  LossStats evaluate(const Batch& batch) override {
+    return sum_over(replica_->evaluate(batch.replicas.at(0)), mesh_.axis(Axis::data));
+  }
+  int max_over_workers(int local) override { return max_over(local, *world_); }
+
+ protected:
+  // The seed depends on the data rank only: a tensor group draws the same dropout masks.
+  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
+    model().zero_grads();
+    if (info.skip_nonfinite) replica_->keep_state();
+    const float scale = 1.0f / static_cast<float>(batch.global_count);
+    const LossStats local = replica_->forward_backward(batch.replicas.at(0), scale,
+                                                       derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)));
+    return sum_over(local, mesh_.axis(Axis::data));
+  }
+  void reduce_gradients() override {
+    const Tensor grads = model().params().grads();
+    if (shape_.data > 1 && grads.numel()) mesh_.axis(Axis::data).all_reduce(grads, ReduceOp::sum);
+  }
+  // Each rank holds different slices: a count of ranks with a non-finite one, over the
+  // tensor axis (the data axis agrees already: its gradients were summed).
+  bool gradients_finite() override {
+    float bad = all_finite(replica_->backend(), model().params().grads()) ? 0.0f : 1.0f;
+    tensor().all_reduce(host_f32(&bad, 1), ReduceOp::sum);
+    return bad == 0.0f;
+  }
+  void apply_update(const StepInfo& info) override {
+    optimizer_->update(model().params().values(), model().params().grads(), info.learning_rate);
+  }
+  void discard_step() override { replica_->restore_state(); }
+
+ private:
+  friend class MeshModelState;
+  friend class MeshOptimizerState;
+
+  StrategySpec spec_;
+  MeshShape shape_;
+  std::unique_ptr<MpiCommunicator> world_;
+  Mesh mesh_;
+  Device device_;
+  std::unique_ptr<Replica> replica_;
+  std::unique_ptr<Optimizer> optimizer_;
+  MeshModelState model_state_;
+  MeshOptimizerState optimizer_state_;
+};
+
+const ParamArena& MeshModelState::layout() const { return m_.model().params(); }
+
+void MeshModelState::read(int id, std::vector<float>& out) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  std::vector<float> mine(static_cast<size_t>(v.shape.numel()));
+  m_.replica_->backend().download(m_.model().params().value(id), mine.data());
+  out = gather_whole(v, std::move(mine), m_.tensor());
+}
+
+void MeshModelState::write(int id, const std::vector<float>& in) {
+  const Variable& v = layout().variables().at(static_cast<size_t>(id));
+  m_.replica_->backend().upload(slice_of(in, v.full_shape, v.slice).data(), m_.model().params().value(id));
+}
+
+std::string MeshOptimizerState::type() const { return m_.optimizer_->type(); }
+int64_t MeshOptimizerState::iterations() const { return m_.optimizer_->iterations(); }
+void MeshOptimizerState::set_iterations(int64_t n) { m_.optimizer_->set_iterations(n); }
+std::vector<std::string> MeshOptimizerState::slot_names() const { return m_.optimizer_->slot_names(); }
+
+void MeshOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
+  std::vector<float> mine(static_cast<size_t>(v.shape.numel()));
+  m_.replica_->backend().download(m_.optimizer_->slot(slot).range(v.offset, v.shape.numel()), mine.data());
+  out = gather_whole(v, std::move(mine), m_.tensor());
+}
+
+void MeshOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
+  m_.replica_->backend().upload(slice_of(in, v.full_shape, v.slice).data(), m_.optimizer_->slot(slot).range(v.offset, v.shape.numel()));
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) { return std::make_unique<MeshStrategy>(recipe); }
+
+}  // namespace distrain
