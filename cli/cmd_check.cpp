@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "cli/commands.hpp"
+#include "cli/mesh_plan.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/optim/lr_schedule.hpp"
@@ -29,6 +30,13 @@ void register_check(CLI::App& app) {
     }
     const Splits data = load_dataset(recipe.data, recipe.seed);
     check_data_fits(recipe, data.train);
+    if (recipe.strategy.name == "mesh" && launcher_size() <= 1) {
+      // Its ranks come from the launcher: the plan of each, then the figures of one whole replica.
+      print_mesh_plan(stdout, recipe);
+      recipe.strategy.name = "one_device";
+      recipe.strategy.per_replica_batch *= recipe.strategy.mesh_data;
+      fmt::print("note        the figures below are one_device's with the mesh's global batch\n");
+    }
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();
     check_memory_fits(recipe, *strategy);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -296,6 +296,52 @@ sigterm)
     bad "rerun: exit $rc: $(tail -n 5 "$work/s2.log")"
   "$distrain" compare "$work/full/ckpt-002000.h5" "$work/s/ckpt-002000.h5" --rtol 0 >"$work/cmp.log" 2>&1 &&
     ok "the resumed job ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"
+  ;;
+mesh)
+  msh=(--set strategy.name=mesh)
+  # K steps on a data x tensor mesh == one_device with the global batch: tensor 2 and 4
+  # (batch 16), data 2 x tensor 2 (batch 32).
+  for layout in "1 2" "1 4" "2 2"; do
+    set -- $layout
+    n=$(($1 * $2))
+    "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=$((16 * $1)) --run-dir "$work/one$1" >/dev/null 2>&1
+    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" "${msh[@]}" --set strategy.data=$1 --set strategy.tensor=$2 \
+      --set train.steps=8 --run-dir "$work/m$1x$2" >"$work/m$1x$2.log" 2>&1 &&
+      "$distrain" compare "$work/one$1/ckpt-000008.h5" "$work/m$1x$2/ckpt-000008.h5" --rtol 1e-5 >"$work/cmp$1x$2.log"; then
+      ok "mesh data $1 x tensor $2 matches one_device with batch $((16 * $1)) ($(grep -oE 'relative [0-9.e+-]+' "$work/cmp$1x$2.log" | sort -k2 -g | tail -n 1))"
+    else
+      bad "mesh $1 x $2: $(tail -n 5 "$work/m$1x$2.log" "$work/cmp$1x$2.log" 2>/dev/null)"
+    fi
+  done
+  # Checkpoints hold whole variables: tensor 2 -> one_device, one_device -> tensor 2, both
+  # ending where two epochs of one_device end; and a resumed mesh run is bitwise the same.
+  "$distrain" train "$recipe" --run-dir "$work/ref" >/dev/null 2>&1
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --set train.epochs=1 --run-dir "$work/a" >"$work/a.log" 2>&1
+  "$distrain" train "$recipe" --run-dir "$work/a" >"$work/a2.log" 2>&1
+  grep -q "resuming from" "$work/a2.log" && "$distrain" compare "$work/ref/ckpt-000080.h5" "$work/a/ckpt-000080.h5" --rtol 1e-5 >/dev/null &&
+    ok "mesh tensor 2 -> one_device" || bad "mesh -> one_device: $(tail -n 3 "$work/a.log" "$work/a2.log")"
+  "$distrain" train "$recipe" --set train.epochs=1 --run-dir "$work/b" >/dev/null 2>&1
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/b" >"$work/b2.log" 2>&1
+  grep -q "resuming from" "$work/b2.log" && "$distrain" compare "$work/ref/ckpt-000080.h5" "$work/b/ckpt-000080.h5" --rtol 1e-5 >/dev/null &&
+    ok "one_device -> mesh tensor 2" || bad "one_device -> mesh: $(tail -n 3 "$work/b2.log")"
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/c" >/dev/null 2>&1
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --set train.epochs=1 --run-dir "$work/d" >/dev/null 2>&1
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/d" >"$work/d2.log" 2>&1
+  grep -q "resuming from" "$work/d2.log" && "$distrain" compare "$work/c/ckpt-000080.h5" "$work/d/ckpt-000080.h5" --rtol 0 >/dev/null &&
+    ok "a resumed mesh run ends bitwise where an uninterrupted one does" || bad "mesh resume: $(tail -n 3 "$work/d2.log")"
+  # The shipped recipe: each rank holds half of the split kernels plus the whole logits layer,
+  # in bytes (784x512 + 512 + 512x1024 + 1024 + 1024x10 + 16) x 4; and it trains a few steps.
+  "$distrain" check "$src/recipes/fashion_mnist_mlp_tensor_parallel.toml" >"$work/check.log" 2>&1
+  [ "$(grep -c 'bytes of parameters 3749952,' "$work/check.log")" = 2 ] && ok "mlp recipe: 3749952 bytes of parameters per rank (one_device: 7454784)" ||
+    bad "mlp check: $(head -n 4 "$work/check.log")"
+  "${mpirun[@]}" -np 2 "$distrain" train "$src/recipes/fashion_mnist_mlp_tensor_parallel.toml" --set train.steps=30 --set train.validate=false \
+    --run-dir "$work/mlp" >"$work/mlp.log" 2>&1 && [ -f "$work/mlp/ckpt-000030.h5" ] &&
+    ok "recipes/fashion_mnist_mlp_tensor_parallel.toml trains under mpirun -np 2" || bad "mlp recipe: $(tail -n 3 "$work/mlp.log")"
+  # A launch that does not fit the mesh is refused before MPI starts, naming both sizes.
+  "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/e" >"$work/e.log" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] && grep -q 'the mesh data 1 x tensor 2 x pipeline 1 has 2 ranks, but the job has 3; launch with mpirun -np 2' "$work/e.log" &&
+    ok "a mesh of 2 under mpirun -np 3 is refused" || bad "np 3: exit $rc: $(tail -n 3 "$work/e.log")"
   ;;
 hung)
   # SIGSTOP (not death, which the launcher reports) to a rank mid-run: the others give up

@@ -349,8 +349,8 @@ recipes)
   for r in "$src"/recipes/*.toml; do
     n=$(basename "$r")
     if "$distrain" check "$r" >"$work/check.log" 2>&1; then ok "check $n"; else bad "check $n: $(tail -n 2 "$work/check.log")"; fi
-    if grep -q '^name = "parameter_server"' "$r"; then
-      echo "($n trains under mpirun: tests/dist/dist_test.sh parameter_server)"
+    if grep -qE '^name = "(parameter_server|mesh)"' "$r"; then
+      echo "($n trains under mpirun: tests/dist/dist_test.sh parameter_server, mesh)"
       continue
     fi
     if "$distrain" train "$r" --set train.steps=30 --set train.validate=false --run-dir "$work/$n" >"$work/train.log" 2>&1 &&
