@@ -356,7 +356,7 @@ hung)
   # (or the message it was in the middle of with the stopped one); when the workers are
   # level, the stopped one holds up a collective among the workers, whose timeout (twice
   # the server's) names it. Either way rank 2 is named.
-  stop_rank_and_expect 2 'did not complete within 5 s' \
+  stop_rank_and_expect 2 'error: rank [0-9]+: .*within (5|10) s' \
     "${mpirun[@]}" -np 3 "$distrain" train "$recipe" --set strategy.name=parameter_server --set strategy.staleness=0 \
     --set strategy.timeout_seconds=5 --set train.epochs=400 --run-dir "$work/hps"
   named=$(grep -m 1 -E '^\[rank [01]\] error: rank [01]: .*(the slowest, rank 2,|\(rank 2\) did not complete|did not complete within 10 s: rank 2 \(it is at collective)' "$work/hps.log")
