@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -47,10 +48,17 @@ bool all_finite(Backend& backend, const Tensor& t) {
   DT_CHECK(t.dtype == DType::f32, "all_finite of {}", dtype_name(t.dtype));
   const int64_t n = t.numel();
   if (t.device.is_cpu()) {
+    // A float is finite unless its exponent bits are all ones: the largest exponent field
+    // over the tensor answers for all of them, in a branch-free loop the compiler vectorises.
+    constexpr uint32_t kExponent = 0x7f800000u;
     const float* p = t.f32();
-    bool finite = true;
-    for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(p[i]);  // no early exit: vectorises
-    return finite;
+    uint32_t top = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, p + i, sizeof bits);
+      top = std::max(top, bits & kExponent);
+    }
+    return top != kExponent;
   }
   const int64_t columns = n % 16 == 0 ? 16 : 1;
   Buffer sums(backend, Shape{columns});

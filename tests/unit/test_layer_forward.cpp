@@ -1,4 +1,6 @@
 // Forward results against values computed by hand.
+#include <limits>
+
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -111,6 +113,31 @@ TEST_CASE("rescaling and dropout: Keras semantics") {
   CHECK(kept > 430);
   CHECK(kept < 570);
   CHECK(d->forward(Shape{1000}, std::vector<float>(1000, 1.0f), 1, /*training=*/false) == std::vector<float>(1000, 1.0f));
+}
+
+}  // namespace distrain::test
+
+namespace distrain::test {
+
+TEST_CASE("all_finite: NaN and either infinity anywhere are caught, the largest, smallest and subnormal floats are finite") {
+  const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  std::vector<float> v(1000, 1.0f);
+  v[3] = big;
+  v[4] = -big;
+  v[5] = tiny;
+  v[6] = -0.0f;
+  Buffer b(cpu(), Shape{1000});
+  from_host(v, b.view());
+  CHECK(all_finite(cpu(), b.view()));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (size_t at : {size_t{0}, size_t{517}, size_t{999}}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      from_host(w, b.view());
+      CHECK_FALSE(all_finite(cpu(), b.view()));
+    }
+  }
 }
 
 }  // namespace distrain::test
