@@ -10,20 +10,11 @@ namespace distrain {
 
 namespace {
 
-Tensor host_f32(float* p, int64_t n) { return Tensor{p, Shape{n}, DType::f32, Device{}}; }
-
-// Sums and counts over `group` (never means of means).
-LossStats sum_over(const LossStats& local, Communicator& group) {
-  double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
-  group.all_reduce(Tensor{v, Shape{3}, DType::f64, Device{}}, ReduceOp::sum);
-  return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
-}
-
 // A whole variable from this rank's slice: the tensor group's slices, gathered and placed.
 std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Communicator& tensor) {
   if (!v.slice.sliced()) return mine;
   std::vector<float> all(mine.size() * static_cast<size_t>(tensor.size())), whole(static_cast<size_t>(v.full_shape.numel()));
-  tensor.all_gather(host_f32(mine.data(), static_cast<int64_t>(mine.size())), host_f32(all.data(), static_cast<int64_t>(all.size())));
+  tensor.all_gather(host_tensor(mine.data(), static_cast<int64_t>(mine.size())), host_tensor(all.data(), static_cast<int64_t>(all.size())));
   for (int r = 0; r < tensor.size(); ++r) {
     const std::vector<float> part(all.begin() + static_cast<int64_t>(r * mine.size()),
                                   all.begin() + static_cast<int64_t>((r + 1) * mine.size()));
@@ -104,7 +95,7 @@ class MeshStrategy final : public Strategy {
       if (t.numel()) data.broadcast(t, 0);
     for (auto& [name, slot] : optimizer_->slots()) data.broadcast(slot, 0);
     double iterations = static_cast<double>(optimizer_->iterations());
-    data.broadcast(Tensor{&iterations, Shape{1}, DType::f64, Device{}}, 0);
+    data.broadcast(host_tensor(&iterations, 1), 0);
     optimizer_->set_iterations(static_cast<int64_t>(iterations));
   }
 
@@ -117,7 +108,7 @@ class MeshStrategy final : public Strategy {
   }
 
   LossStats evaluate(const Batch& batch) override {
-    return sum_over(replica_->evaluate(batch.replicas.at(0)), mesh_.axis(Axis::data));
+    return sum_over_workers(replica_->evaluate(batch.replicas.at(0)), mesh_.axis(Axis::data));
   }
   int max_over_workers(int local) override { return max_over(local, *world_); }
 
@@ -129,7 +120,7 @@ class MeshStrategy final : public Strategy {
     const float scale = 1.0f / static_cast<float>(batch.global_count);
     const LossStats local = replica_->forward_backward(batch.replicas.at(0), scale,
                                                        derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)));
-    return sum_over(local, mesh_.axis(Axis::data));
+    return sum_over_workers(local, mesh_.axis(Axis::data));
   }
   void reduce_gradients() override {
     const Tensor grads = model().params().grads();
@@ -139,7 +130,7 @@ class MeshStrategy final : public Strategy {
   // tensor axis (the data axis agrees already: its gradients were summed).
   bool gradients_finite() override {
     float bad = all_finite(replica_->backend(), model().params().grads()) ? 0.0f : 1.0f;
-    tensor().all_reduce(host_f32(&bad, 1), ReduceOp::sum);
+    tensor().all_reduce(host_tensor(&bad, 1), ReduceOp::sum);
     return bad == 0.0f;
   }
   void apply_update(const StepInfo& info) override {

@@ -80,7 +80,7 @@ class ParameterServer final : public Strategy {
     if (server_ || std::uncaught_exceptions()) return;
     double none = 0;
     try {
-      for (int k = 0; k < num_ps_; ++k) world_->send(host_f64(&none, 1), k, kDone, "the end of training");
+      for (int k = 0; k < num_ps_; ++k) world_->send(host_tensor(&none, 1), k, kDone, "the end of training");
     } catch (const Error& e) {  // the run is over and saved: say why a server may wait, do not throw from here
       log::warn("{}", e.what());
     }
@@ -142,15 +142,15 @@ class ParameterServer final : public Strategy {
 
   // Server k's values (kGetValues) or optimizer slot `what` (its index): its whole range.
   std::vector<float> fetch(int k, double what) {
-    world_->send(host_f64(&what, 1), k, kGet, "a request");
+    world_->send(host_tensor(&what, 1), k, kGet, "a request");
     std::vector<float> out(static_cast<size_t>(ranges_.length(k)));
-    world_->recv(host_f32(out.data(), ranges_.length(k)), k, kGot, fmt::format("server {}'s range", k));
+    world_->recv(host_tensor(out.data(), ranges_.length(k)), k, kGot, fmt::format("server {}'s range", k));
     return out;
   }
   int64_t fetch_iterations() {
     double what = kGetIterations, iterations = 0;
-    world_->send(host_f64(&what, 1), 0, kGet, "a request");
-    world_->recv(host_f64(&iterations, 1), 0, kGot, "server 0's iteration count");
+    world_->send(host_tensor(&what, 1), 0, kGet, "a request");
+    world_->recv(host_tensor(&iterations, 1), 0, kGot, "server 0's iteration count");
     return static_cast<int64_t>(iterations);
   }
 
@@ -178,7 +178,7 @@ class ParameterServer final : public Strategy {
       std::vector<float> msg(static_cast<size_t>(ranges_.length(k)) + 1);
       msg[0] = lr_;
       std::copy(grads.begin() + ranges_.begin(k), grads.begin() + ranges_.begin(k + 1), msg.begin() + 1);
-      world_->send(host_f32(msg.data(), ranges_.length(k) + 1), k, kPush, fmt::format("the gradients of step {}", clock_ + 1));
+      world_->send(host_tensor(msg.data(), ranges_.length(k) + 1), k, kPush, fmt::format("the gradients of step {}", clock_ + 1));
     }
     ++clock_;
   }
@@ -205,8 +205,8 @@ class ParameterServer final : public Strategy {
         continue;
       }
       double c = static_cast<double>(clock);
-      world_->send(host_f64(&c, 1), k, kPull, "a pull");
-      world_->recv(host_f32(values.data() + ranges_.begin(k), ranges_.length(k)), k, kValues,
+      world_->send(host_tensor(&c, 1), k, kPull, "a pull");
+      world_->recv(host_tensor(values.data() + ranges_.begin(k), ranges_.length(k)), k, kValues,
                    fmt::format("server {}'s parameters for step {}{}", k, clock + 1,
                                spec_.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
     }

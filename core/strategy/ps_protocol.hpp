@@ -32,7 +32,4 @@ struct PsRanges {
 // The elements of a variable in the trainable arena.
 inline Range range_of(const Variable& v) { return {v.offset, v.offset + v.shape.numel()}; }
 
-inline Tensor host_f32(float* data, int64_t n) { return Tensor{data, Shape{n}, DType::f32, Device{}}; }
-inline Tensor host_f64(double* data, int64_t n) { return Tensor{data, Shape{n}, DType::f64, Device{}}; }
-
 }  // namespace distrain

@@ -84,23 +84,23 @@ ServeReport PsServer::serve() {
 
 void PsServer::on_pull(int from) {
   double clock = 0;
-  world_.recv(host_f64(&clock, 1), from, kPull, "a pull");
+  world_.recv(host_tensor(&clock, 1), from, kPull, "a pull");
   pulls_.emplace_back(from, static_cast<int64_t>(clock));
 }
 
 void PsServer::on_push(int from) {
-  world_.recv(host_f32(message_.data(), n_ + 1), from, kPush, "a push");
+  world_.recv(host_tensor(message_.data(), n_ + 1), from, kPush, "a push");
   const float lr = message_[0];
   const auto w = static_cast<size_t>(worker(from));
   if (staleness_ != 0) {
-    applied_update(host_f32(message_.data() + 1, n_), lr);
+    applied_update(host_tensor(message_.data() + 1, n_), lr);
   } else {
     pushed_[w].assign(message_.begin() + 1, message_.end());
     if (++pushes_this_step_ == workers_) {  // in worker order: the sum does not depend on timing
       std::fill(sum_.begin(), sum_.end(), 0.0f);
       for (const auto& g : pushed_)
         for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += g[i];
-      applied_update(host_f32(sum_.data(), n_), lr);
+      applied_update(host_tensor(sum_.data(), n_), lr);
       pushes_this_step_ = 0;
     }
   }
@@ -110,34 +110,34 @@ void PsServer::on_push(int from) {
 }
 
 void PsServer::applied_update(const Tensor& grads, float lr) {
-  optimizer_->update(host_f32(values_.data(), n_), grads, lr);
+  optimizer_->update(host_tensor(values_.data(), n_), grads, lr);
   ++report_.updates;
 }
 
 void PsServer::on_done(int from) {
   double none = 0;
-  world_.recv(host_f64(&none, 1), from, kDone, "a worker's end");
+  world_.recv(host_tensor(&none, 1), from, kDone, "a worker's end");
   ++done_;
   clocks_[static_cast<size_t>(worker(from))] = kFinished;
 }
 
 void PsServer::on_get(int from) {
   double what = 0;
-  world_.recv(host_f64(&what, 1), from, kGet, "a request");
+  world_.recv(host_tensor(&what, 1), from, kGet, "a request");
   if (what == kGetIterations) {
     double iterations = static_cast<double>(optimizer_->iterations());
-    world_.send(host_f64(&iterations, 1), from, kGot, "the iteration count");
+    world_.send(host_tensor(&iterations, 1), from, kGot, "the iteration count");
     return;
   }
   if (what == kGetValues) {
-    world_.send(host_f32(values_.data(), n_), from, kGot, "the parameters");
+    world_.send(host_tensor(values_.data(), n_), from, kGot, "the parameters");
     return;
   }
   const auto slots = optimizer_->slots();
   DT_CHECK(what >= 0 && what < static_cast<double>(slots.size()), "parameter_server: no slot {}", what);
   std::vector<float> slot(static_cast<size_t>(n_));
   layout_.backend().download(slots[static_cast<size_t>(what)].second, slot.data());
-  world_.send(host_f32(slot.data(), n_), from, kGot, "an optimizer slot");
+  world_.send(host_tensor(slot.data(), n_), from, kGot, "an optimizer slot");
 }
 
 // The pulls the staleness bound now allows (synchronous: the step's update is in).
@@ -148,7 +148,7 @@ void PsServer::answer_allowed_pulls() {
       ++it;
       continue;
     }
-    world_.send(host_f32(values_.data(), n_), it->first, kValues, fmt::format("the parameters for step {}", it->second + 1));
+    world_.send(host_tensor(values_.data(), n_), it->first, kValues, fmt::format("the parameters for step {}", it->second + 1));
     it = pulls_.erase(it);
   }
 }

@@ -11,15 +11,15 @@
 
 namespace distrain {
 
-LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world) {
+LossStats sum_over_workers(const LossStats& local, Communicator& world) {
   double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
-  world.all_reduce_f64(v, 3);
+  world.all_reduce(host_tensor(v, 3), ReduceOp::sum);
   return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
 }
 
 int max_over(int local, MpiCommunicator& world) {
   float v = static_cast<float>(local);  // exact: the values are small integers
-  world.all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::max);
+  world.all_reduce(host_tensor(&v, 1), ReduceOp::max);
   return static_cast<int>(v);
 }
 

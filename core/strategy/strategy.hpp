@@ -144,9 +144,10 @@ class Strategy {
   bool finite_ = true;
 };
 
+class Communicator;
 class MpiCommunicator;
-// Metrics summed over the workers of `world` (sums and counts, never means).
-LossStats sum_over_workers(const LossStats& local, MpiCommunicator& world);
+// Metrics summed over the ranks of `world` (sums and counts, never means).
+LossStats sum_over_workers(const LossStats& local, Communicator& world);
 // The largest `local` over the workers of `world`.
 int max_over(int local, MpiCommunicator& world);
 

@@ -117,7 +117,7 @@ class Zero final : public MultiReplicaStrategy {
       const auto i = static_cast<size_t>(r);
       const Tensor mine = replica(r).model().reducer().gradients(own(first_local_replica() + r));
       bad[i] = all_finite(replica(r).backend(), mine) ? 0.0f : 1.0f;
-      sum_over_replicas(r, Tensor{&bad[i], Shape{1}, DType::f32, Device{}});
+      sum_over_replicas(r, host_tensor(&bad[i], 1));
     });
     return bad[0] == 0.0f;
   }

@@ -44,4 +44,8 @@ struct Tensor {
   }
 };
 
+// A view of n host floats (doubles): small exchanges such as flags, counts and messages.
+inline Tensor host_tensor(float* data, int64_t n) { return Tensor{data, Shape{n}, DType::f32, Device{}}; }
+inline Tensor host_tensor(double* data, int64_t n) { return Tensor{data, Shape{n}, DType::f64, Device{}}; }
+
 }  // namespace distrain
