@@ -40,6 +40,9 @@ struct Measured {
   int replicas = 1, threads = 1;
   int64_t global_batch = 0, steps = 0;
   double images_per_sec = 0, min_ms = 0, median_ms = 0, max_ms = 0, comm_share = 0;
+  // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
+  double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
+  TrafficTheory theory;
 };
 
 double median(std::vector<double> v) {
@@ -68,11 +71,17 @@ Batch synthetic_batch(const Recipe& recipe, Strategy& strategy) {
 
 // The figures of the timed steps (those after the warm-up).
 void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& m) {
-  std::vector<double> ms, reduce_ms;
+  std::vector<double> ms, reduce_ms, data_bytes, data_collectives, tensor_bytes;
   for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) {
     ms.push_back(times[i].ms);
     reduce_ms.push_back(times[i].reduce_ms);
+    data_bytes.push_back(times[i].data.bytes);
+    data_collectives.push_back(static_cast<double>(times[i].data.collectives));
+    tensor_bytes.push_back(times[i].tensor.bytes);
   }
+  m.data_bytes = median(data_bytes);
+  m.data_collectives = median(data_collectives);
+  m.tensor_bytes = median(tensor_bytes);
   m.steps = static_cast<int64_t>(ms.size());
   m.median_ms = median(ms);
   m.min_ms = *std::min_element(ms.begin(), ms.end());
@@ -100,6 +109,7 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
   m.replicas = strategy->num_replicas();
   m.threads = cpu_threads();
   m.global_batch = batch.global_count;
+  m.theory = strategy->traffic_theory();
   take_figures(time_steps(recipe, *strategy, batch, warmup + steps), warmup, m);
   return m;
 }
@@ -114,6 +124,12 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
           {"step_ms", {{"min", m.min_ms}, {"median", m.median_ms}, {"max", m.max_ms}}},
           {"comm_share", m.comm_share},
           {"steps", m.steps},
+          {"sent_per_step",
+           {{"data_bytes", m.data_bytes},
+            {"data_collectives", m.data_collectives},
+            {"tensor_bytes", m.tensor_bytes},
+            {"theory", m.theory.formula},
+            {"theory_bytes", m.theory.bytes}}},
           {"memory_per_replica",
            {{"parameters", m.memory.parameters},
             {"gradients", m.memory.gradients},
@@ -134,6 +150,11 @@ Measured measured_from_json(const Json& j) {
   m.max_ms = j.at("step_ms").at("max").get<double>();
   m.comm_share = j.at("comm_share").get<double>();
   m.steps = j.at("steps").get<int64_t>();
+  const Json& sent = j.at("sent_per_step");
+  m.data_bytes = sent.at("data_bytes").get<double>();
+  m.data_collectives = sent.at("data_collectives").get<double>();
+  m.tensor_bytes = sent.at("tensor_bytes").get<double>();
+  m.theory = {sent.at("theory").get<std::string>(), sent.at("theory_bytes").get<double>()};
   const Json& mem = j.at("memory_per_replica");
   m.memory = {mem.at("parameters").get<int64_t>(), mem.at("gradients").get<int64_t>(), mem.at("optimizer").get<int64_t>(),
               mem.at("activations").get<int64_t>()};
@@ -307,7 +328,19 @@ void scaling(const Args& a) {
   if (!a.svg.empty()) write_scaling_svg(a.svg, points, fmt::format("{}: {} scaling, {}", base.name, a.mode, name));
 }
 
-// One point, as worker 0 reports it: a JSON object, or three lines.
+// Bytes per step and rank beside theory's, G the gradient bytes a replica reduces (N-1)/N
+// of which each rank sends in a ring.
+void print_sent(const Measured& m) {
+  std::string line = fmt::format("  sent per step per rank: {:.0f} B in {:.0f} collectives among replicas", m.data_bytes,
+                                 m.data_collectives);
+  if (!m.theory.formula.empty())
+    line += fmt::format(" (theory {} = {:.0f} B, measured/theory {:.3f})", m.theory.formula, m.theory.bytes,
+                        m.theory.bytes > 0 ? m.data_bytes / m.theory.bytes : 0.0);
+  if (m.tensor_bytes > 0) line += fmt::format("; {:.0f} B along the tensor axis", m.tensor_bytes);
+  fmt::print("{}\n", line);
+}
+
+// One point, as worker 0 reports it: a JSON object, or three or four lines.
 void print_point(const Measured& m, const std::string& recipe_name, int64_t warmup, bool json) {
   if (json) {
     fmt::print("{}\n", dump_line(to_json(m, recipe_name)));
@@ -319,6 +352,7 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
+  if (m.data_collectives > 0 || m.tensor_bytes > 0) print_sent(m);
 }
 
 }  // namespace

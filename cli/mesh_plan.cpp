@@ -9,6 +9,7 @@
 #include "core/comm/mesh.hpp"
 #include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/strategy/shard_layout.hpp"
 
 namespace distrain::cli {
 
@@ -33,9 +34,18 @@ std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree) {
 void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m) {
   const MeshCoord c = coord_of(shape, rank);
   const int64_t values = m.params().values().numel() * 4, state = m.params().state().numel() * 4;
-  const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * values;
+  // shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
+  // whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
+  int64_t updated = values, extra = 0;
+  if (recipe.strategy.shard_optimizer) {
+    const ShardLayout layout(m.trainable_ranges(), shape.data);
+    updated = layout.size() * 4;
+    extra = (layout.size() + layout.bucket_size()) * 4;
+  }
+  const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}\n",
-             rank, c.data, c.tensor, c.pipeline, values + state, values, slots, m.activation_bytes(recipe.strategy.per_replica_batch));
+             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra, slots,
+             m.activation_bytes(recipe.strategy.per_replica_batch));
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
 }

@@ -6,7 +6,11 @@
 // r with block r (n) of the reduction; all_gather takes in (n) from every rank and gives
 // out (size x n), rank-major; broadcast copies root's tensor to every rank. An operation
 // a backend cannot do fails with the backend's name in the message.
+//
+// Every collective is counted here, once per call on this rank, whatever the backend does
+// underneath (traffic()), so that `distrain bench` can set bytes moved beside the theory.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/tensor/tensor.hpp"
@@ -15,17 +19,59 @@ namespace distrain {
 
 enum class ReduceOp { sum, max };
 
+// What one rank of a communicator sent, by the bus-bytes convention of nccl-tests (what
+// each rank sends in a ring): all_reduce 2(n-1)/n of the tensor; reduce_scatter,
+// all_gather and broadcast (n-1)/n of the whole (size x n) tensor; barriers nothing.
+struct CommTraffic {
+  int64_t collectives = 0;
+  double bytes = 0;
+  CommTraffic operator-(const CommTraffic& before) const { return {collectives - before.collectives, bytes - before.bytes}; }
+  CommTraffic operator+(const CommTraffic& other) const { return {collectives + other.collectives, bytes + other.bytes}; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual std::string backend_name() const = 0;  // "local", "mpi", "nccl"
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual void all_reduce(Tensor inout, ReduceOp op) = 0;
-  virtual void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) = 0;
-  virtual void all_gather(const Tensor& in, Tensor out) = 0;
-  virtual void broadcast(Tensor t, int root) = 0;
-  virtual void barrier() = 0;
+
+  void all_reduce(Tensor inout, ReduceOp op) {
+    count(2.0 * static_cast<double>(inout.bytes()));
+    do_all_reduce(inout, op);
+  }
+  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+    count(static_cast<double>(in.bytes()));
+    do_reduce_scatter(in, out, op);
+  }
+  void all_gather(const Tensor& in, Tensor out) {
+    count(static_cast<double>(out.bytes()));
+    do_all_gather(in, out);
+  }
+  void broadcast(Tensor t, int root) {
+    count(static_cast<double>(t.bytes()));
+    do_broadcast(t, root);
+  }
+  void barrier() { do_barrier(); }
+
+  // Everything counted on this rank since the communicator was made.
+  const CommTraffic& traffic() const { return traffic_; }
+
+ protected:
+  virtual void do_all_reduce(Tensor inout, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) = 0;
+  virtual void do_all_gather(const Tensor& in, Tensor out) = 0;
+  virtual void do_broadcast(Tensor t, int root) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  // `whole` bytes of which each rank sends the share (n-1)/n (times 2 for all_reduce).
+  void count(double whole) {
+    const int n = size();
+    ++traffic_.collectives;
+    traffic_.bytes += n > 1 ? whole * (n - 1) / n : 0.0;
+  }
+  CommTraffic traffic_;
 };
 
 }  // namespace distrain

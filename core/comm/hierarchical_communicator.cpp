@@ -36,7 +36,7 @@ void HierarchicalCommunicator::host_all_reduce(Tensor t, ReduceOp op) {
   group_.broadcast(t, 0);
 }
 
-void HierarchicalCommunicator::all_reduce(Tensor t, ReduceOp op) {
+void HierarchicalCommunicator::do_all_reduce(Tensor t, ReduceOp op) {
   if (!t.device.is_cuda()) return host_all_reduce(t, op);
   if (gpu_world_) return gpu_world_->all_reduce(t, op);  // one replica per process, every process in one NCCL
   if (gpu_group_) {
@@ -49,16 +49,39 @@ void HierarchicalCommunicator::all_reduce(Tensor t, ReduceOp op) {
   through_host(t, [&](Tensor h) { host_all_reduce(h, op); });
 }
 
-void HierarchicalCommunicator::reduce_scatter(const Tensor&, Tensor, ReduceOp) {
-  throw Error("the hierarchical communicator does not support reduce_scatter");
+// reduce_scatter and all_gather span one level: the whole job is either this process's group
+// or one replica per process.
+Communicator& HierarchicalCommunicator::one_level(const char* op) const {
+  if (!world_) return group_;
+  DT_CHECK(group_.size() == 1, "the hierarchical communicator does not support {} over {} processes x {} replicas", op,
+           world_->size(), group_.size());
+  return *world_;
 }
 
-// One level only: the whole job is either this process's group or one replica per process.
-void HierarchicalCommunicator::all_gather(const Tensor& in, Tensor out) {
-  if (!world_) return group_.all_gather(in, out);
-  DT_CHECK(group_.size() == 1, "the hierarchical communicator does not support all_gather over {} processes x {} replicas",
-           world_->size(), group_.size());
-  world_->all_gather(in, out);
+// NCCL over the same level, if there is one.
+Communicator* HierarchicalCommunicator::gpu_one_level() const { return gpu_world_ ? gpu_world_ : world_ ? nullptr : gpu_group_; }
+
+void HierarchicalCommunicator::through_host(const Tensor& in, Tensor out, const std::function<void(const Tensor&, Tensor)>& op) {
+  host_.resize(in.bytes() + out.bytes());
+  const Tensor host_in{host_.data(), in.shape, in.dtype, Device{}};
+  const Tensor host_out{host_.data() + in.bytes(), out.shape, out.dtype, Device{}};
+  staging_.download(in, host_in.data);
+  op(host_in, host_out);
+  staging_.upload(host_out.data, out);
+}
+
+void HierarchicalCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+  Communicator& host = one_level("reduce_scatter");
+  if (!in.device.is_cuda()) return host.reduce_scatter(in, out, op);
+  if (Communicator* gpu = gpu_one_level()) return gpu->reduce_scatter(in, out, op);
+  through_host(in, out, [&](const Tensor& i, Tensor o) { host.reduce_scatter(i, o, op); });
+}
+
+void HierarchicalCommunicator::do_all_gather(const Tensor& in, Tensor out) {
+  Communicator& host = one_level("all_gather");
+  if (!in.device.is_cuda()) return host.all_gather(in, out);
+  if (Communicator* gpu = gpu_one_level()) return gpu->all_gather(in, out);
+  through_host(in, out, [&](const Tensor& i, Tensor o) { host.all_gather(i, o); });
 }
 
 // Root's group hands it to its leader, the leaders pass it over the world, each leader to its group.
@@ -70,14 +93,14 @@ void HierarchicalCommunicator::host_broadcast(Tensor t, int root) {
   group_.broadcast(t, 0);
 }
 
-void HierarchicalCommunicator::broadcast(Tensor t, int root) {
+void HierarchicalCommunicator::do_broadcast(Tensor t, int root) {
   DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
   if (!t.device.is_cuda()) return host_broadcast(t, root);
   if (gpu_world_) return gpu_world_->broadcast(t, root);
   through_host(t, [&](Tensor h) { host_broadcast(h, root); });
 }
 
-void HierarchicalCommunicator::barrier() {
+void HierarchicalCommunicator::do_barrier() {
   group_.barrier();
   if (world_ && leader()) world_->barrier();
   group_.barrier();

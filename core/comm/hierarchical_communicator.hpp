@@ -10,8 +10,8 @@
 // else the whole reduction runs on a host copy. Sums keep a fixed order, so results are
 // the same run to run.
 //
-// all_gather spans one level (one replica per process, or one process), which is all ZeRO
-// asks today; reduce_scatter is not offered. This is the hierarchy a mesh splits by axis.
+// reduce_scatter and all_gather span one level (one replica per process, or one process),
+// which is all ZeRO asks. This is the hierarchy a mesh splits by axis.
 #pragma once
 #include <functional>
 #include <vector>
@@ -42,18 +42,23 @@ class HierarchicalCommunicator final : public Communicator {
   std::string backend_name() const override { return "hierarchical"; }
   int rank() const override;
   int size() const override;
-  void all_reduce(Tensor inout, ReduceOp op) override;
-  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
-  void all_gather(const Tensor& in, Tensor out) override;
-  void broadcast(Tensor t, int root) override;
-  void barrier() override;
 
  private:
+  void do_all_reduce(Tensor inout, ReduceOp op) override;
+  void do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void do_all_gather(const Tensor& in, Tensor out) override;
+  void do_broadcast(Tensor t, int root) override;
+  void do_barrier() override;
+
   bool leader() const { return group_.rank() == 0; }
   void host_all_reduce(Tensor t, ReduceOp op);
   void host_broadcast(Tensor t, int root);
   // t (on a device) handed to `op` as a host copy, and the result copied back.
   void through_host(Tensor t, const std::function<void(Tensor)>& op);
+  // The same for an operation from `in` to `out` (both on a device).
+  void through_host(const Tensor& in, Tensor out, const std::function<void(const Tensor&, Tensor)>& op);
+  Communicator& one_level(const char* op) const;
+  Communicator* gpu_one_level() const;
 
   Communicator& group_;
   Communicator* world_;

@@ -56,7 +56,7 @@ void LocalGroup::barrier() {
   if (generation_ == gen) throw GroupAborted("stopped: " + abort_reason_);
 }
 
-void LocalCommunicator::all_reduce(Tensor inout, ReduceOp op) {
+void LocalCommunicator::do_all_reduce(Tensor inout, ReduceOp op) {
   check_host(inout, "all_reduce tensor");
   DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "local all_reduce of {}", dtype_name(inout.dtype));
   const int64_t n = inout.numel();
@@ -74,7 +74,7 @@ void LocalCommunicator::all_reduce(Tensor inout, ReduceOp op) {
   group_->barrier();  // scratch free for the next collective
 }
 
-void LocalCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+void LocalCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
   check_host_f32(in, "reduce_scatter input");
   check_host_f32(out, "reduce_scatter output");
   const int64_t n = out.numel();
@@ -87,7 +87,7 @@ void LocalCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op
   group_->barrier();
 }
 
-void LocalCommunicator::all_gather(const Tensor& in, Tensor out) {
+void LocalCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   check_host_f32(in, "all_gather input");
   check_host_f32(out, "all_gather output");
   const int64_t n = in.numel();
@@ -99,7 +99,7 @@ void LocalCommunicator::all_gather(const Tensor& in, Tensor out) {
   group_->barrier();
 }
 
-void LocalCommunicator::broadcast(Tensor t, int root) {
+void LocalCommunicator::do_broadcast(Tensor t, int root) {
   check_host(t, "broadcast tensor");
   DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
   group_->inputs_[static_cast<size_t>(rank_)] = t.data;

@@ -49,13 +49,14 @@ class LocalCommunicator final : public Communicator {
   std::string backend_name() const override { return "local"; }
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  void all_reduce(Tensor inout, ReduceOp op) override;
-  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
-  void all_gather(const Tensor& in, Tensor out) override;
-  void broadcast(Tensor t, int root) override;
-  void barrier() override { group_->barrier(); }
 
  private:
+  void do_all_reduce(Tensor inout, ReduceOp op) override;
+  void do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void do_all_gather(const Tensor& in, Tensor out) override;
+  void do_broadcast(Tensor t, int root) override;
+  void do_barrier() override { group_->barrier(); }
+
   std::shared_ptr<LocalGroup> group_;
   int rank_;
 };

@@ -255,7 +255,7 @@ void MpiCommunicator::timed_out(const char* name, int64_t seq) {
                    name, seq, among, timeout_s_, who_is_missing(seq)));
 }
 
-void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
+void MpiCommunicator::do_all_reduce(Tensor inout, ReduceOp op) {
   DT_CHECK(inout.device.is_cpu(), "mpi communicator: all_reduce tensor is on {}", inout.device.str());
   DT_CHECK(inout.dtype == DType::f32 || inout.dtype == DType::f64, "mpi all_reduce of {}", dtype_name(inout.dtype));
   run("all_reduce", [&](MPI_Request* req) {
@@ -264,7 +264,7 @@ void MpiCommunicator::all_reduce(Tensor inout, ReduceOp op) {
   });
 }
 
-void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+void MpiCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
   check_f32(in, "reduce_scatter input");
   check_f32(out, "reduce_scatter output");
   DT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input {} is not {} x output {}", in.numel(), size_,
@@ -275,7 +275,7 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) 
   });
 }
 
-void MpiCommunicator::all_gather(const Tensor& in, Tensor out) {
+void MpiCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   check_f32(in, "all_gather input");
   check_f32(out, "all_gather output");
   DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
@@ -285,12 +285,12 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor out) {
   });
 }
 
-void MpiCommunicator::broadcast(Tensor t, int root) {
+void MpiCommunicator::do_broadcast(Tensor t, int root) {
   DT_CHECK(t.device.is_cpu(), "mpi communicator: broadcast tensor is on {}", t.device.str());
   broadcast_bytes(t.data, t.bytes(), root);
 }
 
-void MpiCommunicator::barrier() {
+void MpiCommunicator::do_barrier() {
   run("barrier", [&](MPI_Request* req) { return MPI_Ibarrier(handle_->comm, req); });
 }
 

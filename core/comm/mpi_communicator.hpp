@@ -48,11 +48,6 @@ class MpiCommunicator final : public Communicator {
   // This rank's and another member's rank in MPI_COMM_WORLD, which messages name.
   int world_rank(int rank) const;
   int size() const override { return size_; }
-  void all_reduce(Tensor inout, ReduceOp op) override;
-  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
-  void all_gather(const Tensor& in, Tensor out) override;
-  void broadcast(Tensor t, int root) override;
-  void barrier() override;
   // Reduction of a few doubles (metrics: sums and counts).
   void all_reduce_f64(double* values, int count);
   // Raw bytes from root to every rank (e.g. an NCCL unique id).
@@ -76,6 +71,12 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void fail(const std::string& why);
 
  private:
+  void do_all_reduce(Tensor inout, ReduceOp op) override;
+  void do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void do_all_gather(const Tensor& in, Tensor out) override;
+  void do_broadcast(Tensor t, int root) override;
+  void do_barrier() override;
+
   struct Handle;  // the MPI_Comm and the window of collective counters, kept out of this header
   explicit MpiCommunicator(std::unique_ptr<Handle> handle);
   void init();  // rank, size, the counter window (collective)

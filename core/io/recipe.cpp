@@ -160,13 +160,16 @@ void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Devi
 }
 
 // mesh: the degrees of the data, tensor and pipeline axes (their product must be the
-// number of ranks launched: the strategy checks that before MPI starts).
+// number of ranks launched: the strategy checks that before MPI starts), and whether the
+// optimizer state is sharded over the data axis.
 void parse_mesh(ConfigTable& c, StrategySpec& s) {
   for (const auto& [key, degree] : {std::pair{"data", &s.mesh_data}, {"tensor", &s.mesh_tensor}, {"pipeline", &s.mesh_pipeline}}) {
     *degree = c.get_int(key, 1);
     if (c.has(key) && s.name != "mesh") c.fail(key, "applies to strategy \"mesh\" only");
     if (*degree < 1 || *degree > 4096) c.fail(key, fmt::format("must be in [1, 4096], got {}", *degree));
   }
+  s.shard_optimizer = c.get_bool("shard_optimizer", false);
+  if (c.has("shard_optimizer") && s.name != "mesh") c.fail("shard_optimizer", "applies to strategy \"mesh\" only (zero shards by its stage)");
   if (s.name != "mesh") return;
   if (s.mesh_pipeline > 1)
     c.fail("pipeline", "pipeline stages are not built in this version; use pipeline = 1 (data and tensor axes work)");

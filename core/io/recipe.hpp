@@ -28,6 +28,7 @@ struct StrategySpec {
   int64_t num_ps = 1;                     // parameter_server: server ranks (0 .. num_ps-1)
   int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
   int64_t mesh_data = 1, mesh_tensor = 1, mesh_pipeline = 1;  // mesh: degrees, product = ranks launched
+  bool shard_optimizer = false;           // mesh: optimizer state sharded over the data axis (ZeRO-1)
   double timeout_seconds = 300;           // MPI collectives and messages: a rank missing this long fails the job (0 = wait forever)
 };
 

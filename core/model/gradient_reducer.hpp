@@ -12,16 +12,17 @@
 //   open(i), reduce(i)     around layer i's backward; in between, arena.grad() of layer
 //                          i's trainable variables is valid (layers +=). After reduce(i)
 //                          layer i's gradients are complete.
-//   flush()                after the whole backward, before the update: gradients(own
-//                          range) hold the sum over every replica.
-//   gradients(r)           the storage of arena range r, which lies in what this replica
-//                          keeps (the whole arena, or its shard).
+//   flush()                after the whole backward, before the update: own() holds the
+//                          sum over every replica.
+//   own()                  the gradients of what this replica updates: the whole trainable
+//                          arena, or its shard (core/strategy/shard_layout.hpp).
 //   bytes()                bytes of gradients this replica holds.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "core/base/range.hpp"
+#include "core/comm/communicator.hpp"
 #include "core/tensor/buffer.hpp"
 #include "core/tensor/param_arena.hpp"
 
@@ -35,7 +36,7 @@ class GradientReducer {
   virtual void open(size_t layer) = 0;
   virtual void reduce(size_t layer) = 0;
   virtual void flush() = 0;
-  virtual Tensor gradients(const Range& r) const = 0;
+  virtual Tensor own() const = 0;
   virtual int64_t bytes() const = 0;
 };
 
@@ -48,7 +49,7 @@ class FullGradients : public GradientReducer {
   void open(size_t) override {}
   void reduce(size_t) override {}
   void flush() override {}
-  Tensor gradients(const Range& r) const override { return grads_.view().range(r.begin, r.size()); }
+  Tensor own() const override { return grads_.view(); }
   int64_t bytes() const override { return static_cast<int64_t>(grads_.view().bytes()); }
 
  protected:
@@ -57,6 +58,19 @@ class FullGradients : public GradientReducer {
  private:
   Backend* backend_ = nullptr;
   Buffer grads_;  // (trainable arena)
+};
+
+// The whole gradient arena, summed over `all` (every data-parallel replica) in one
+// collective at flush: mirrored's reduction, and a mesh's over its data axis.
+class AllReduceAtFlush final : public FullGradients {
+ public:
+  explicit AllReduceAtFlush(Communicator& all) : all_(all) {}
+  void flush() override {
+    if (all_.size() > 1 && whole().numel()) all_.all_reduce(whole(), ReduceOp::sum);
+  }
+
+ private:
+  Communicator& all_;
 };
 
 }  // namespace distrain

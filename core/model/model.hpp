@@ -55,6 +55,7 @@ class Model {
   void backward_without_examples();
   // The arena range holding layer i's trainable variables (empty: none).
   Range trainable_range(size_t layer) const { return ranges_.at(layer); }
+  const std::vector<Range>& trainable_ranges() const { return ranges_; }
   void zero_grads() { reducer_->zero(); }
   ParamGatherer& gatherer() { return *gatherer_; }
   GradientReducer& reducer() { return *reducer_; }

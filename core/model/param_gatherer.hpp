@@ -9,10 +9,11 @@
 //                          layers[i] is the arena range of layer i's trainable variables.
 //   gather(i), release(i)  around layer i's forward and around its backward; in between,
 //                          arena.value() of layer i's trainable variables is valid.
-//   after_update()         once the optimizer has updated values(own range): each replica
-//                          gets what it needs of every replica's update for the next step.
-//   values(r)              the storage of arena range r, which lies in what this replica
-//                          keeps (the whole arena, or its shard); the optimizer updates it.
+//   before_update()        once gradients are reduced: own() holds the current values.
+//   after_update()         once the optimizer has updated own(): each replica gets what it
+//                          needs of every replica's update for the next step.
+//   own()                  the values this replica updates: the whole trainable arena, or
+//                          its shard (laid out as core/strategy/shard_layout.hpp says).
 //   bytes()                bytes of trainable values this replica holds.
 //   collective()           gather/release communicate, so a replica without examples must
 //                          still make them (Model::forward_without_examples).
@@ -32,8 +33,9 @@ class ParamGatherer {
   virtual void attach(ParamArena& arena, const std::vector<Range>& layers) = 0;
   virtual void gather(size_t layer) = 0;
   virtual void release(size_t layer) = 0;
+  virtual void before_update() = 0;
   virtual void after_update() = 0;
-  virtual Tensor values(const Range& r) const = 0;
+  virtual Tensor own() const = 0;
   virtual int64_t bytes() const = 0;
   virtual bool collective() const = 0;
 };
@@ -45,8 +47,9 @@ class FullValues : public ParamGatherer {
   void attach(ParamArena& arena, const std::vector<Range>& layers) override;
   void gather(size_t) override {}
   void release(size_t) override {}
+  void before_update() override {}
   void after_update() override {}
-  Tensor values(const Range& r) const override { return values_.view().range(r.begin, r.size()); }
+  Tensor own() const override { return values_.view(); }
   int64_t bytes() const override { return static_cast<int64_t>(values_.view().bytes()); }
   bool collective() const override { return false; }
 

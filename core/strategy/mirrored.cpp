@@ -8,10 +8,13 @@ namespace distrain {
 
 namespace {
 
+ModelSeams all_reduce_at_flush(Communicator& all) { return ModelSeams{nullptr, std::make_unique<AllReduceAtFlush>(all)}; }
+
 class Mirrored final : public MultiReplicaStrategy {
  public:
   Mirrored(const Recipe& recipe, bool multi_worker)
-      : MultiReplicaStrategy(recipe, multi_worker ? World::always : World::none), multi_worker_(multi_worker) {
+      : MultiReplicaStrategy(recipe, multi_worker ? World::always : World::none, all_reduce_at_flush),
+        multi_worker_(multi_worker) {
     for (int r = 0; r < local_replicas(); ++r) {
       optimizers_.push_back(make_optimizer(recipe.optimizer));
       optimizers_.back()->bind(replica(r).backend(), replica(r).model().params().values().numel());
@@ -20,6 +23,7 @@ class Mirrored final : public MultiReplicaStrategy {
   }
 
   std::string name() const override { return multi_worker_ ? "multi_worker_mirrored" : "mirrored"; }
+  TrafficTheory traffic_theory() override { return gradient_traffic("all_reduce", 2, num_replicas(), model()); }
   std::string describe() const override {
     const std::string local = fmt::format("{} replica(s) on {}", local_replicas(), fmt::join(spec().devices, ", "));
     const std::string sync = spec().sync_batch_norm ? ", sync_batch_norm" : "";
@@ -35,7 +39,7 @@ class Mirrored final : public MultiReplicaStrategy {
  protected:
   // One fused all-reduce of the whole gradient arena.
   void reduce_gradients() override {
-    threads().run([&](int r) { sum_over_replicas(r, replica(r).model().params().grads()); });
+    threads().run([&](int r) { replica(r).model().reducer().flush(); });
   }
 
   // Every replica applies the same update to the same values.

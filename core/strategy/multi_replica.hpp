@@ -37,6 +37,7 @@ class MultiReplicaStrategy : public Strategy {
   // gatherer communicates in forward); sums over workers.
   LossStats evaluate(const Batch& batch) override;
   int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
+  CommTraffic data_traffic() const override { return all_[0]->traffic(); }
 
  protected:
   MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams = {});

@@ -17,6 +17,13 @@ LossStats sum_over_workers(const LossStats& local, Communicator& world) {
   return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
 }
 
+TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model) {
+  int64_t gradient_bytes = 0;
+  for (const Range& r : model.trainable_ranges()) gradient_bytes += r.size() * 4;
+  const std::string factor = passes == 1 ? "" : std::to_string(passes);
+  return {fmt::format("{}: {}(N-1)/N x G", ops, factor), passes * static_cast<double>(gradient_bytes) * (n - 1) / n};
+}
+
 int max_over(int local, MpiCommunicator& world) {
   float v = static_cast<float>(local);  // exact: the values are small integers
   world.all_reduce(host_tensor(&v, 1), ReduceOp::max);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/comm/communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
 #include "core/model/model_state.hpp"
@@ -34,6 +35,16 @@ struct MemoryUse {
 struct StepTimes {
   double compute = 0, reduce = 0, update = 0;  // seconds
 };
+
+// What theory says a step sends per rank over the data axis, for `distrain bench`: the
+// collectives in `formula` ("all_reduce: 2(N-1)/N x G", G the gradient bytes one replica
+// reduces). An empty formula: the strategy exchanges no gradients by collectives.
+struct TrafficTheory {
+  std::string formula;
+  double bytes = 0;
+};
+// `passes` (N-1)/N of the gradient bytes of `model`, as `ops` do over n replicas.
+TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model);
 
 // What a parameter server's server did, for its line of output.
 struct ServeReport {
@@ -67,14 +78,20 @@ class Strategy {
   // The optimizer of model() (for its description), and its state as checkpoints see it.
   virtual Optimizer& optimizer() = 0;
   virtual OptimizerState& optimizer_state() = 0;
-  // What a replica holds; replicated strategies hold everything, sharded ones less.
+  // What a replica holds: what its model's gatherer and reducer keep (everything when
+  // replicated, a shard and a bucket when sharded) and its optimizer's slots.
   virtual MemoryUse memory_per_replica(int64_t per_replica_batch) {
-    const ParamArena& p = model().params();
     int64_t slots = 0;
     for (const auto& [name, t] : optimizer().slots()) slots += static_cast<int64_t>(t.bytes());
-    return MemoryUse{static_cast<int64_t>(p.values().bytes() + p.state().bytes()), static_cast<int64_t>(p.grads().bytes()),
-                     slots, model().activation_bytes(per_replica_batch)};
+    return MemoryUse{model().gatherer().bytes() + static_cast<int64_t>(model().params().state().bytes()),
+                     model().reducer().bytes(), slots, model().activation_bytes(per_replica_batch)};
   }
+  // What the collectives of this process's first replica have sent so far (CommTraffic),
+  // among the data-parallel replicas and along a mesh's tensor axis; and what a step
+  // should send among the replicas by theory.
+  virtual CommTraffic data_traffic() const { return {}; }
+  virtual CommTraffic tensor_traffic() const { return {}; }
+  virtual TrafficTheory traffic_theory() { return {}; }
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}

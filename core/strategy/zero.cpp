@@ -8,6 +8,7 @@
 #include "core/base/range.hpp"
 #include "core/strategy/multi_replica.hpp"
 #include "core/strategy/shard_layout.hpp"
+#include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
 #include "core/strategy/zero_reducers.hpp"
 
@@ -29,7 +30,6 @@ class ShardedOptimizerState final : public OptimizerState {
   void write(const std::string& slot, const Variable& v, const std::vector<float>& in) override;
 
  private:
-  Tensor slot(int r, const std::string& name, const Range& part);
   Zero& z_;
 };
 
@@ -43,7 +43,6 @@ class ShardedModelState final : public ModelState {
   void write(int id, const std::vector<float>& in) override;
 
  private:
-  Tensor values(int r, const Range& part);
   Zero& z_;
 };
 
@@ -51,8 +50,8 @@ class ShardedModelState final : public ModelState {
 MultiReplicaStrategy::SeamFactory seams_for_stage(int64_t stage) {
   return [stage](Communicator& all) {
     switch (stage) {
-      case 1: return ModelSeams{std::make_unique<AllGatherUpdates>(all), std::make_unique<FusedAllReduce>(all)};
-      case 2: return ModelSeams{std::make_unique<SumUpdates>(all), std::make_unique<ShardingReducer>(all)};
+      case 1: return ModelSeams{std::make_unique<GatherUpdates>(all), std::make_unique<ScatterAtFlush>(all)};
+      case 2: return ModelSeams{std::make_unique<GatherUpdates>(all), std::make_unique<ShardingReducer>(all)};
       default: return ModelSeams{std::make_unique<ShardGatherer>(all), std::make_unique<ShardingReducer>(all)};
     }
   };
@@ -67,10 +66,10 @@ class Zero final : public MultiReplicaStrategy {
     DT_USER_CHECK(!world() || local_replicas() == 1, "{}: zero under mpirun takes one device per worker (strategy.devices), got {}",
                   recipe.file, local_replicas());
     const ParamArena& p = model().params();
-    shards_ = ShardLayout(p.trainable_arena_size(), num_replicas());
+    shards_ = ShardLayout(model().trainable_ranges(), num_replicas());
     for (int r = 0; r < local_replicas(); ++r) {
       optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(replica(r).backend(), own(first_local_replica() + r).size());
+      optimizers_.back()->bind(replica(r).backend(), shards_.size());
     }
     // Whole parameters (stages 1, 2) are read and written as any replicated model's, and
     // replicas must keep them equal; sharded ones (3) have no full copy to read or compare.
@@ -82,52 +81,48 @@ class Zero final : public MultiReplicaStrategy {
   std::string describe() const override {
     const char* what[] = {"", "optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters"};
     const int64_t stage = spec().zero_stage;
-    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded in {} ranges of {} parameters", stage, num_replicas(),
+    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded layer by layer, {} parameters per replica", stage,
+                       num_replicas(),
                        workers() > 1 ? fmt::format("{} MPI workers", workers()) : fmt::format("{}", fmt::join(spec().devices, ", ")),
-                       what[stage], num_replicas(), shards_.shard);
+                       what[stage], shards_.size());
   }
   Optimizer& optimizer() override { return *optimizers_[0]; }
   OptimizerState& optimizer_state() override { return state_; }
   ModelState& model_state() override { return *model_state_; }
-  // What the gatherer and reducer of this process's first replica hold, and slots for
-  // replica 0's range.
-  MemoryUse memory_per_replica(int64_t per_replica_batch) override {
-    MemoryUse m = Strategy::memory_per_replica(per_replica_batch);
-    Model& first = replica(0).model();
-    m.optimizer = static_cast<int64_t>(optimizers_[0]->slots().size()) * own(0).size() * 4;
-    m.gradients = first.reducer().bytes();
-    m.parameters = first.gatherer().bytes() + static_cast<int64_t>(first.params().state().bytes());
-    return m;
+  // Stages 1 and 2 reduce-scatter gradients and all-gather updated values; stage 3 gathers
+  // each layer's values twice (forward, backward) instead of once after the update.
+  TrafficTheory traffic_theory() override {
+    return spec().zero_stage < 3 ? gradient_traffic("reduce_scatter + all_gather", 2, num_replicas(), model())
+                                 : gradient_traffic("reduce_scatter + 2 all_gather", 3, num_replicas(), model());
   }
   // Batch-norm state (and whole parameters) come from replica 0; each shard keeps its own
   // slots (and sharded parameters, written through model_state()).
   void sync_replicas() override { copy_from_first({}); }
 
  protected:
-  // Stage 1 sums the gradient arena here; stages 2 and 3 reduced layer by layer in backward.
+  // Stage 1 reduce-scatters the gradient arena here; stages 2 and 3 did it layer by layer in backward.
   void reduce_gradients() override {
     threads().run([&](int r) { replica(r).model().reducer().flush(); });
   }
 
-  // Each replica has the reduced gradients of its own range (below stage 2 also the rest,
-  // the same everywhere): a count of replicas with a non-finite one, summed over all.
+  // Each replica has the reduced gradients of its shard only: a count of replicas with a
+  // non-finite one, summed over all.
   bool gradients_finite() override {
     std::vector<float> bad(static_cast<size_t>(local_replicas()));
     threads().run([&](int r) {
       const auto i = static_cast<size_t>(r);
-      const Tensor mine = replica(r).model().reducer().gradients(own(first_local_replica() + r));
-      bad[i] = all_finite(replica(r).backend(), mine) ? 0.0f : 1.0f;
+      bad[i] = all_finite(replica(r).backend(), replica(r).model().reducer().own()) ? 0.0f : 1.0f;
       sum_over_replicas(r, host_tensor(&bad[i], 1));
     });
     return bad[0] == 0.0f;
   }
 
-  // Every replica updates its own range, then the gatherer shares the update as its stage needs.
+  // Every replica updates its shard, then the gatherer shares the update as its stage needs.
   void apply_update(const StepInfo& info) override {
     threads().run([&](int r) {
       Model& m = replica(r).model();
-      const Range mine = own(first_local_replica() + r);
-      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().values(mine), m.reducer().gradients(mine), info.learning_rate);
+      m.gatherer().before_update();
+      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().own(), m.reducer().own(), info.learning_rate);
       m.gatherer().after_update();
     });
     if (whole_values_) maybe_check_consistency();
@@ -137,27 +132,20 @@ class Zero final : public MultiReplicaStrategy {
   friend class ShardedOptimizerState;
   friend class ShardedModelState;
 
-  // The range of the arena replica g owns.
-  Range own(int g) const { return shards_.own(g); }
-  // Replica r's storage of a range it owns (a slot's, or its parameters').
-  using ShardOf = std::function<Tensor(int r, const Range& part)>;
-  // Trainable variable v from its owners: each local replica downloads its part, zeros
+  // Local replica r's shard (of a slot, or of its parameters).
+  using ShardOf = std::function<Tensor(int r)>;
+  // Trainable variable v from its owners: each local replica downloads its pieces, zeros
   // elsewhere, and the sum over workers is exact (one owner per element).
   void read_sharded(const Variable& v, const ShardOf& shard, std::vector<float>& out) {
     const int64_t n = v.shape.numel();
     out.assign(static_cast<size_t>(n), 0.0f);
-    for (int r = 0; r < local_replicas(); ++r) {
-      const Range part = intersect({v.offset, v.offset + n}, own(first_local_replica() + r));
-      if (!part.empty()) replica(r).backend().download(shard(r, part), out.data() + (part.begin - v.offset));
-    }
-    if (world()) world()->all_reduce(Tensor{out.data(), Shape{n}, DType::f32, Device{}}, ReduceOp::sum);
+    for (int r = 0; r < local_replicas(); ++r)
+      download_owned(replica(r).backend(), shards_, first_local_replica() + r, shard(r), v, out.data());
+    if (world()) world()->all_reduce(host_tensor(out.data(), n), ReduceOp::sum);
   }
-  // Each local replica keeps the part of v it owns.
+  // Each local replica keeps the pieces of v it owns.
   void write_sharded(const Variable& v, const ShardOf& shard, const std::vector<float>& in) {
-    for (int r = 0; r < local_replicas(); ++r) {
-      const Range part = intersect({v.offset, v.offset + v.shape.numel()}, own(first_local_replica() + r));
-      if (!part.empty()) replica(r).backend().upload(in.data() + (part.begin - v.offset), shard(r, part));
-    }
+    for (int r = 0; r < local_replicas(); ++r) upload_owned(replica(r).backend(), shards_, first_local_replica() + r, in.data(), shard(r), v);
   }
 
   ShardedOptimizerState state_;
@@ -175,34 +163,27 @@ void ShardedOptimizerState::set_iterations(int64_t n) {
 }
 std::vector<std::string> ShardedOptimizerState::slot_names() const { return z_.optimizers_[0]->slot_names(); }
 
-// Slots are updated by the shard's owner only, so they cover the owner's range.
-Tensor ShardedOptimizerState::slot(int r, const std::string& name, const Range& part) {
-  const int64_t begin = z_.own(z_.first_local_replica() + r).begin;
-  return z_.optimizers_[static_cast<size_t>(r)]->slot(name).range(part.begin - begin, part.size());
-}
-
+// Replica r's optimizer has slots for its shard only, laid out as the shard.
 void ShardedOptimizerState::read(const std::string& slot_name, const Variable& v, std::vector<float>& out) {
-  z_.read_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, out);
+  z_.read_sharded(v, [&](int r) { return z_.optimizers_[static_cast<size_t>(r)]->slot(slot_name); }, out);
 }
 
 void ShardedOptimizerState::write(const std::string& slot_name, const Variable& v, const std::vector<float>& in) {
-  z_.write_sharded(v, [&](int r, const Range& part) { return slot(r, slot_name, part); }, in);
+  z_.write_sharded(v, [&](int r) { return z_.optimizers_[static_cast<size_t>(r)]->slot(slot_name); }, in);
 }
 
 const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
 
-Tensor ShardedModelState::values(int r, const Range& part) { return z_.replica(r).model().gatherer().values(part); }
-
 void ShardedModelState::read(int id, std::vector<float>& out) {
   const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  if (v.trainable) return z_.read_sharded(v, [&](int r, const Range& part) { return values(r, part); }, out);
+  if (v.trainable) return z_.read_sharded(v, [&](int r) { return z_.replica(r).model().gatherer().own(); }, out);
   out.resize(static_cast<size_t>(v.shape.numel()));
   z_.replica(0).backend().download(z_.replica(0).model().params().value(id), out.data());
 }
 
 void ShardedModelState::write(int id, const std::vector<float>& in) {
   const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  if (v.trainable) return z_.write_sharded(v, [&](int r, const Range& part) { return values(r, part); }, in);
+  if (v.trainable) return z_.write_sharded(v, [&](int r) { return z_.replica(r).model().gatherer().own(); }, in);
   for (int r = 0; r < z_.local_replicas(); ++r) z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
 }
 

@@ -6,15 +6,47 @@
 
 namespace distrain {
 
+void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor shard) {
+  const int64_t chunk = layout.chunk(l);
+  all.reduce_scatter(bucket.range(0, chunk * layout.replicas()), shard.range(layout.offset(l), chunk), ReduceOp::sum);
+}
+
+Buffer layer_bucket(Backend& backend, const ShardLayout& layout) {
+  Buffer bucket(backend, Shape{layout.bucket_size()});
+  if (!bucket.empty()) backend.fill(bucket.view(), 0.0f);
+  return bucket;
+}
+
+void ScatterAtFlush::attach(ParamArena& arena, const std::vector<Range>& layers) {
+  FullGradients::attach(arena, layers);
+  backend_ = &arena.backend();
+  layers_ = layers;
+  layout_ = ShardLayout(layers, all_.size());
+  shard_ = Buffer(*backend_, Shape{layout_.size()});
+  bucket_ = layer_bucket(*backend_, layout_);
+}
+
+void ScatterAtFlush::flush() {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Range r = layers_[l];
+    if (r.empty()) continue;
+    const Tensor padded = bucket_.view().range(0, layout_.chunk(l) * layout_.replicas());
+    backend_->fill(padded, 0.0f);
+    backend_->copy(whole().range(r.begin, r.size()), padded.range(0, r.size()));
+    scatter_layer(all_, layout_, l, padded, shard_.view());
+  }
+}
+
+int64_t ScatterAtFlush::bytes() const {
+  return FullGradients::bytes() + static_cast<int64_t>(shard_.view().bytes() + bucket_.view().bytes());
+}
+
 void ShardingReducer::attach(ParamArena& arena, const std::vector<Range>& layers) {
   arena_ = &arena;
   layers_ = layers;
-  const ShardLayout shards(arena.trainable_arena_size(), all_.size());
-  own_ = shards.own(all_.rank());
-  int64_t largest = 0;
-  for (const Range& r : layers) largest = std::max(largest, r.size());
-  shard_ = Buffer(arena.backend(), Shape{shards.shard});
-  bucket_ = Buffer(arena.backend(), Shape{largest});
+  layout_ = ShardLayout(layers, all_.size());
+  shard_ = Buffer(arena.backend(), Shape{layout_.size()});
+  bucket_ = layer_bucket(arena.backend(), layout_);
   zero();
 }
 
@@ -22,31 +54,19 @@ void ShardingReducer::zero() {
   if (!shard_.empty()) arena_->backend().fill(shard_.view(), 0.0f);
 }
 
+// The whole padded bucket starts at zero: the padding past the layer must sum to zero.
 void ShardingReducer::open(size_t layer) {
   const Range r = layers_.at(layer);
   if (r.empty()) return;
-  const Tensor bucket = bucket_.view().range(0, r.size());
+  const Tensor bucket = bucket_.view().range(0, layout_.chunk(layer) * layout_.replicas());
   arena_->backend().fill(bucket, 0.0f);
   arena_->bind_grads(r.begin, bucket);
 }
 
 void ShardingReducer::reduce(size_t layer) {
-  const Range r = layers_.at(layer);
-  if (r.empty()) return;
+  if (layers_.at(layer).empty()) return;
   arena_->bind_grads(0, Tensor{});
-  const Tensor bucket = bucket_.view().range(0, r.size());
-  all_.all_reduce(bucket, ReduceOp::sum);
-  const Range mine = intersect(r, own_);
-  if (!mine.empty()) {
-    const Tensor part = bucket.range(mine.begin - r.begin, mine.size());
-    arena_->backend().copy(part, shard_.view().range(mine.begin - own_.begin, mine.size()));
-  }
-}
-
-Tensor ShardingReducer::gradients(const Range& r) const {
-  DT_CHECK(own_.contains(r), "gradients of [{}, {}) requested from the shard [{}, {})", r.begin, r.end, own_.begin,
-           own_.end);
-  return shard_.view().range(r.begin - own_.begin, r.size());
+  scatter_layer(all_, layout_, layer, bucket_.view(), shard_.view());
 }
 
 }  // namespace distrain

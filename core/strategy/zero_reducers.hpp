@@ -1,9 +1,11 @@
-// The gradient reducers of ZeRO (see core/model/gradient_reducer.hpp for the contract):
-//   FusedAllReduce   stage 1: whole gradients, summed over every replica in one all-reduce
-//                    at flush (as mirrored does);
+// The gradient reducers of ZeRO (see core/model/gradient_reducer.hpp for the contract). Both
+// leave this replica's shard of the summed gradients (laid out by ShardLayout), one
+// reduce_scatter per layer:
+//   ScatterAtFlush   stage 1: whole gradients accumulate as in mirrored; at flush each
+//                    layer is reduce-scattered into the shard;
 //   ShardingReducer  stages 2 and 3: no gradient arena. Each layer's gradients go to a
-//                    bucket during its backward, are summed over every replica as soon as
-//                    the layer is done, and only the part in this replica's shard is kept.
+//                    bucket during its backward and are reduce-scattered as soon as the
+//                    layer is done.
 // `all` is the communicator over every replica of the job; its rank is this replica's.
 #pragma once
 #include "core/comm/communicator.hpp"
@@ -12,13 +14,21 @@
 
 namespace distrain {
 
-class FusedAllReduce final : public FullGradients {
+class ScatterAtFlush final : public FullGradients {
  public:
-  explicit FusedAllReduce(Communicator& all) : all_(all) {}
-  void flush() override { all_.all_reduce(whole(), ReduceOp::sum); }
+  explicit ScatterAtFlush(Communicator& all) : all_(all) {}
+  void attach(ParamArena& arena, const std::vector<Range>& layers) override;
+  void flush() override;
+  Tensor own() const override { return shard_.view(); }
+  int64_t bytes() const override;
 
  private:
   Communicator& all_;
+  Backend* backend_ = nullptr;
+  std::vector<Range> layers_;
+  ShardLayout layout_;
+  Buffer shard_;   // (layout size) the reduced gradients this replica owns
+  Buffer bucket_;  // (largest layer, padded) one layer on its way to the reduce_scatter
 };
 
 class ShardingReducer final : public GradientReducer {
@@ -29,16 +39,22 @@ class ShardingReducer final : public GradientReducer {
   void open(size_t layer) override;
   void reduce(size_t layer) override;
   void flush() override {}  // every layer was reduced as it finished
-  Tensor gradients(const Range& r) const override;
+  Tensor own() const override { return shard_.view(); }
   int64_t bytes() const override { return static_cast<int64_t>(shard_.view().bytes() + bucket_.view().bytes()); }
 
  private:
   Communicator& all_;
   ParamArena* arena_ = nullptr;
   std::vector<Range> layers_;
-  Range own_;
-  Buffer shard_;   // (S) the reduced gradients of own_, zero padded
-  Buffer bucket_;  // (largest layer) the layer in backward
+  ShardLayout layout_;
+  Buffer shard_;   // (layout size) the reduced gradients this replica owns
+  Buffer bucket_;  // (largest layer, padded) the layer in backward
 };
+
+// Layer l's chunks, n x C_l elements in `bucket`, summed over every replica into this
+// replica's chunk of `shard`. Shared by the reducers above.
+void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor shard);
+// A zeroed bucket for any one layer of the layout.
+Buffer layer_bucket(Backend& backend, const ShardLayout& layout);
 
 }  // namespace distrain

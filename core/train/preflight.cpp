@@ -55,8 +55,9 @@ class NoValues final : public ParamGatherer {
   void attach(ParamArena&, const std::vector<Range>&) override {}
   void gather(size_t) override {}
   void release(size_t) override {}
+  void before_update() override {}
   void after_update() override {}
-  Tensor values(const Range&) const override { return {}; }
+  Tensor own() const override { return {}; }
   int64_t bytes() const override { return 0; }
   bool collective() const override { return false; }
 };
@@ -68,7 +69,7 @@ class NoGradients final : public GradientReducer {
   void open(size_t) override {}
   void reduce(size_t) override {}
   void flush() override {}
-  Tensor gradients(const Range&) const override { return {}; }
+  Tensor own() const override { return {}; }
   int64_t bytes() const override { return 0; }
 };
 

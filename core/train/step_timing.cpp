@@ -9,14 +9,22 @@ namespace {
 
 class StepTimer final : public StepObserver {
  public:
-  explicit StepTimer(int64_t steps) { times_.reserve(static_cast<size_t>(steps)); }
+  StepTimer(const Strategy& strategy, int64_t steps)
+      : strategy_(strategy), data_(strategy.data_traffic()), tensor_(strategy.tensor_traffic()) {
+    times_.reserve(static_cast<size_t>(steps));
+  }
   bool after_step(const TrainState&, const StepDone& step) override {
-    times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0});
+    const CommTraffic data = strategy_.data_traffic(), tensor = strategy_.tensor_traffic();
+    times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0, data - data_, tensor - tensor_});
+    data_ = data;
+    tensor_ = tensor;
     return false;
   }
   std::vector<StepTime>& times() { return times_; }
 
  private:
+  const Strategy& strategy_;
+  CommTraffic data_, tensor_;  // as the last step ended
   std::vector<StepTime> times_;
 };
 
@@ -30,7 +38,7 @@ std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const
   plan.on_nonfinite = OnNonFinite::ignore;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
   RepeatedBatch batches(batch);
-  StepTimer timer(steps);
+  StepTimer timer(strategy, steps);
   StepLoop(strategy, batches, plan, schedule, timer).run(TrainState{});
   return std::move(timer.times());
 }

@@ -13,6 +13,7 @@ namespace distrain {
 struct StepTime {
   double ms = 0;         // Strategy::train_step, whole
   double reduce_ms = 0;  // of which the gradient reduction
+  CommTraffic data, tensor;  // what this rank's collectives sent in the step (Strategy::data_traffic)
 };
 
 // `steps` steps from step 0 with the recipe's schedule and seed; the strategy's variables

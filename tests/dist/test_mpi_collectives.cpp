@@ -48,6 +48,25 @@ TEST_CASE("mpi communicator: exact all_reduce, reduce_scatter, all_gather, broad
   c.all_reduce_f64(d, 2);
   CHECK(d[0] == 1.5 * n);
   c.barrier();
+  // Counted: the five collectives above (not the float64 sum, not the barrier), each rank
+  // sending the ring's share (n-1)/n of 2 x 1001 floats, 5n, 2n and 1.
+  CHECK(c.traffic().collectives == 5);
+  CHECK(c.traffic().bytes == doctest::Approx(4.0 * (2 * 1001 + 5 * n + 2 * n + 1) * (n - 1) / n));
+}
+
+TEST_CASE("hierarchical communicator: one replica per process, reduce_scatter and all_gather over the world") {
+  MpiCommunicator world;
+  auto group = std::make_shared<LocalGroup>(1);
+  LocalCommunicator c(group, 0);
+  HierarchicalCommunicator h(CommLevels{&c, &world}, HostStaging{});
+  const int n = h.size(), r = h.rank();
+  std::vector<float> in(static_cast<size_t>(3 * n)), out(3);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i * (r + 1));
+  h.reduce_scatter(host(in), host(out), ReduceOp::sum);
+  for (int i = 0; i < 3; ++i) CHECK(out[static_cast<size_t>(i)] == static_cast<float>((3 * r + i) * n * (n + 1) / 2));
+  std::vector<float> mine{static_cast<float>(r)}, all(static_cast<size_t>(n));
+  h.all_gather(host(mine), host(all));
+  for (int k = 0; k < n; ++k) CHECK(all[static_cast<size_t>(k)] == static_cast<float>(k));
 }
 
 TEST_CASE("mpi communicator: send, recv and probe deliver exact messages") {

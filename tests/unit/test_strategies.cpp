@@ -8,6 +8,7 @@
 #include "core/comm/local_communicator.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
+#include "core/strategy/shard_layout.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/trainer.hpp"
 #include "tests/unit/helpers.hpp"
@@ -63,11 +64,18 @@ TEST_CASE("local communicator: all_reduce, reduce_scatter, all_gather, broadcast
       c.broadcast(host(b), n - 1);
       CHECK(b[0] == static_cast<float>(n + 4));
       c.barrier();
+
+      // What each rank sent, by the ring's share (n-1)/n: all_reduce twice the tensor,
+      // reduce_scatter its input, all_gather its output, broadcast the tensor.
+      const double share = static_cast<double>(n - 1) / n;
+      const double floats = 2 * (37 + 2) + 3 * n + 2 * n + 1;
+      CHECK(c.traffic().collectives == 5);
+      CHECK(c.traffic().bytes == doctest::Approx(4 * floats * share));
     });
   }
 }
 
-TEST_CASE("hierarchical communicator in one process: the group's ranks, exact all_reduce, all_gather and broadcast") {
+TEST_CASE("hierarchical communicator in one process: the group's ranks, exact all_reduce, reduce_scatter, all_gather, broadcast") {
   for (int n = 1; n <= 4; ++n) {
     on_ranks(n, [n](LocalCommunicator& c) {
       HierarchicalCommunicator h(CommLevels{&c}, HostStaging{});
@@ -83,9 +91,12 @@ TEST_CASE("hierarchical communicator in one process: the group's ranks, exact al
       std::vector<float> b{static_cast<float>(r + 5)};
       h.broadcast(host(b), n - 1);
       CHECK(b[0] == static_cast<float>(n + 4));
-      std::vector<float> in(static_cast<size_t>(n)), out(1);
-      CHECK_THROWS_WITH(h.reduce_scatter(host(in), host(out), ReduceOp::sum), doctest::Contains("does not support reduce_scatter"));
+      std::vector<float> in(static_cast<size_t>(2 * n)), out(2);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i * (r + 1));
+      h.reduce_scatter(host(in), host(out), ReduceOp::sum);
+      for (int i = 0; i < 2; ++i) CHECK(out[static_cast<size_t>(i)] == static_cast<float>((2 * r + i) * n * (n + 1) / 2));
       h.barrier();
+      CHECK(h.traffic().collectives == 4);  // its own count; the group's calls count there
     });
   }
 }
@@ -165,6 +176,36 @@ TEST_CASE("mirrored, central_storage and zero with R replicas x b match one_devi
   }
 }
 
+TEST_CASE("shard layout: every element of every layer has one owner, at one place in its shard") {
+  // Layers as a model lays them out: aligned starts, gaps, a layer without variables.
+  const std::vector<Range> layers{{0, 100}, {112, 112}, {112, 113}, {128, 1128}, {1136, 1140}};
+  for (int n : {1, 2, 3, 4, 7}) {
+    INFO("replicas " << n);
+    const ShardLayout layout(layers, n);
+    std::vector<int> owners(1140, 0);
+    std::vector<std::vector<int>> used(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(layout.size()), 0));
+    for (int g = 0; g < n; ++g)
+      for (const ShardLayout::Piece& p : layout.owned({0, 1140}, g)) {
+        CHECK(p.shard_offset % 16 == 0);
+        for (int64_t i = 0; i < p.arena.size(); ++i) {
+          ++owners[static_cast<size_t>(p.arena.begin + i)];
+          ++used[static_cast<size_t>(g)][static_cast<size_t>(p.shard_offset + i)];
+        }
+      }
+    for (const Range& r : layers)
+      for (int64_t i = r.begin; i < r.end; ++i) CHECK(owners[static_cast<size_t>(i)] == 1);
+    for (const auto& u : used)
+      for (int c : u) CHECK(c <= 1);
+    // Each chunk is at most a 16-float block more than an even share.
+    for (size_t l = 0; l < layers.size(); ++l) CHECK(layout.chunk(l) * n < layers[l].size() + 16 * n);
+    // A range inside one layer maps to the pieces of that layer only.
+    const auto inner = layout.owned({130, 140}, 0);
+    CHECK(inner.size() == 1);
+    CHECK(inner[0].arena.size() == 10);
+    CHECK(inner[0].shard_offset == layout.offset(3) + 2);
+  }
+}
+
 TEST_CASE("zero stages 2 and 3: replicas left without examples by the last batch still take part, memory") {
   // 322 examples, global batch 64: the sixth batch has 2 examples for 4 replicas.
   auto text = [](const std::string& strategy, const std::string& devices, int per_replica, const std::string& extra) {
@@ -186,16 +227,21 @@ TEST_CASE("zero stages 2 and 3: replicas left without examples by the last batch
   auto z2 = make_strategy(parse_recipe(text("zero", four, 16, "stage = 2"), "z.toml"));
   auto z3 = make_strategy(parse_recipe(text("zero", four, 16, "stage = 3"), "z.toml"));
   const Model& m = z2->model();
-  int64_t largest = 0;
-  for (size_t i = 0; i < m.layers().size(); ++i) largest = std::max(largest, m.trainable_range(i).size());
-  const int64_t arena = m.params().trainable_arena_size();
-  const int64_t shard = ((arena + 3) / 4 + 15) / 16 * 16;  // a quarter, rounded up to 16 floats
-  // Own range plus one layer's bucket: no gradient arena (2), no parameter arena (3).
-  CHECK(z2->memory_per_replica(16).gradients == (shard + largest) * 4);
+  // The layout of core/strategy/shard_layout.hpp: each layer in 4 chunks of 16-float blocks.
+  int64_t shard = 0, chunk_max = 0;
+  for (const Range& r : m.trainable_ranges()) {
+    const int64_t chunk = ((r.size() + 3) / 4 + 15) / 16 * 16;
+    shard += chunk;
+    chunk_max = std::max(chunk_max, chunk);
+  }
+  const int64_t bucket = 4 * chunk_max, arena = m.params().trainable_arena_size();
+  CHECK(shard * 4 <= arena + 4 * 16 * static_cast<int64_t>(m.layers().size()));
+  // The shard plus one layer's bucket: no gradient arena (2), no parameter arena (3).
+  CHECK(z2->memory_per_replica(16).gradients == (shard + bucket) * 4);
   CHECK(m.params().grads().numel() == 0);
-  CHECK(z2->memory_per_replica(16).parameters == arena * 4);
-  CHECK(z3->memory_per_replica(16).gradients == (shard + largest) * 4);
-  CHECK(z3->memory_per_replica(16).parameters == (shard + largest) * 4);
+  CHECK(z2->memory_per_replica(16).parameters == (arena + shard + bucket) * 4);
+  CHECK(z3->memory_per_replica(16).gradients == (shard + bucket) * 4);
+  CHECK(z3->memory_per_replica(16).parameters == (shard + bucket) * 4);
   CHECK(z3->model().params().values().numel() == 0);
 }
 
@@ -216,9 +262,13 @@ TEST_CASE("zero stage 1: per-replica optimizer bytes are total / N plus padding,
     auto z = make_strategy(parse_recipe(adam_recipe("zero", devices), "zero.toml"));
     const MemoryUse sharded = z->memory_per_replica(16);
     INFO("replicas " << n << ": " << sharded.optimizer << " bytes vs " << full.optimizer << " / " << n);
+    // Each layer's chunk is rounded up to 16 floats, for 2 slots; the parameters are whole
+    // plus the shard and one layer's gather bucket.
+    const int64_t layers = static_cast<int64_t>(z->model().layers().size());
     CHECK(sharded.optimizer >= full.optimizer / n);
-    CHECK(sharded.optimizer <= full.optimizer / n + 2 * ParamArena::kAlign * 4);
-    CHECK(sharded.parameters == full.parameters);
+    CHECK(sharded.optimizer <= full.optimizer / n + 2 * layers * ParamArena::kAlign * 4);
+    CHECK(sharded.parameters > full.parameters + sharded.optimizer / 2);
+    CHECK(sharded.parameters < full.parameters + sharded.optimizer / 2 + full.parameters);
   }
 
   // Saved under zero x4, continued under zero x2 and under one_device: all end where

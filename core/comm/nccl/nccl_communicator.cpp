@@ -106,7 +106,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create_world(MpiCommunicator
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl), mpi.rank(), mpi.size()));
 }
 
-void NcclCommunicator::all_reduce(Tensor inout, ReduceOp op) {
+void NcclCommunicator::do_all_reduce(Tensor inout, ReduceOp op) {
   check_gpu_f32(inout, "all_reduce tensor");
   impl_->begin();
   DT_NCCL(ncclAllReduce(inout.data, inout.data, static_cast<size_t>(inout.numel()), ncclFloat, nccl_op(op), impl_->comm,
@@ -114,7 +114,7 @@ void NcclCommunicator::all_reduce(Tensor inout, ReduceOp op) {
   impl_->end();
 }
 
-void NcclCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
+void NcclCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
   check_gpu_f32(in, "reduce_scatter input");
   check_gpu_f32(out, "reduce_scatter output");
   DT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input {} is not {} x output {}", in.numel(), size_, out.numel());
@@ -124,7 +124,7 @@ void NcclCommunicator::reduce_scatter(const Tensor& in, Tensor out, ReduceOp op)
   impl_->end();
 }
 
-void NcclCommunicator::all_gather(const Tensor& in, Tensor out) {
+void NcclCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   check_gpu_f32(in, "all_gather input");
   check_gpu_f32(out, "all_gather output");
   DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
@@ -133,14 +133,14 @@ void NcclCommunicator::all_gather(const Tensor& in, Tensor out) {
   impl_->end();
 }
 
-void NcclCommunicator::broadcast(Tensor t, int root) {
+void NcclCommunicator::do_broadcast(Tensor t, int root) {
   check_gpu_f32(t, "broadcast tensor");
   impl_->begin();
   DT_NCCL(ncclBroadcast(t.data, t.data, static_cast<size_t>(t.numel()), ncclFloat, root, impl_->comm, impl_->stream));
   impl_->end();
 }
 
-void NcclCommunicator::barrier() {
+void NcclCommunicator::do_barrier() {
   // NCCL has no barrier: an all-reduce of one float, waited for on the host, orders every rank.
   float* one = nullptr;
   impl_->begin();

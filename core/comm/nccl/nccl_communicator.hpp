@@ -26,13 +26,14 @@ class NcclCommunicator final : public Communicator {
   std::string backend_name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void all_reduce(Tensor inout, ReduceOp op) override;
-  void reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
-  void all_gather(const Tensor& in, Tensor out) override;
-  void broadcast(Tensor t, int root) override;
-  void barrier() override;
 
  private:
+  void do_all_reduce(Tensor inout, ReduceOp op) override;
+  void do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) override;
+  void do_all_gather(const Tensor& in, Tensor out) override;
+  void do_broadcast(Tensor t, int root) override;
+  void do_barrier() override;
+
   struct Impl;
   explicit NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int size);
   std::unique_ptr<Impl> impl_;
