@@ -372,6 +372,18 @@ mesh)
   grep -q "resuming from .*ckpt-000004" "$work/cnncont.log" &&
     "$distrain" compare "$work/cnnone1/ckpt-000008.h5" "$work/cnncont/ckpt-000008.h5" --rtol 1e-5 >/dev/null &&
     ok "cnn recipe: a mesh tensor 2 checkpoint continues under one_device" || bad "cnn mesh -> one_device: $(tail -n 3 "$work/cnncont.log")"
+  # distrain check on the conv recipes at tensor 2: the CNN's ranks hold half of each conv
+  # and dense kernel, in bytes (9x16 + 16 + 9x16x64 + 64 + 1600x32 + 32 + 32x10 + 16) x 4
+  # (one_device: 487744); the convnet's batch norm between conv2d_1 and conv2d_2 is sliced
+  # with conv2d_1's filters, its moving statistics too.
+  "$distrain" check "$src/recipes/fashion_mnist_cnn.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/cnncheck.log" 2>&1
+  "$distrain" check "$src/recipes/fashion_mnist_convnet.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/convnetcheck.log" 2>&1
+  [ "$(grep -c 'bytes of parameters 244032,' "$work/cnncheck.log")" = 2 ] &&
+    grep -q 'conv2d_2/kernel \[:, :, 16:32, :\] of (3, 3, 32, 64)' "$work/cnncheck.log" &&
+    grep -q 'conv2d_1/kernel \[:, :, :, 6:12\] of (3, 3, 1, 12)' "$work/convnetcheck.log" &&
+    grep -q 'batch_norm_1/moving_variance \[6:12\] of (12,)' "$work/convnetcheck.log" &&
+    ok "check: cnn 244032 bytes of parameters per rank, convnet's conv and batch-norm slices" ||
+    bad "conv check: $(head -n 4 "$work/cnncheck.log" "$work/convnetcheck.log")"
   # A launch that does not fit the mesh is refused before MPI starts, naming both sizes.
   "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/e" >"$work/e.log" 2>&1
   rc=$?
