@@ -69,7 +69,7 @@ class Layer {
   virtual bool can_split(TensorSplit split) const {
     return split == TensorSplit::none || (split == TensorSplit::sliced && per_channel());
   }
-  // The split the recipe asks for (a dense layer's tensor_parallel key), if any.
+  // The split the recipe asks for (a dense or conv2d layer's tensor_parallel key), if any.
   virtual std::optional<TensorSplit> requested_split() const { return std::nullopt; }
   // Works element by element (relu, dropout, rescaling): runs on a slice of the features
   // as on all of them.
