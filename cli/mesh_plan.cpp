@@ -26,6 +26,18 @@ std::string slice_text(const Variable& v) {
   return s + "]";
 }
 
+// How `distrain check` names a layer's part in the tensor plan.
+const char* split_text(const Layer& l) {
+  if (l.type() == "tensor_gather") return "gathers";
+  switch (l.tensor_place().split) {
+    case TensorSplit::column: return "column";
+    case TensorSplit::row: return "row";
+    case TensorSplit::sliced: return "on the slice";
+    case TensorSplit::none: break;
+  }
+  return "whole";
+}
+
 // Shapes only: a model of tensor rank t with no storage but the batch-norm state.
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree) {
   return std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree});
@@ -62,9 +74,7 @@ void print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   std::string split;
   for (const auto& l : per_tensor_rank[0]->layers())
     if (l->tensor_place().split != TensorSplit::none || l->type() == "tensor_gather")
-      split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(),
-                           l->type() == "tensor_gather" ? "gathers"
-                           : l->tensor_place().split == TensorSplit::column ? "column" : "row");
+      split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(), split_text(*l));
   fmt::print(out, "tensor      {}\n", split.empty() ? "no layer splits: every layer is whole on every rank" : split);
   for (int r = 0; r < shape.size(); ++r) print_rank(out, recipe, shape, r, *per_tensor_rank[static_cast<size_t>(coord_of(shape, r).tensor)]);
 }

@@ -2,6 +2,9 @@
 // Training normalises with the batch statistics and updates the moving ones
 // (moving = moving * momentum + batch * (1 - momentum)); inference uses the moving ones.
 // gamma (scale) and beta (center) are trainable; moving_mean/moving_variance are state.
+// Statistics are per channel, so on a slice of the channels (TensorSplit::sliced, between
+// a column- and a row-parallel conv) it needs nothing from the other ranks: each holds the
+// slice of every variable, as checkpoints see it whole.
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -18,15 +21,19 @@ class BatchNorm final : public Layer {
   }
 
   std::string type() const override { return "batch_norm"; }
+  bool per_channel() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {
     if (in.rank() != 1 && in.rank() != 3) fail(fmt::format("expects (features,) or (h, w, c) input, got {}", in.str()));
     channels_ = in[in.rank() - 1];
-    const Shape c{channels_};
-    if (scale_) gamma_ = arena.declare(name(), "gamma", c, Init::ones, 0, 0, true);
-    if (center_) beta_ = arena.declare(name(), "beta", c, Init::zeros, 0, 0, true);
-    moving_mean_ = arena.declare(name(), "moving_mean", c, Init::zeros, 0, 0, false);
-    moving_var_ = arena.declare(name(), "moving_variance", c, Init::ones, 0, 0, false);
+    const TensorPlace& p = tensor_place();
+    const bool sliced = p.split == TensorSplit::sliced && p.degree > 1;
+    const Shape c{sliced ? channels_ * p.degree : channels_};  // the whole variables'
+    const TensorSlice slice{sliced ? 0 : -1, p.rank, p.degree};
+    if (scale_) gamma_ = arena.declare(name(), "gamma", c, Init::ones, 0, 0, true, slice);
+    if (center_) beta_ = arena.declare(name(), "beta", c, Init::zeros, 0, 0, true, slice);
+    moving_mean_ = arena.declare(name(), "moving_mean", c, Init::zeros, 0, 0, false, slice);
+    moving_var_ = arena.declare(name(), "moving_variance", c, Init::ones, 0, 0, false, slice);
     return in;
   }
 

@@ -11,12 +11,12 @@ class Dense final : public Layer {
         use_bias_(c.get_bool("use_bias", true)),
         relu_(c.get_choice("activation", "none", {"none", "linear", "relu"}) == "relu"),
         kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}))),
-        requested_(parse_request(c.get_choice("tensor_parallel", "auto", {"auto", "column", "row", "replicated"}))) {
+        requested_(parse_tensor_request(c.get_choice("tensor_parallel", "auto", {"auto", "column", "row", "replicated"}))) {
     if (units_ <= 0) c.fail("units", "must be positive");
   }
 
   std::string type() const override { return "dense"; }
-  bool can_split(TensorSplit) const override { return true; }
+  bool can_split(TensorSplit split) const override { return split != TensorSplit::sliced; }  // mixes all features
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:
@@ -58,16 +58,6 @@ class Dense final : public Layer {
   }
 
  private:
-  static std::optional<TensorSplit> parse_request(const std::string& s) {
-    if (s == "auto") return std::nullopt;
-    return s == "column" ? TensorSplit::column : s == "row" ? TensorSplit::row : TensorSplit::none;
-  }
-
-  Communicator& tensor_group(Ctx& ctx) const {
-    DT_CHECK(ctx.tensor, "layer '{}' is split over the tensor axis but has no tensor communicator", name());
-    return *ctx.tensor;
-  }
-
   int64_t units_, in_ = 0;  // in_: the input features this rank sees (a slice when row-parallel)
   bool use_bias_, relu_;
   bool column_ = false, row_ = false;

@@ -1,4 +1,5 @@
-// global_avg_pool2d: Keras GlobalAveragePooling2D, (N, H, W, C) -> (N, C).
+// global_avg_pool2d: Keras GlobalAveragePooling2D, (N, H, W, C) -> (N, C). Per channel: on
+// a tensor-parallel slice of the channels its output is the slice of the features.
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -7,6 +8,7 @@ class GlobalAvgPool2D final : public Layer {
  public:
   explicit GlobalAvgPool2D(ConfigTable&) {}
   std::string type() const override { return "global_avg_pool2d"; }
+  bool per_channel() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena&) override {
     if (in.rank() != 3) fail(fmt::format("expects (height, width, channels) input, got {}", in.str()));

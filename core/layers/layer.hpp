@@ -36,16 +36,25 @@ struct Ctx {
 };
 
 // How a layer is split over the tensor axis of a mesh (Megatron's tensor parallelism):
-//   column  it holds a slice of its outputs: input whole, output this rank's slice of the
-//           features; in backward the input gradient is summed over the tensor group;
-//   row     it holds a slice of its inputs: input this rank's slice, output whole (the
-//           partial outputs summed over the group in forward, then the bias added once).
+//   column  it holds a slice of its outputs (dense units, conv2d filters): input whole,
+//           output this rank's slice of the last axis; in backward the input gradient is
+//           summed over the tensor group;
+//   row     it holds a slice of its inputs (dense inputs, conv2d input channels): input
+//           this rank's slice of the last axis, output whole (the partial outputs summed
+//           over the group in forward, then the bias added once);
+//   sliced  it sits between a column layer and the row layer (or gather) after it and
+//           works per channel: input and output are this rank's slice of the last axis,
+//           and any per-channel variable (batch norm's) is sliced the same way.
 // A column layer followed by a row layer exchanges nothing between them.
-enum class TensorSplit { none, column, row };
+enum class TensorSplit { none, column, row, sliced };
 struct TensorPlace {
   TensorSplit split = TensorSplit::none;
   int rank = 0, degree = 1;
 };
+
+// A layer's `tensor_parallel` key: "auto" (nullopt: as the mesh's plan says), "column",
+// "row" or "replicated" (none).
+std::optional<TensorSplit> parse_tensor_request(const std::string& value);
 
 class Layer {
  public:
@@ -55,13 +64,20 @@ class Layer {
   virtual void forward(Ctx& ctx, const Tensor& in, Tensor out) = 0;
   virtual void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) = 0;
 
-  // The splits this layer supports; set_tensor_place() picks one before setup().
-  virtual bool can_split(TensorSplit split) const { return split == TensorSplit::none; }
-  // The split the recipe asks for (a dense layer's tensor_parallel key), if any.
+  // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
+  // that works per channel can run sliced.
+  virtual bool can_split(TensorSplit split) const {
+    return split == TensorSplit::none || (split == TensorSplit::sliced && per_channel());
+  }
+  // The split the recipe asks for (a dense or conv2d layer's tensor_parallel key), if any.
   virtual std::optional<TensorSplit> requested_split() const { return std::nullopt; }
   // Works element by element (relu, dropout, rescaling): runs on a slice of the features
   // as on all of them.
   virtual bool elementwise() const { return false; }
+  // Works on each channel (the last axis) on its own: runs on a slice of the channels as
+  // on all of them (element-wise layers, pooling, batch norm with its per-channel
+  // statistics). The tensor plan keeps such layers on a column layer's slice.
+  virtual bool per_channel() const { return elementwise(); }
   void set_tensor_place(const TensorPlace& place);
   const TensorPlace& tensor_place() const { return place_; }
 
@@ -73,6 +89,8 @@ class Layer {
  protected:
   // Throws UserError "layer 'conv2d_1': <message>".
   [[noreturn]] void fail(const std::string& message) const;
+  // The tensor axis's communicator, which a split layer needs in every pass.
+  Communicator& tensor_group(Ctx& ctx) const;
 
  private:
   std::string name_;

@@ -1,5 +1,6 @@
 // max_pool2d / avg_pool2d: Keras MaxPooling2D / AveragePooling2D. strides default to
-// pool_size; padded cells never count (TensorFlow semantics).
+// pool_size; padded cells never count (TensorFlow semantics). Per channel: runs on a
+// tensor-parallel slice of the channels as on all of them.
 #include "core/layers/padding.hpp"
 #include "core/layers/registry.hpp"
 
@@ -17,6 +18,8 @@ class Pool2D : public Layer {
     for (const int64_t s : strides_)
       if (s <= 0 || s > kMaxWindow) c.fail("strides", fmt::format("must be in [1, {}]", kMaxWindow));
   }
+
+  bool per_channel() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena&) override {
     if (in.rank() != 3) fail(fmt::format("expects (height, width, channels) input, got {}", in.str()));

@@ -25,6 +25,16 @@ void check_layer_name(ConfigTable& config, const std::string& name) {
 
 void Layer::fail(const std::string& message) const { throw UserError(fmt::format("layer '{}': {}", name_, message)); }
 
+Communicator& Layer::tensor_group(Ctx& ctx) const {
+  DT_CHECK(ctx.tensor, "layer '{}' is split over the tensor axis but has no tensor communicator", name_);
+  return *ctx.tensor;
+}
+
+std::optional<TensorSplit> parse_tensor_request(const std::string& value) {
+  if (value == "auto") return std::nullopt;
+  return value == "column" ? TensorSplit::column : value == "row" ? TensorSplit::row : TensorSplit::none;
+}
+
 void Layer::set_tensor_place(const TensorPlace& place) {
   DT_CHECK(can_split(place.split), "layer '{}' ({}) cannot be split that way", name_, type());
   DT_CHECK(place.degree >= 1 && place.rank >= 0 && place.rank < place.degree, "tensor rank {} of {}", place.rank, place.degree);

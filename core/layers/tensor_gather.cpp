@@ -6,39 +6,43 @@ namespace distrain {
 
 namespace {
 
+// A "row" below is one position of the leading axes (an example, or a pixel of one): its
+// `part_` channels on each rank, `part_ * degree` once gathered.
 class TensorGather final : public Layer {
  public:
   explicit TensorGather(const TensorPlace& place) : place_(place) {}
   std::string type() const override { return "tensor_gather"; }
 
   Shape setup(const Shape& in, ParamArena&) override {
-    if (in.rank() != 1) fail(fmt::format("gathers flat features, got {}", in.str()));
-    part_ = in[0];
-    return Shape{part_ * place_.degree};
+    if (in.rank() < 1) fail(fmt::format("gathers the last axis, got {}", in.str()));
+    part_ = in[in.rank() - 1];
+    std::vector<int64_t> dims = in.dims();
+    dims.back() = part_ * place_.degree;
+    return Shape(std::move(dims));
   }
 
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
-    const int64_t n = in.shape[0];
-    if (gathered_.empty() || gathered_.shape()[0] != n * place_.degree)
-      gathered_ = Buffer(ctx.backend, Shape{n * place_.degree, part_});
-    DT_CHECK(ctx.tensor, "layer '{}' has no tensor communicator", name());
-    ctx.tensor->all_gather(in, gathered_.view());  // (degree, N, part), rank-major
+    const int64_t rows = in.numel() / part_;
+    if (gathered_.empty() || gathered_.shape()[0] != rows * place_.degree)
+      gathered_ = Buffer(ctx.backend, Shape{rows * place_.degree, part_});
+    tensor_group(ctx).all_gather(in, gathered_.view());  // (degree, rows, part), rank-major
+    const int64_t whole = part_ * place_.degree;
     for (int r = 0; r < place_.degree; ++r)
-      for (int64_t i = 0; i < n; ++i)
-        ctx.backend.copy(gathered_.view().range((r * n + i) * part_, part_), out.range(i * part_ * place_.degree + r * part_, part_));
+      for (int64_t i = 0; i < rows; ++i)
+        ctx.backend.copy(gathered_.view().range((r * rows + i) * part_, part_), out.range(i * whole + r * part_, part_));
   }
 
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     if (din.empty()) return;
-    const int64_t n = din.shape[0];
-    for (int64_t i = 0; i < n; ++i)
-      ctx.backend.copy(dout.range(i * part_ * place_.degree + place_.rank * part_, part_), din.range(i * part_, part_));
+    const int64_t rows = din.numel() / part_, whole = part_ * place_.degree;
+    for (int64_t i = 0; i < rows; ++i)
+      ctx.backend.copy(dout.range(i * whole + place_.rank * part_, part_), din.range(i * part_, part_));
   }
 
  private:
   TensorPlace place_;
   int64_t part_ = 0;
-  Buffer gathered_;  // (degree * N, part)
+  Buffer gathered_;  // (degree * rows, part)
 };
 
 }  // namespace

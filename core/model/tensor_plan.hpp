@@ -1,13 +1,18 @@
 // The tensor-parallel plan of a model (Megatron's): which layers split over the tensor
 // axis of a mesh, and where a split output must be gathered.
-//   - Dense layers pair up: the first column-parallel, the next row-parallel, with only
-//     element-wise layers (relu, dropout, rescaling) between them, which run on the slice.
+//   - Dense and conv2d layers pair up: the first column-parallel (its units or filters
+//     split), the next row-parallel (its inputs or input channels split), with only layers
+//     that work per channel between them (relu, dropout, rescaling, pooling, batch_norm,
+//     global_avg_pool2d), which run sliced on the column layer's slice of the channels.
 //     The pair exchanges nothing inside; the row layer's output is whole again.
-//   - A dense layer with nothing to pair with is column-parallel and its output gathered
-//     (a tensor_gather layer after it).
-//   - A dense layer's `tensor_parallel` = "column" | "row" | "replicated" overrides; "row"
-//     needs a column-parallel layer before it.
-//   - Every other layer runs whole on every rank of the tensor axis (replicated).
+//   - A layer with nothing to pair with is column-parallel and its slice gathered by a
+//     tensor_gather layer after the last pooling or batch-norm layer that follows it
+//     (less to gather, per-channel statistics on the slice), before any element-wise
+//     layers after those, which run whole (a dropout there draws one_device's masks).
+//   - A layer's `tensor_parallel` = "column" | "row" | "replicated" overrides; "row" needs
+//     a column-parallel layer before it.
+//   - Every other layer (flatten, and the per-channel ones outside a slice) runs whole on
+//     every rank of the tensor axis (replicated).
 #pragma once
 #include <memory>
 #include <string>

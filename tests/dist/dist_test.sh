@@ -300,12 +300,14 @@ sigterm)
 mesh)
   msh=(--set strategy.name=mesh)
   # K steps on a data x tensor mesh == one_device with the global batch: tensor 2 and 4
-  # (batch 16), data 2 x tensor 2 (batch 32).
+  # (batch 16), data 2 x tensor 2 (batch 32). The conv's 8 filters split over 4 (6 would
+  # be refused): conv column, max pool on the slice, gathered before flatten.
+  conv8=(--set model.layers.1.filters=8)
   for layout in "1 2" "1 4" "2 2"; do
     set -- $layout
     n=$(($1 * $2))
-    "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=$((16 * $1)) --run-dir "$work/one$1" >/dev/null 2>&1
-    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" "${msh[@]}" --set strategy.data=$1 --set strategy.tensor=$2 \
+    "$distrain" train "$recipe" "${conv8[@]}" --set train.steps=8 --set strategy.per_replica_batch=$((16 * $1)) --run-dir "$work/one$1" >/dev/null 2>&1
+    if "${mpirun[@]}" -np $n "$distrain" train "$recipe" "${conv8[@]}" "${msh[@]}" --set strategy.data=$1 --set strategy.tensor=$2 \
       --set train.steps=8 --run-dir "$work/m$1x$2" >"$work/m$1x$2.log" 2>&1 &&
       "$distrain" compare "$work/one$1/ckpt-000008.h5" "$work/m$1x$2/ckpt-000008.h5" --rtol 1e-5 >"$work/cmp$1x$2.log"; then
       ok "mesh data $1 x tensor $2 matches one_device with batch $((16 * $1)) ($(grep -oE 'relative [0-9.e+-]+' "$work/cmp$1x$2.log" | sort -k2 -g | tail -n 1))"
@@ -343,7 +345,7 @@ mesh)
   # a resumed run is bitwise the same as an uninterrupted one.
   zro=(--set strategy.name=zero --set strategy.stage=3 --set 'strategy.devices=["cpu:0","cpu:1"]')
   so=("${msh[@]}" --set strategy.data=2 --set strategy.tensor=2 --set strategy.shard_optimizer=true)
-  "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${so[@]}" --set train.steps=8 --run-dir "$work/so" >"$work/so.log" 2>&1 &&
+  "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${so[@]}" "${conv8[@]}" --set train.steps=8 --run-dir "$work/so" >"$work/so.log" 2>&1 &&
     "$distrain" compare "$work/one2/ckpt-000008.h5" "$work/so/ckpt-000008.h5" --rtol 1e-5 >"$work/so_cmp.log" &&
     ok "mesh 2 x 2 with shard_optimizer matches one_device with batch 32 ($(grep -oE 'relative [0-9.e+-]+' "$work/so_cmp.log" | sort -k2 -g | tail -n 1))" ||
     bad "shard_optimizer: $(tail -n 3 "$work/so.log" "$work/so_cmp.log" 2>/dev/null)"
@@ -361,6 +363,51 @@ mesh)
   "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${so[@]}" --run-dir "$work/so_res" >"$work/so_res.log" 2>&1
   grep -q "resuming from" "$work/so_res.log" && "$distrain" compare "$work/so_full/ckpt-000040.h5" "$work/so_res/ckpt-000040.h5" --rtol 0 >/dev/null &&
     ok "a resumed shard_optimizer run ends bitwise where an uninterrupted one does" || bad "shard_optimizer resume: $(tail -n 3 "$work/so_res.log")"
+  # The shipped conv recipes on Fashion-MNIST, 8 steps: the CNN (conv column -> max pool
+  # -> conv row, then a dense pair) at tensor 2 and data 2 x tensor 2; the convnet (batch
+  # norm on the slices between conv pairs) at tensor 2 (under data 2 its per-replica
+  # batch-norm statistics differ from one_device's). For the convnet: no dropout (the mesh
+  # draws its masks as the data-parallel strategies do, not as one_device), no bias before
+  # batch norm (its gradient is zero up to rounding, so the bias is noise) and plain SGD
+  # with a small rate: Adam turns rounding differences of near-zero gradients into steps of
+  # the learning rate, and larger steps soon flip a relu or a max somewhere, after which any
+  # two summation orders part (one_device on 1 and on 2 threads does too, past ~1e-3).
+  # The CNN's step-4 checkpoint continues under one_device to where one_device ends.
+  conv_common=(--set train.steps=8 --set train.validate=false --set checkpoint.every_steps=4 --progress none)
+  convnet_args=(--set model.layers.12.rate=0.0 --set model.layers.7.use_bias=false --set optimizer.type=sgd
+    --set optimizer.learning_rate=0.02 --set optimizer.momentum=0.0)
+  for job in "cnn 1 2" "cnn 2 2" "convnet 1 2"; do
+    set -- $job
+    n=$(($2 * $3))
+    r="$src/recipes/fashion_mnist_$1.toml"
+    args=("${conv_common[@]}")
+    [ "$1" = convnet ] && args+=("${convnet_args[@]}")
+    "$distrain" train "$r" "${args[@]}" --set strategy.per_replica_batch=$((64 * $2)) --run-dir "$work/$1one$2" >/dev/null 2>&1
+    if "${mpirun[@]}" -np $n "$distrain" train "$r" "${args[@]}" "${msh[@]}" --set strategy.data=$2 --set strategy.tensor=$3 \
+      --run-dir "$work/$1m$2x$3" >"$work/$1m$2x$3.log" 2>&1 &&
+      "$distrain" compare "$work/$1one$2/ckpt-000008.h5" "$work/$1m$2x$3/ckpt-000008.h5" --rtol 1e-5 >"$work/$1cmp$2x$3.log"; then
+      ok "$1 recipe: mesh data $2 x tensor $3 matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$1cmp$2x$3.log" | sort -k2 -g | tail -n 1))"
+    else
+      bad "$1 mesh $2 x $3: $(tail -n 5 "$work/$1m$2x$3.log" "$work/$1cmp$2x$3.log" 2>/dev/null)"
+    fi
+  done
+  mkdir -p "$work/cnncont" && cp "$work/cnnm1x2/ckpt-000004.h5" "$work/cnncont/"
+  "$distrain" train "$src/recipes/fashion_mnist_cnn.toml" "${conv_common[@]}" --run-dir "$work/cnncont" >"$work/cnncont.log" 2>&1
+  grep -q "resuming from .*ckpt-000004" "$work/cnncont.log" &&
+    "$distrain" compare "$work/cnnone1/ckpt-000008.h5" "$work/cnncont/ckpt-000008.h5" --rtol 1e-5 >/dev/null &&
+    ok "cnn recipe: a mesh tensor 2 checkpoint continues under one_device" || bad "cnn mesh -> one_device: $(tail -n 3 "$work/cnncont.log")"
+  # distrain check on the conv recipes at tensor 2: the CNN's ranks hold half of each conv
+  # and dense kernel, in bytes (9x16 + 16 + 9x16x64 + 64 + 1600x32 + 32 + 32x10 + 16) x 4
+  # (one_device: 487744); the convnet's batch norm between conv2d_1 and conv2d_2 is sliced
+  # with conv2d_1's filters, its moving statistics too.
+  "$distrain" check "$src/recipes/fashion_mnist_cnn.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/cnncheck.log" 2>&1
+  "$distrain" check "$src/recipes/fashion_mnist_convnet.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/convnetcheck.log" 2>&1
+  [ "$(grep -c 'bytes of parameters 244032,' "$work/cnncheck.log")" = 2 ] &&
+    grep -q 'conv2d_2/kernel \[:, :, 16:32, :\] of (3, 3, 32, 64)' "$work/cnncheck.log" &&
+    grep -q 'conv2d_1/kernel \[:, :, :, 6:12\] of (3, 3, 1, 12)' "$work/convnetcheck.log" &&
+    grep -q 'batch_norm_1/moving_variance \[6:12\] of (12,)' "$work/convnetcheck.log" &&
+    ok "check: cnn 244032 bytes of parameters per rank, convnet's conv and batch-norm slices" ||
+    bad "conv check: $(head -n 4 "$work/cnncheck.log" "$work/convnetcheck.log")"
   # A launch that does not fit the mesh is refused before MPI starts, naming both sizes.
   "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/e" >"$work/e.log" 2>&1
   rc=$?

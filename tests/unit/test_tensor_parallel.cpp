@@ -1,6 +1,7 @@
 // Tensor parallelism, layer by layer: slices of whole variables, and Megatron's column- then
 // row-parallel dense pair on ranks of a thread mesh against the same two layers whole, with
-// the same initial values (each slice is the part of the whole variable one_device draws).
+// the same initial values (each slice is the part of the whole variable one_device draws);
+// then whole models: dense and conv2d pairs, batch norm and pooling on a slice, gathers.
 #include <thread>
 
 #include "core/comm/mesh.hpp"
@@ -141,10 +142,12 @@ struct ModelRun {
   std::vector<std::vector<float>> values, grads;  // per variable, as this rank holds them
 };
 
+// Forward on x (batch 4 of the model's input shape), backward from dout; values after the
+// pass (batch-norm moving statistics updated), gradients of the trainable variables.
 ModelRun run_model(Model& m, Communicator* tensor, const std::vector<float>& x, const std::vector<float>& dout) {
   m.params().initialize(11);
   m.zero_grads();
-  Buffer in(cpu(), Shape{4, 6});
+  Buffer in(cpu(), m.input_shape().batched(4));
   from_host(x, in.view());
   Ctx ctx{cpu(), true, 1, nullptr, tensor};
   ModelRun r{to_host(m.forward(ctx, in.view())), {}, {}};
@@ -152,9 +155,42 @@ ModelRun run_model(Model& m, Communicator* tensor, const std::vector<float>& x, 
   m.backward(ctx);
   for (size_t v = 0; v < m.params().variables().size(); ++v) {
     r.values.push_back(to_host(m.params().value(static_cast<int>(v))));
-    r.grads.push_back(to_host(m.params().grad(static_cast<int>(v))));
+    if (m.params().variables()[v].trainable) r.grads.push_back(to_host(m.params().grad(static_cast<int>(v))));
+    else r.grads.emplace_back();
   }
   return r;
+}
+
+// The model of `table` split over `degree` thread ranks, each run as run_model does.
+struct SplitRun {
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<ModelRun> got;
+};
+
+SplitRun run_split(const toml::table& table, int degree, const std::vector<float>& x, const std::vector<float>& dout) {
+  SplitRun s;
+  std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
+  for (int r = 0; r < degree; ++r)
+    s.models.push_back(std::make_unique<Model>(table, "m.toml", cpu(), ModelSeams{}, TensorGroup{r, degree}));
+  s.got.resize(static_cast<size_t>(degree));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < degree; ++r)
+    threads.emplace_back([&, r] {
+      const auto k = static_cast<size_t>(r);
+      s.got[k] = run_model(*s.models[k], &meshes[k].axis(Axis::tensor), x, dout);
+    });
+  for (auto& t : threads) t.join();
+  return s;
+}
+
+// max |a - b| / max |a|, as check_close measures it.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  return diff / scale;
 }
 
 }  // namespace
@@ -199,7 +235,7 @@ layers = [{ type = "dense", units = 4, tensor_parallel = "row" }]
 )");
   CHECK_THROWS_WITH_AS(Model(row_first, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2}),
                        "m.toml: layer 'dense_1': tensor_parallel = \"row\" needs a column-parallel layer before it (with only "
-                       "relu, dropout or rescaling between)",
+                       "relu, dropout, rescaling, pooling or batch_norm between)",
                        UserError);
   const toml::table odd = toml::parse(R"(
 input_shape = [6]
@@ -207,6 +243,134 @@ layers = [{ type = "dense", units = 10 }]
 )");
   CHECK_THROWS_WITH_AS(Model(odd, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 4}),
                        "m.toml: model.layers[0]: layer 'dense_1': units = 10 does not split over a tensor degree of 4", UserError);
+}
+
+
+// Conv pairs: conv2d_1 column (its filters split) -> batch norm, relu, max pool on the
+// slice -> conv2d_2 row; conv2d_3 column alone, its slice average-pooled and then gathered
+// before relu and flatten; the dense layers pair up after. (No bias before batch norm: its
+// gradient would be zero up to rounding, no test of anything.)
+const char* kConvNet = R"(
+input_shape = [10, 10, 2]
+layers = [
+  { type = "conv2d", filters = 4, kernel_size = 3, padding = "same", use_bias = false },
+  { type = "batch_norm" },
+  { type = "relu" },
+  { type = "max_pool2d" },
+  { type = "conv2d", filters = 6, kernel_size = 3, activation = "relu" },
+  { type = "conv2d", filters = 4, kernel_size = 1 },
+  { type = "avg_pool2d", padding = "same" },
+  { type = "relu" },
+  { type = "flatten" },
+  { type = "dense", units = 4, activation = "relu" },
+  { type = "dense", units = 3 },
+]
+)";
+
+TEST_CASE("tensor parallel plan: conv2d column -> batch_norm, relu, pooling on the slice -> conv2d row, a gather before flatten") {
+  const Model m(toml::parse(kConvNet), "m.toml", cpu(), ModelSeams{}, TensorGroup{1, 2});
+  std::vector<std::string> got;
+  for (const auto& l : m.layers()) {
+    const TensorSplit s = l->tensor_place().split;
+    got.push_back(l->name() + (s == TensorSplit::column ? " column" : s == TensorSplit::row ? " row"
+                               : s == TensorSplit::sliced ? " sliced" : ""));
+  }
+  CHECK(got == std::vector<std::string>{"conv2d_1 column", "batch_norm_1 sliced", "relu_1 sliced", "max_pool2d_1 sliced",
+                                        "conv2d_2 row", "conv2d_3 column", "avg_pool2d_1 sliced", "tensor_gather_1",
+                                        "relu_2", "flatten_1", "dense_1 column", "dense_2 row"});
+  // Per-example shapes: half the channels on the slice, whole again after the row conv and the gather.
+  CHECK(m.layers().size() == 12);
+  const ParamArena& p = m.params();
+  const Variable& k1 = p.variables()[static_cast<size_t>(p.find("conv2d_1", "kernel"))];
+  CHECK(k1.shape == Shape{3, 3, 2, 2});
+  CHECK(k1.full_shape == Shape{3, 3, 2, 4});
+  CHECK(k1.slice.axis == 3);
+  const Variable& k2 = p.variables()[static_cast<size_t>(p.find("conv2d_2", "kernel"))];
+  CHECK(k2.shape == Shape{3, 3, 2, 6});
+  CHECK(k2.slice.axis == 2);
+  CHECK_FALSE(p.variables()[static_cast<size_t>(p.find("conv2d_2", "bias"))].slice.sliced());
+  for (const char* name : {"gamma", "beta", "moving_mean", "moving_variance"}) {
+    const Variable& v = p.variables()[static_cast<size_t>(p.find("batch_norm_1", name))];
+    CAPTURE(name);
+    CHECK(v.shape == Shape{2});
+    CHECK(v.full_shape == Shape{4});
+    CHECK(v.slice.index == 1);
+  }
+}
+
+TEST_CASE("tensor parallel model: conv2d pairs with batch norm between, a gathered conv and dense pairs match the whole model") {
+  const toml::table table = toml::parse(kConvNet);
+  const std::vector<float> x = random_vector(4 * 10 * 10 * 2, 7), dout = random_vector(12, 8);
+  Model whole(table, "m.toml", cpu());
+  const ModelRun want = run_model(whole, nullptr, x, dout);
+  double worst = 0;
+  for (int degree : {2, 4}) {
+    CAPTURE(degree);
+    const SplitRun split = run_split(table, degree, x, dout);
+    for (int r = 0; r < degree; ++r) {
+      const ModelRun& g = split.got[static_cast<size_t>(r)];
+      check_close(g.out, want.out);
+      // The loss of dout as the gradient of a linear loss: sum(out * dout).
+      double loss = 0, want_loss = 0;
+      for (size_t i = 0; i < dout.size(); ++i) {
+        loss += static_cast<double>(g.out[i]) * dout[i];
+        want_loss += static_cast<double>(want.out[i]) * dout[i];
+      }
+      CHECK(loss == doctest::Approx(want_loss).epsilon(1e-5));
+      worst = std::max(worst, relative_error(want.out, g.out));
+      const auto& vars = split.models[static_cast<size_t>(r)]->params().variables();
+      REQUIRE(vars.size() == whole.params().variables().size());
+      for (size_t v = 0; v < vars.size(); ++v) {
+        CAPTURE(vars[v].layer + "/" + vars[v].name);
+        CHECK(vars[v].full_shape == whole.params().variables()[v].shape);
+        // Values (initial, and batch-norm moving statistics after the step) and gradients
+        // are this rank's slices of the whole model's.
+        const std::vector<float> value = slice_of(want.values[v], vars[v].full_shape, vars[v].slice);
+        check_close(g.values[v], value);
+        worst = std::max(worst, relative_error(value, g.values[v]));
+        if (!vars[v].trainable) continue;
+        const std::vector<float> grad = slice_of(want.grads[v], vars[v].full_shape, vars[v].slice);
+        check_close(g.grads[v], grad);
+        worst = std::max(worst, relative_error(grad, g.grads[v]));
+      }
+    }
+  }
+  MESSAGE("conv tensor parallel, degrees 2 and 4: largest relative difference " << worst);
+}
+
+TEST_CASE("tensor parallel model: conv2d filters that do not split, and conv2d overrides") {
+  const toml::table odd = toml::parse(R"(
+input_shape = [6, 6, 1]
+layers = [{ type = "conv2d", filters = 6, kernel_size = 3 }, { type = "flatten" }]
+)");
+  CHECK_THROWS_WITH_AS(Model(odd, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 4}),
+                       "m.toml: model.layers[0]: layer 'conv2d_1': filters = 6 does not split over a tensor degree of 4",
+                       UserError);
+  const toml::table row_first = toml::parse(R"(
+input_shape = [6, 6, 1]
+layers = [{ type = "conv2d", filters = 4, kernel_size = 3, tensor_parallel = "row" }]
+)");
+  CHECK_THROWS_WITH_AS(Model(row_first, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2}),
+                       doctest::Contains("layer 'conv2d_1': tensor_parallel = \"row\" needs a column-parallel layer"), UserError);
+  // replicated: conv2d_1 whole; the next conv is then column-parallel on its own, gathered
+  // after the pool; tensor_parallel = "column" on the last conv keeps it from pairing.
+  const toml::table overrides = toml::parse(R"(
+input_shape = [8, 8, 1]
+layers = [
+  { type = "conv2d", filters = 4, kernel_size = 3, tensor_parallel = "replicated" },
+  { type = "conv2d", filters = 4, kernel_size = 3 },
+  { type = "max_pool2d" },
+  { type = "conv2d", filters = 2, kernel_size = 1, tensor_parallel = "column" },
+]
+)");
+  const Model m(overrides, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2});
+  std::vector<std::string> names;
+  for (const auto& l : m.layers()) names.push_back(l->name());
+  CHECK(names == std::vector<std::string>{"conv2d_1", "conv2d_2", "max_pool2d_1", "tensor_gather_1", "conv2d_3", "tensor_gather_2"});
+  CHECK(m.layers()[0]->tensor_place().split == TensorSplit::none);
+  CHECK(m.layers()[1]->tensor_place().split == TensorSplit::column);
+  CHECK(m.layers()[4]->tensor_place().split == TensorSplit::column);
+  CHECK(m.output_shape() == Shape{2, 2, 2});
 }
 
 }  // namespace distrain::test
