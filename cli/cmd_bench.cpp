@@ -19,6 +19,7 @@
 #include "core/base/json.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/recipe.hpp"
+#include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
 #include "core/train/step_timing.hpp"
@@ -53,7 +54,7 @@ double median(std::vector<double> v) {
 // Random pixel values and labels of the recipe's shapes: one slice for each of this
 // process's replicas, drawn from the seed and the rank.
 Batch synthetic_batch(const Recipe& recipe, Strategy& strategy) {
-  const Model& model = strategy.model();
+  const Model model(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
   const int64_t per = model.input_shape().numel();
   const int64_t classes = model.output_shape()[0];
   Batch batch;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -105,6 +106,13 @@ struct MpiCommunicator::Handle {
   int64_t* mine = nullptr;           // this rank's counter
   std::vector<int64_t*> peers;       // every rank's counter, when shared
   std::vector<int> world_ranks;      // each member's rank in MPI_COMM_WORLD
+  struct Started {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int peer = 0;
+    std::string what;
+  };
+  std::map<int64_t, Started> sends;  // start_send()s not yet waited for, by id
+  int64_t next_send = 1;
 };
 
 namespace {
@@ -304,6 +312,23 @@ void MpiCommunicator::send(const Tensor& t, int peer, int tag, std::string_view 
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Isend(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Isend");
   if (!wait_until(req, timeout_s_, "MPI_Isend")) message_timed_out(fmt::format("sending {}", what), peer);
+}
+
+int64_t MpiCommunicator::start_send(const Tensor& t, int peer, int tag, std::string_view what) {
+  const MPI_Datatype type = mpi_type(t, what);
+  Handle::Started started{MPI_REQUEST_NULL, peer, std::string(what)};
+  check(MPI_Isend(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &started.req), "MPI_Isend");
+  const int64_t id = handle_->next_send++;
+  handle_->sends.emplace(id, std::move(started));
+  return id;
+}
+
+void MpiCommunicator::wait_send(int64_t id) {
+  const auto it = handle_->sends.find(id);
+  if (it == handle_->sends.end()) return;
+  Handle::Started started = std::move(it->second);
+  handle_->sends.erase(it);
+  if (!wait_until(started.req, timeout_s_, "MPI_Isend")) message_timed_out(fmt::format("sending {}", started.what), started.peer);
 }
 
 void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {

@@ -159,6 +159,19 @@ void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Devi
                                "\"reduce_to_one_device\"");
 }
 
+// mesh, pipeline axis: micro-batches per step, the schedule and where stages begin.
+void parse_pipeline(ConfigTable& c, StrategySpec& s) {
+  for (const char* key : {"micro_batches", "schedule", "stage_boundaries"})
+    if (c.has(key) && s.name != "mesh") c.fail(key, "applies to strategy \"mesh\" only");
+  s.micro_batches = c.get_int("micro_batches", 1);
+  if (s.micro_batches < 1 || s.micro_batches > 4096) c.fail("micro_batches", fmt::format("must be in [1, 4096], got {}", s.micro_batches));
+  s.schedule = c.get_choice("schedule", "1f1b", {"gpipe", "1f1b"});
+  s.stage_boundaries = c.get_string_list("stage_boundaries", {});
+  if (!s.stage_boundaries.empty() && static_cast<int64_t>(s.stage_boundaries.size()) != s.mesh_pipeline - 1)
+    c.fail("stage_boundaries", fmt::format("names {} layer(s); pipeline = {} needs {} (the first layer of each stage after the first)",
+                                           s.stage_boundaries.size(), s.mesh_pipeline, s.mesh_pipeline - 1));
+}
+
 // mesh: the degrees of the data, tensor and pipeline axes (their product must be the
 // number of ranks launched: the strategy checks that before MPI starts), and whether the
 // optimizer state is sharded over the data axis.
@@ -170,9 +183,8 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
   }
   s.shard_optimizer = c.get_bool("shard_optimizer", false);
   if (c.has("shard_optimizer") && s.name != "mesh") c.fail("shard_optimizer", "applies to strategy \"mesh\" only (zero shards by its stage)");
+  parse_pipeline(c, s);
   if (s.name != "mesh") return;
-  if (s.mesh_pipeline > 1)
-    c.fail("pipeline", "pipeline stages are not built in this version; use pipeline = 1 (data and tensor axes work)");
   if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));
 }
 
@@ -206,6 +218,9 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   if (s.per_replica_batch > kMaxBatch)
     c.fail("per_replica_batch", fmt::format("must be at most {}, got {}", kMaxBatch, s.per_replica_batch));
+  if (s.micro_batches > s.per_replica_batch)
+    c.fail("micro_batches", fmt::format("{} micro-batches of a per_replica_batch of {}: use at most {}", s.micro_batches,
+                                        s.per_replica_batch, s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);
   if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
   s.threads = static_cast<int>(threads);

@@ -22,8 +22,10 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
-Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor)
+Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor,
+             ModelPart part)
     : backend_(backend),
+      input_grad_wanted_(part.input_grad),
       gatherer_(seams.gatherer ? std::move(seams.gatherer) : std::make_unique<FullValues>()),
       reducer_(seams.reducer ? std::move(seams.reducer) : std::make_unique<FullGradients>()) {
   ConfigTable config(model, file, "model.");
@@ -39,7 +41,9 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
   config.finish();
   std::vector<LayerSource> sources = create_layers(*list, file);
   place_on_tensor_axis(tensor, file, sources);
+  part_ = part;
   setup_layers(file, sources);
+  keep_part(part, file);
   arena_.allocate(backend_);
   find_trainable_ranges();
   gatherer_->attach(arena_, ranges_);
@@ -87,14 +91,16 @@ void Model::place_on_tensor_axis(const TensorGroup& tensor, const std::string& f
   sources = std::move(placed_sources);
 }
 
-// Shape inference: each layer's setup declares its variables and gives its output shape.
+// Shape inference: each layer's setup declares its variables (in this model's arena when
+// the layer is in its part, else in one thrown away) and gives its output shape.
 void Model::setup_layers(const std::string& file, const std::vector<LayerSource>& sources) {
   Shape shape = input_shape_;
+  ParamArena elsewhere;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     const std::string& key = sources[i].key;
     try {
-      shape = layer.setup(shape, arena_);
+      shape = layer.setup(shape, i >= part_.first && i < part_.end ? arena_ : elsewhere);
       shape.numel();
     } catch (const ShapeOverflow& e) {
       ConfigTable(*sources[i].table, file, key + ".")
@@ -106,6 +112,18 @@ void Model::setup_layers(const std::string& file, const std::vector<LayerSource>
                   key, shape.str(), kMaxExtent);
     shapes_.push_back(shape);
   }
+}
+
+void Model::keep_part(const ModelPart& part, const std::string& file) {
+  const size_t end = std::min(part.end, layers_.size());
+  DT_USER_CHECK(part.first < end, "{}: a pipeline stage of layers [{}, {}) of {} has no layer", file, part.first, part.end,
+                layers_.size());
+  if (part.first == 0 && end == layers_.size()) return;
+  if (part.first > 0) input_shape_ = shapes_[part.first - 1];
+  layers_.erase(layers_.begin() + static_cast<int64_t>(end), layers_.end());
+  layers_.erase(layers_.begin(), layers_.begin() + static_cast<int64_t>(part.first));
+  shapes_.erase(shapes_.begin() + static_cast<int64_t>(end), shapes_.end());
+  shapes_.erase(shapes_.begin(), shapes_.begin() + static_cast<int64_t>(part.first));
 }
 
 void Model::find_trainable_ranges() {
@@ -142,6 +160,7 @@ void Model::ensure_activations(int64_t n) {
     acts_.emplace_back(backend_, s.batched(n));
     dacts_.emplace_back(backend_, s.batched(n));
   }
+  if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
   batch_ = n;
 }
 
@@ -159,10 +178,12 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
 }
 
 void Model::backward(Ctx& ctx) {
-  // Below the first layer with trainable variables no gradient is needed: stop there.
-  for (size_t i = layers_.size(); i-- > first_trainable_;) {
+  // Below the first layer with trainable variables no gradient is needed (unless the input's
+  // is wanted): stop there.
+  const size_t last = input_grad_wanted_ ? 0 : first_trainable_;
+  for (size_t i = layers_.size(); i-- > last;) {
     const Tensor in = i ? acts_[i - 1].view() : input_;
-    const Tensor din = i > first_trainable_ ? dacts_[i - 1].view() : Tensor{};
+    const Tensor din = i > last ? dacts_[i - 1].view() : i == 0 && input_grad_wanted_ ? input_grad_.view() : Tensor{};
     gatherer_->gather(i);
     reducer_->open(i);
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
@@ -179,7 +200,7 @@ void Model::forward_without_examples() {
 }
 
 void Model::backward_without_examples() {
-  for (size_t i = layers_.size(); i-- > first_trainable_;) {
+  for (size_t i = layers_.size(); i-- > (input_grad_wanted_ ? 0 : first_trainable_);) {
     gatherer_->gather(i);
     reducer_->open(i);
     gatherer_->release(i);

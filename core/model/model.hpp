@@ -8,6 +8,7 @@
 // is decided by the two objects a model is given (ModelSeams): a ParamGatherer and a
 // GradientReducer. By default it keeps them all (FullValues, FullGradients).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <toml++/toml.h>
@@ -25,6 +26,14 @@ struct TensorGroup {
   int rank = 0, size = 1;
 };
 
+// The part of the layer list a model runs (one pipeline stage): layers [first, end) of
+// the list after tensor-parallel placement (tensor_gather layers included). A stage after
+// the first also computes the gradient of its input, which goes to the stage before it.
+struct ModelPart {
+  size_t first = 0, end = SIZE_MAX;
+  bool input_grad = false;
+};
+
 // What a strategy gives a model; a null member gets the default (FullValues, FullGradients).
 struct ModelSeams {
   std::unique_ptr<ParamGatherer> gatherer;
@@ -38,8 +47,10 @@ class Model {
   // Under tensor parallelism (`tensor`: this rank of the mesh's tensor axis and its size)
   // layers split as core/model/tensor_plan.hpp says; the forward and backward passes then
   // need Ctx::tensor.
+  // A `part` runs only those layers and holds only their variables; the other layers are
+  // built for their shapes (and names) only.
   Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams = {},
-        TensorGroup tensor = {});
+        TensorGroup tensor = {}, ModelPart part = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -49,6 +60,8 @@ class Model {
   Tensor output_grad() const { return dacts_.back().view(); }
   // Propagates output_grad() back; parameter gradients accumulate into the arena.
   void backward(Ctx& ctx);
+  // With part.input_grad: the gradient of the last forward's input, after backward().
+  Tensor input_grad() const { return input_grad_.view(); }
   // The gatherer's and reducer's calls of forward() and backward() without computing: a
   // replica with no examples still takes part in the collectives they make.
   void forward_without_examples();
@@ -63,6 +76,8 @@ class Model {
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
   const Shape& input_shape() const { return input_shape_; }
+  // Each layer's output shape per example.
+  const std::vector<Shape>& layer_shapes() const { return shapes_; }
   const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   Backend& backend() const { return backend_; }
@@ -80,6 +95,8 @@ class Model {
   std::vector<LayerSource> create_layers(const toml::array& list, const std::string& file);
   void place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources);
   void setup_layers(const std::string& file, const std::vector<LayerSource>& sources);
+  // Keeps only the part's layers (their variables were declared; the others' were not).
+  void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);
   // ranges_ and first_trainable_, from the variables' layers and offsets.
   void find_trainable_ranges();
@@ -96,6 +113,9 @@ class Model {
   int64_t batch_ = -1;
   Tensor input_;
   std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)
+  ModelPart part_;
+  bool input_grad_wanted_ = false;
+  Buffer input_grad_;  // (N, input_shape...) with part.input_grad
 };
 
 }  // namespace distrain

@@ -1,12 +1,15 @@
 #include "core/strategy/mesh_strategy.hpp"
 
+#include <map>
 #include <optional>
 
 #include "core/backend/backend.hpp"
 #include "core/base/rng.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/comm/mpi_communicator.hpp"
-#include "core/strategy/replica.hpp"
+#include "core/model/no_storage.hpp"
+#include "core/model/stage_partition.hpp"
+#include "core/strategy/pipeline_stage.hpp"
 #include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
 #include "core/strategy/zero_reducers.hpp"
@@ -80,10 +83,18 @@ class MeshStrategy final : public Strategy {
         mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
     world_->set_timeout(spec_.timeout_seconds);
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
-    replica_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()), &tensor());
+    // The whole model's layout (what checkpoints hold) and its cut into stages.
+    layout_ = std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams(),
+                                      TensorGroup{mesh_.coord().tensor, shape_.tensor});
+    plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
+    for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
+    const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.micro_batches),
+                           parse_pipe_schedule(spec_.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
+    stage_ = std::make_unique<PipelineStage>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()),
+                                             &tensor(), place);
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
     optimizer_ = make_optimizer(recipe.optimizer);
-    optimizer_->bind(replica_->backend(), model().gatherer().own().numel());
+    optimizer_->bind(stage_->backend(), model().gatherer().own().numel());
   }
 
   std::string name() const override { return "mesh"; }
@@ -91,17 +102,32 @@ class MeshStrategy final : public Strategy {
   int rank() const override { return world_->rank(); }
   int workers() const override { return world_->size(); }
   int first_local_replica() const override { return mesh_.coord().data; }
+  int eval_shares() const override { return shape_.data; }
+  int eval_share() const override { return mesh_.coord().data; }
   int local_replicas() const override { return 1; }
   std::string describe() const override {
-    return fmt::format("mesh: {} ({} ranks, one {} each; tensor innermost){}", shape_.str(), shape_.size(), device_.str(),
-                       spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "");
+    std::string pipeline;
+    if (shape_.pipeline > 1)
+      pipeline = fmt::format("; {} stages, {} micro-batch(es), schedule {}", shape_.pipeline, spec_.micro_batches, spec_.schedule);
+    else if (spec_.micro_batches > 1)
+      pipeline = fmt::format("; {} micro-batches", spec_.micro_batches);
+    return fmt::format("mesh: {} ({} ranks, one {} each; tensor innermost){}{}", shape_.str(), shape_.size(), device_.str(),
+                       spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline);
   }
-  Model& model() override { return replica_->model(); }
+  // This rank's stage's model (its layers and variables only).
+  Model& model() override { return stage_->model(); }
   Optimizer& optimizer() override { return *optimizer_; }
   ModelState& model_state() override { return model_state_; }
   OptimizerState& optimizer_state() override { return optimizer_state_; }
   Communicator& tensor() const { return mesh_.axis(Axis::tensor); }
   Communicator& data() const { return mesh_.axis(Axis::data); }
+  MpiCommunicator& pipe() const { return dynamic_cast<MpiCommunicator&>(mesh_.axis(Axis::pipeline)); }
+  int stage() const { return mesh_.coord().pipeline; }
+  MemoryUse memory_per_replica(int64_t per_replica_batch) override {
+    MemoryUse m = Strategy::memory_per_replica(per_replica_batch);
+    m.activations = stage_->activation_bytes(per_replica_batch);
+    return m;
+  }
   CommTraffic data_traffic() const override { return data().traffic(); }
   CommTraffic tensor_traffic() const override { return tensor().traffic(); }
   TrafficTheory traffic_theory() override {
@@ -127,28 +153,25 @@ class MeshStrategy final : public Strategy {
     const Tensor state = model().params().state();
     if (state.numel() == 0) return;
     data().all_reduce(state, ReduceOp::sum);
-    replica_->backend().scale_shift(state, state, 1.0f / static_cast<float>(shape_.data), 0.0f);
+    stage_->backend().scale_shift(state, state, 1.0f / static_cast<float>(shape_.data), 0.0f);
   }
 
-  LossStats evaluate(const Batch& batch) override {
-    return sum_over_workers(replica_->evaluate(batch.replicas.at(0)), data());
-  }
+  LossStats evaluate(const Batch& batch) override { return from_last_stage(stage_->evaluate(batch.replicas.at(0))); }
   int max_over_workers(int local) override { return max_over(local, *world_); }
 
  protected:
   // The seed depends on the data rank only: a tensor group draws the same dropout masks.
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
     model().zero_grads();
-    if (info.skip_nonfinite) replica_->keep_state();
+    if (info.skip_nonfinite) stage_->keep_state();
     const float scale = 1.0f / static_cast<float>(batch.global_count);
-    const LossStats local = replica_->forward_backward(batch.replicas.at(0), scale,
-                                                       derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)));
-    return sum_over_workers(local, data());
+    return from_last_stage(
+        stage_->train(batch.replicas.at(0), scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data))));
   }
   void reduce_gradients() override { model().reducer().flush(); }
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.
   bool gradients_finite() override {
-    float bad = all_finite(replica_->backend(), model().reducer().own()) ? 0.0f : 1.0f;
+    float bad = all_finite(stage_->backend(), model().reducer().own()) ? 0.0f : 1.0f;
     world_->all_reduce(host_tensor(&bad, 1), ReduceOp::sum);
     return bad == 0.0f;
   }
@@ -158,36 +181,65 @@ class MeshStrategy final : public Strategy {
     optimizer_->update(m.gatherer().own(), m.reducer().own(), info.learning_rate);
     m.gatherer().after_update();
   }
-  void discard_step() override { replica_->restore_state(); }
+  void discard_step() override { stage_->restore_state(); }
 
  private:
   friend class MeshModelState;
   friend class MeshOptimizerState;
+
+  // The last stage's sums over the data axis, on every stage.
+  LossStats from_last_stage(const LossStats& local) {
+    LossStats total = sum_over_workers(local, data());
+    if (shape_.pipeline == 1) return total;
+    double v[3] = {total.loss_sum, static_cast<double>(total.correct), static_cast<double>(total.count)};
+    pipe().broadcast(host_tensor(v, 3), shape_.pipeline - 1);
+    return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+  }
+  // The stage holding variable v of the layout, and v in that stage's model (-1 elsewhere).
+  int owner_of(const Variable& v) const { return stage_of_layer_.at(v.layer); }
+  int local_id(const Variable& v) { return owner_of(v) == stage() ? model().params().find(v.layer, v.name) : -1; }
+  // `whole` (v's elements) from the stage that holds v to every stage.
+  void share_from_owner(const Variable& v, std::vector<float>& whole) {
+    whole.resize(static_cast<size_t>(v.full_shape.numel()));
+    if (shape_.pipeline > 1) pipe().broadcast(host_tensor(whole.data(), v.full_shape.numel()), owner_of(v));
+  }
 
   StrategySpec spec_;
   MeshShape shape_;
   std::unique_ptr<MpiCommunicator> world_;
   Mesh mesh_;
   Device device_;
-  std::unique_ptr<Replica> replica_;
+  std::unique_ptr<Model> layout_;  // the whole model, no storage: checkpoints' layout
+  StagePlan plan_;
+  std::map<std::string, int> stage_of_layer_;
+  std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<ShardLayout> shards_;  // shard_optimizer: the slots' layout over the data axis
   MeshModelState model_state_;
   MeshOptimizerState optimizer_state_;
 };
 
-const ParamArena& MeshModelState::layout() const { return m_.model().params(); }
+const ParamArena& MeshModelState::layout() const { return m_.layout_->params(); }
 
+// Variable `id` of the whole model: the stage holding it gathers it over its tensor axis
+// and hands it to the other stages.
 void MeshModelState::read(int id, std::vector<float>& out) {
   const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  std::vector<float> mine(static_cast<size_t>(v.shape.numel()));
-  m_.replica_->backend().download(m_.model().params().value(id), mine.data());
-  out = gather_whole(v, std::move(mine), m_.tensor());
+  if (const int local = m_.local_id(v); local >= 0) {
+    const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
+    std::vector<float> part(static_cast<size_t>(mine.shape.numel()));
+    m_.stage_->backend().download(m_.model().params().value(local), part.data());
+    out = gather_whole(mine, std::move(part), m_.tensor());
+  }
+  m_.share_from_owner(v, out);
 }
 
 void MeshModelState::write(int id, const std::vector<float>& in) {
   const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  m_.replica_->backend().upload(slice_of(in, v.full_shape, v.slice).data(), m_.model().params().value(id));
+  const int local = m_.local_id(v);
+  if (local < 0) return;  // another stage's
+  const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
+  m_.stage_->backend().upload(slice_of(in, mine.full_shape, mine.slice).data(), m_.model().params().value(local));
 }
 
 std::string MeshOptimizerState::type() const { return m_.optimizer_->type(); }
@@ -195,27 +247,36 @@ int64_t MeshOptimizerState::iterations() const { return m_.optimizer_->iteration
 void MeshOptimizerState::set_iterations(int64_t n) { m_.optimizer_->set_iterations(n); }
 std::vector<std::string> MeshOptimizerState::slot_names() const { return m_.optimizer_->slot_names(); }
 
-// This rank's tensor slice of a slot: its own range, or, sharded, the pieces each data
-// rank owns (zeros elsewhere) summed over the data axis, exact with one owner per element.
+// The slot of whole-model variable v: on its stage, this rank's tensor slice (its own
+// range, or, sharded, the pieces each data rank owns, zeros elsewhere, summed over the
+// data axis: exact with one owner per element), gathered over the tensor axis; then
+// handed to the other stages.
 void MeshOptimizerState::read(const std::string& slot, const Variable& v, std::vector<float>& out) {
-  std::vector<float> mine(static_cast<size_t>(v.shape.numel()), 0.0f);
-  Backend& be = m_.replica_->backend();
-  if (m_.shards_) {
-    download_owned(be, *m_.shards_, m_.mesh_.coord().data, m_.optimizer_->slot(slot), v, mine.data());
-    m_.data().all_reduce(host_tensor(mine.data(), v.shape.numel()), ReduceOp::sum);
-  } else {
-    be.download(m_.optimizer_->slot(slot).range(v.offset, v.shape.numel()), mine.data());
+  if (const int local = m_.local_id(v); local >= 0) {
+    const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
+    std::vector<float> part(static_cast<size_t>(mine.shape.numel()), 0.0f);
+    Backend& be = m_.stage_->backend();
+    if (m_.shards_) {
+      download_owned(be, *m_.shards_, m_.mesh_.coord().data, m_.optimizer_->slot(slot), mine, part.data());
+      m_.data().all_reduce(host_tensor(part.data(), mine.shape.numel()), ReduceOp::sum);
+    } else {
+      be.download(m_.optimizer_->slot(slot).range(mine.offset, mine.shape.numel()), part.data());
+    }
+    out = gather_whole(mine, std::move(part), m_.tensor());
   }
-  out = gather_whole(v, std::move(mine), m_.tensor());
+  m_.share_from_owner(v, out);
 }
 
 void MeshOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
-  const std::vector<float> mine = slice_of(in, v.full_shape, v.slice);
-  Backend& be = m_.replica_->backend();
+  const int local = m_.local_id(v);
+  if (local < 0) return;
+  const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
+  const std::vector<float> part = slice_of(in, mine.full_shape, mine.slice);
+  Backend& be = m_.stage_->backend();
   if (m_.shards_)
-    upload_owned(be, *m_.shards_, m_.mesh_.coord().data, mine.data(), m_.optimizer_->slot(slot), v);
+    upload_owned(be, *m_.shards_, m_.mesh_.coord().data, part.data(), m_.optimizer_->slot(slot), mine);
   else
-    be.upload(mine.data(), m_.optimizer_->slot(slot).range(v.offset, v.shape.numel()));
+    be.upload(part.data(), m_.optimizer_->slot(slot).range(mine.offset, mine.shape.numel()));
 }
 
 }  // namespace

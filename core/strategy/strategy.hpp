@@ -64,6 +64,11 @@ class Strategy {
   virtual int workers() const { return 1; }
   // The replicas of the job this process runs: [first_local_replica(), + local_replicas()).
   virtual int first_local_replica() const { return 0; }
+  // How evaluation splits a batch: into eval_shares() parts, this process evaluating part
+  // eval_share(). Every worker its own by default; ranks that must see the same examples
+  // (a mesh's tensor group and pipeline stages) share one.
+  virtual int eval_shares() const { return workers(); }
+  virtual int eval_share() const { return rank(); }
   virtual int local_replicas() const { return num_replicas(); }
   // One line: devices, replicas, how gradients travel.
   virtual std::string describe() const = 0;

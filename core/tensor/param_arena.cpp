@@ -83,6 +83,12 @@ void ParamArena::bind_grads(int64_t begin, Tensor storage) {
   grads_ = storage;
 }
 
+void ParamArena::share_state(Tensor storage) {
+  DT_CHECK(storage.numel() == state_size_, "shared state of {} elements for an arena of {}", storage.numel(), state_size_);
+  state_ = Buffer();
+  shared_state_ = storage;
+}
+
 Tensor ParamArena::whole(int64_t begin, const Tensor& bound) const {
   if (!bound.empty() && begin == 0 && bound.numel() == values_size_) return bound;
   return Tensor{nullptr, Shape{0}, DType::f32, backend_ ? backend_->device() : Device{}};
@@ -117,7 +123,7 @@ std::vector<float> ParamArena::whole_initial_value(int id, uint64_t seed) const 
 Tensor ParamArena::value(int id) const {
   const Variable& v = variables_.at(static_cast<size_t>(id));
   if (v.trainable) return view_in(id, values_begin_, values_, "value");
-  return state_.view().range(v.offset, v.shape.numel()).reshaped(v.shape);
+  return state().range(v.offset, v.shape.numel()).reshaped(v.shape);
 }
 
 Tensor ParamArena::grad(int id) const {

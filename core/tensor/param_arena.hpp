@@ -59,6 +59,9 @@ class ParamArena {
   // become views into storage until the next bind; an empty storage binds nothing.
   void bind_values(int64_t begin, Tensor storage);
   void bind_grads(int64_t begin, Tensor storage);
+  // From now on the non-trainable state lives in `storage` (another arena's state() of
+  // the same layout), so that copies of a model update one set of moving statistics.
+  void share_state(Tensor storage);
   // Draws every variable from the seed. A variable's values depend only on the seed and its
   // layer/name, so adding a layer does not change the others.
   void initialize(uint64_t seed);
@@ -74,7 +77,7 @@ class ParamArena {
   // empty tensor (numel 0).
   Tensor values() const { return whole(values_begin_, values_); }
   Tensor grads() const { return whole(grads_begin_, grads_); }
-  Tensor state() const { return state_.view(); }
+  Tensor state() const { return shared_state_.empty() ? state_.view() : shared_state_; }
   const std::vector<Variable>& variables() const { return variables_; }
   // The id of layer/name, or -1.
   int find(const std::string& layer, const std::string& name) const;
@@ -93,6 +96,7 @@ class ParamArena {
   Buffer state_;
   int64_t values_begin_ = 0, grads_begin_ = 0;
   Tensor values_, grads_;  // bound storage, see bind_values()
+  Tensor shared_state_;    // see share_state()
 };
 
 }  // namespace distrain

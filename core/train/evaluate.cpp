@@ -3,9 +3,9 @@
 namespace distrain {
 
 LossStats evaluate_dataset(Strategy& strategy, const Dataset& data, int64_t batch_size) {
-  // Each worker evaluates its share; the strategy sums over workers.
-  LoaderSpec spec{batch_size, strategy.workers(), false, false, 0};
-  spec.first_replica = strategy.rank();
+  // Each share is evaluated by its worker(s); the strategy sums over the shares.
+  LoaderSpec spec{batch_size, strategy.eval_shares(), false, false, 0};
+  spec.first_replica = strategy.eval_share();
   spec.local_replicas = 1;
   Loader loader(data, spec);
   loader.start(0);

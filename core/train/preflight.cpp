@@ -12,6 +12,7 @@
 #include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/model/model.hpp"
+#include "core/model/no_storage.hpp"
 
 namespace distrain {
 
@@ -48,36 +49,11 @@ int64_t cpu_replicas(const Recipe& recipe) {
       m.activations == kMax ? std::string("more than 8 EiB") : format_bytes(m.activations), format_bytes(available), key));
 }
 
-// Seams that keep no storage: a model with its shapes and layout and nothing allocated
-// (but batch-norm state), for checks before the strategy's models exist.
-class NoValues final : public ParamGatherer {
- public:
-  void attach(ParamArena&, const std::vector<Range>&) override {}
-  void gather(size_t) override {}
-  void release(size_t) override {}
-  void before_update() override {}
-  void after_update() override {}
-  Tensor own() const override { return {}; }
-  int64_t bytes() const override { return 0; }
-  bool collective() const override { return false; }
-};
-
-class NoGradients final : public GradientReducer {
- public:
-  void attach(ParamArena&, const std::vector<Range>&) override {}
-  void zero() override {}
-  void open(size_t) override {}
-  void reduce(size_t) override {}
-  void flush() override {}
-  Tensor own() const override { return {}; }
-  int64_t bytes() const override { return 0; }
-};
-
 }  // namespace
 
 void check_data_fits(const Recipe& recipe, const Dataset& train) {
   const Model model(recipe.model(), recipe.file, backend_for(Device{}),
-                    ModelSeams{std::make_unique<NoValues>(), std::make_unique<NoGradients>()});
+                    storage_free_seams());
   DT_USER_CHECK(model.input_shape() == train.example_shape,
                 "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
                 model.input_shape().str(), train.example_shape.str(), train.source);

@@ -48,7 +48,7 @@ std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const
     resumed = existing.back();
     state = read_checkpoint_header(resumed).state;
     load_weights(resumed, strategy.model_state());
-    load_optimizer(resumed, strategy.model().params(), strategy.optimizer_state());
+    load_optimizer(resumed, strategy.model_state().layout(), strategy.optimizer_state());
     log::info("resuming from {} (step {}, epoch {}, batch {})", resumed, state.step, state.epoch + 1, state.batch_in_epoch);
   } else if (!recipe.checkpoint.init_from.empty()) {
     read_checkpoint_header(recipe.checkpoint.init_from);
