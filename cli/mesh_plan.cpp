@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "core/backend/backend.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/model/model.hpp"
+#include "core/model/stage_partition.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/strategy/pipeline_stage.hpp"
 #include "core/strategy/shard_layout.hpp"
 
 namespace distrain::cli {
@@ -38,12 +41,30 @@ const char* split_text(const Layer& l) {
   return "whole";
 }
 
-// Shapes only: a model of tensor rank t with no storage but the batch-norm state.
-std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree) {
-  return std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree});
+// A model of tensor rank t (of `degree`) holding `part` of the layers.
+std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
+  return std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree}, part);
 }
 
-void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m) {
+StagePlace place_of(const Recipe& recipe, const StagePlan& plan, int stage) {
+  const StrategySpec& s = recipe.strategy;
+  return StagePlace{plan.part(stage), stage, plan.stages(), static_cast<int>(s.micro_batches), parse_pipe_schedule(s.schedule)};
+}
+
+// The stages: their layers and share of the estimated cost.
+void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, const StagePlan& plan) {
+  double total = 0;
+  for (double c : plan.cost) total += c;
+  fmt::print(out, "pipeline    {} stage(s), {} micro-batch(es) of each per-replica batch, schedule {}\n", plan.stages(),
+             recipe.strategy.micro_batches, recipe.strategy.schedule);
+  for (int st = 0; st < plan.stages(); ++st) {
+    const size_t first = plan.first[static_cast<size_t>(st)], end = plan.first[static_cast<size_t>(st) + 1];
+    fmt::print(out, "  stage {}   {} .. {} ({} layer(s)), {:.1f}% of the estimated cost\n", st, whole.layers()[first]->name(),
+               whole.layers()[end - 1]->name(), end - first, total > 0 ? 100.0 * plan.cost[static_cast<size_t>(st)] / total : 0.0);
+  }
+}
+
+void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
   const MeshCoord c = coord_of(shape, rank);
   const int64_t values = m.params().values().numel() * 4, state = m.params().state().numel() * 4;
   // shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
@@ -57,7 +78,7 @@ void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, in
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}\n",
              rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra, slots,
-             m.activation_bytes(recipe.strategy.per_replica_batch));
+             stage_activation_bytes(m, place, recipe.strategy.per_replica_batch));
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
 }
@@ -69,14 +90,22 @@ void print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
   fmt::print(out, "mesh        {} = {} ranks (tensor innermost); launch with mpirun -np {}\n", shape.str(), shape.size(),
              shape.size());
-  std::vector<std::unique_ptr<Model>> per_tensor_rank;
-  for (int t = 0; t < shape.tensor; ++t) per_tensor_rank.push_back(model_of(recipe, t, shape.tensor));
+  const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
   std::string split;
-  for (const auto& l : per_tensor_rank[0]->layers())
+  for (const auto& l : whole->layers())
     if (l->tensor_place().split != TensorSplit::none || l->type() == "tensor_gather")
       split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(), split_text(*l));
   fmt::print(out, "tensor      {}\n", split.empty() ? "no layer splits: every layer is whole on every rank" : split);
-  for (int r = 0; r < shape.size(); ++r) print_rank(out, recipe, shape, r, *per_tensor_rank[static_cast<size_t>(coord_of(shape, r).tensor)]);
+  const StagePlan plan = plan_stages(*whole, shape.pipeline, s.stage_boundaries, recipe.file);
+  print_stages(out, recipe, *whole, plan);
+  // One model per (stage, tensor rank): the data ranks hold the same.
+  std::map<std::pair<int, int>, std::unique_ptr<Model>> models;
+  for (int r = 0; r < shape.size(); ++r) {
+    const MeshCoord c = coord_of(shape, r);
+    auto& m = models[{c.pipeline, c.tensor}];
+    if (!m) m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
+    print_rank(out, recipe, shape, r, *m, place_of(recipe, plan, c.pipeline));
+  }
 }
 
 }  // namespace distrain::cli

@@ -179,10 +179,11 @@ void PipelineStage::restore_state() {
   if (!kept_state_.empty()) backend_.copy(kept_state_.view(), model().params().state());
 }
 
-int64_t PipelineStage::activation_bytes(int64_t n) const {
-  const int64_t micro = (n + place_.micro_batches - 1) / place_.micro_batches;
-  const int64_t input = place_.stage > 0 ? copies_[0]->input_shape().numel() * micro * 4 : 0;
-  return static_cast<int64_t>(copies_.size()) * (copies_[0]->activation_bytes(micro) + input);
+int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place, int64_t n) {
+  const int64_t micro = (n + place.micro_batches - 1) / place.micro_batches;
+  const int64_t input = place.stage > 0 ? stage_model.input_shape().numel() * micro * 4 : 0;
+  const int copies = micro_batches_in_flight(place.schedule, place.stage, place.stages, place.micro_batches);
+  return copies * (stage_model.activation_bytes(micro) + input);
 }
 
 }  // namespace distrain

@@ -33,6 +33,10 @@ struct StagePlace {
   MpiCommunicator* pipe = nullptr;  // the pipeline axis (rank = stage); null with one stage
 };
 
+// Bytes of activations a stage holds at once for a per-replica batch of n: each copy's
+// (one per micro-batch in flight) for its micro-batch, and the received inputs.
+int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place, int64_t n);
+
 class PipelineStage {
  public:
   PipelineStage(const Recipe& recipe, Backend& backend, ModelSeams seams, Communicator* tensor, const StagePlace& place);
@@ -54,9 +58,7 @@ class PipelineStage {
   // send to be taken), and in all.
   double idle_seconds() const { return idle_s_; }
   double step_seconds() const { return step_s_; }
-  // Bytes of activations held at once for a per-replica batch of n: each copy's for its
-  // micro-batch, and the received inputs.
-  int64_t activation_bytes(int64_t n) const;
+  int64_t activation_bytes(int64_t n) const { return stage_activation_bytes(*copies_[0], place_, n); }
 
  private:
   struct Slot {  // one micro-batch in flight

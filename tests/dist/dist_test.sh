@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh | pipeline
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -413,6 +413,87 @@ mesh)
   rc=$?
   [ "$rc" -ne 0 ] && grep -q 'the mesh data 1 x tensor 2 x pipeline 1 has 2 ranks, but the job has 3; launch with mpirun -np 2' "$work/e.log" &&
     ok "a mesh of 2 under mpirun -np 3 is refused" || bad "np 3: exit $rc: $(tail -n 3 "$work/e.log")"
+  ;;
+pipeline)
+  msh=(--set strategy.name=mesh)
+  # last_line DIR: the final "test accuracy A, loss L" of a run's log, which evaluation
+  # through the stages must give as one_device does.
+  final() { grep -oE 'test accuracy [0-9.]+, loss [0-9.]+' "$1" | tail -n 1; }
+  # K steps through P stages with M micro-batches, each schedule, == one_device with the
+  # same batch; every run ends within 120 s (no schedule deadlocks with M < P, M = P, M > P).
+  "$distrain" train "$recipe" --set train.steps=8 --run-dir "$work/one" >"$work/one.log" 2>&1
+  "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=32 --run-dir "$work/one32" >/dev/null 2>&1
+  pipe_case() {  # NAME REF NP ARGS...
+    local name=$1 ref=$2 np=$3
+    shift 3
+    if timeout 120 "${mpirun[@]}" -np "$np" "$distrain" train "$recipe" "${msh[@]}" --set train.steps=8 "$@" --run-dir "$work/$name" \
+      >"$work/$name.log" 2>&1 && "$distrain" compare "$work/$ref/ckpt-000008.h5" "$work/$name/ckpt-000008.h5" --rtol 1e-5 >"$work/$name.cmp"; then
+      ok "$name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
+    else
+      bad "$name: exit $?: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
+    fi
+  }
+  for p in 2 4; do
+    for schedule in gpipe 1f1b; do
+      for m in 1 4 8; do
+        pipe_case "pipeline $p $schedule M=$m" one $p --set strategy.pipeline=$p --set strategy.schedule=$schedule --set strategy.micro_batches=$m
+      done
+    done
+  done
+  [ "$(final "$work/pipeline 4 1f1b M=4.log")" = "$(final "$work/one.log")" ] &&
+    ok "evaluation through 4 stages gives one_device's $(final "$work/one.log")" ||
+    bad "evaluation: '$(final "$work/pipeline 4 1f1b M=4.log")' vs '$(final "$work/one.log")'"
+  pipe_case "data 2 x pipeline 2" one32 4 --set strategy.data=2 --set strategy.pipeline=2 --set strategy.micro_batches=4
+  pipe_case "tensor 2 x pipeline 2" one 4 --set strategy.tensor=2 --set strategy.pipeline=2 --set strategy.micro_batches=4
+  pipe_case "data 2 x tensor 2 x pipeline 2" one32 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
+    --set strategy.micro_batches=4
+  pipe_case "data 2 x pipeline 2, shard_optimizer" one32 4 --set strategy.data=2 --set strategy.pipeline=2 --set strategy.micro_batches=4 \
+    --set strategy.shard_optimizer=true
+  # Checkpoints hold the whole model whatever the stages: pipeline 2 -> one_device and
+  # back, tensor 2 x pipeline 2 -> pipeline 4, zero stage 3 -> pipeline 2, each ending
+  # where two epochs of one_device end; a resumed pipeline run is bitwise the same.
+  "$distrain" train "$recipe" --run-dir "$work/ref" >/dev/null 2>&1
+  move() {  # NAME FIRST-CMD... -- SECOND-CMD...
+    local name=$1
+    shift
+    local first=() second=()
+    while [ "$1" != -- ]; do first+=("$1"); shift; done
+    shift
+    second=("$@")
+    "${first[@]}" --set train.epochs=1 --run-dir "$work/$name" >"$work/$name.1.log" 2>&1
+    "${second[@]}" --run-dir "$work/$name" >"$work/$name.2.log" 2>&1
+    grep -q "resuming from" "$work/$name.2.log" &&
+      "$distrain" compare "$work/ref/ckpt-000080.h5" "$work/$name/ckpt-000080.h5" --rtol 1e-5 >/dev/null &&
+      ok "checkpoint: $name" || bad "checkpoint $name: $(tail -n 3 "$work/$name.1.log" "$work/$name.2.log")"
+  }
+  p2=("${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.micro_batches=4)
+  move "pipeline 2 -> one_device" "${p2[@]}" -- "$distrain" train "$recipe"
+  move "one_device -> pipeline 2" "$distrain" train "$recipe" -- "${p2[@]}"
+  move "tensor 2 x pipeline 2 -> pipeline 4" "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 \
+    --set strategy.pipeline=2 -- "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${msh[@]}" --set strategy.pipeline=4
+  move "zero stage 3 -> pipeline 2" "$distrain" train "$recipe" --set strategy.name=zero --set strategy.stage=3 \
+    --set 'strategy.devices=["cpu:0","cpu:1"]' --set strategy.per_replica_batch=8 -- "${p2[@]}"
+  "${p2[@]}" --run-dir "$work/full" >/dev/null 2>&1
+  "${p2[@]}" --set train.epochs=1 --run-dir "$work/res" >/dev/null 2>&1
+  "${p2[@]}" --run-dir "$work/res" >"$work/res.log" 2>&1
+  grep -q "resuming from" "$work/res.log" && "$distrain" compare "$work/full/ckpt-000080.h5" "$work/res/ckpt-000080.h5" --rtol 0 >/dev/null &&
+    ok "a resumed pipeline run ends bitwise where an uninterrupted one does" || bad "pipeline resume: $(tail -n 3 "$work/res.log")"
+  # Per-stage memory follows the partition: stage 0 holds conv2d_1 (9x6 and 6 floats, each
+  # padded to 16: 64 + 16), stage 1 the dense layers (96x16 + 16 + 16x10 + 10, padded:
+  # 1536 + 16 + 160 + 16).
+  "$distrain" check "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.stage_boundaries='["max_pool2d_1"]' >"$work/check.log" 2>&1
+  grep -q 'stage 0   rescaling_1 .. conv2d_1 (2 layer(s))' "$work/check.log" &&
+    grep -q 'pipeline 0: bytes of parameters 320,' "$work/check.log" && grep -q 'pipeline 1: bytes of parameters 6912,' "$work/check.log" &&
+    ok "check: stage 0 holds 320 bytes of parameters, stage 1 6912" || bad "pipeline check: $(head -n 8 "$work/check.log")"
+  # Bad requests are refused before training, naming the key.
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.stage_boundaries='["nope"]' \
+    --run-dir "$work/bad1" >"$work/bad1.log" 2>&1
+  grep -q "stage_boundaries: no layer is named 'nope'" "$work/bad1.log" && ok "an unknown stage boundary is refused" ||
+    bad "bad boundary: $(tail -n 2 "$work/bad1.log")"
+  "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.micro_batches=17 \
+    --run-dir "$work/bad2" >"$work/bad2.log" 2>&1
+  grep -q "micro_batches.*17 micro-batches of a per_replica_batch of 16" "$work/bad2.log" && ok "more micro-batches than examples are refused" ||
+    bad "bad micro_batches: $(tail -n 2 "$work/bad2.log")"
   ;;
 hung)
   # SIGSTOP (not death, which the launcher reports) to a rank mid-run: the others give up
