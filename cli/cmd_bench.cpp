@@ -44,6 +44,11 @@ struct Measured {
   // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
   double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
   TrafficTheory theory;
+  // Pipeline stages: the median idle share per stage, theory's, activations held per stage.
+  std::vector<double> stage_idle;
+  std::vector<int64_t> stage_activations;
+  double idle_theory = 0;
+  std::string pipeline;  // "P stages, M micro-batches, schedule S"
 };
 
 double median(std::vector<double> v) {
@@ -80,6 +85,12 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
     data_collectives.push_back(static_cast<double>(times[i].data.collectives));
     tensor_bytes.push_back(times[i].tensor.bytes);
   }
+  for (size_t st = 0; !times.empty() && st < times.back().stages.size(); ++st) {
+    std::vector<double> idle;
+    for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) idle.push_back(times[i].stages[st].idle);
+    m.stage_idle.push_back(median(idle));
+    m.stage_activations.push_back(times.back().stages[st].activation_bytes);
+  }
   m.data_bytes = median(data_bytes);
   m.data_collectives = median(data_collectives);
   m.tensor_bytes = median(tensor_bytes);
@@ -111,6 +122,10 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
   m.threads = cpu_threads();
   m.global_batch = batch.global_count;
   m.theory = strategy->traffic_theory();
+  m.idle_theory = strategy->stage_idle_theory();
+  const StrategySpec& s = recipe.strategy;
+  if (s.mesh_pipeline > 1)
+    m.pipeline = fmt::format("{} stages, {} micro-batch(es), schedule {}", s.mesh_pipeline, s.micro_batches, s.schedule);
   take_figures(time_steps(recipe, *strategy, batch, warmup + steps), warmup, m);
   return m;
 }
@@ -131,6 +146,11 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
             {"tensor_bytes", m.tensor_bytes},
             {"theory", m.theory.formula},
             {"theory_bytes", m.theory.bytes}}},
+          {"pipeline",
+           {{"layout", m.pipeline},
+            {"idle_per_stage", m.stage_idle},
+            {"idle_theory", m.idle_theory},
+            {"activation_bytes_per_stage", m.stage_activations}}},
           {"memory_per_replica",
            {{"parameters", m.memory.parameters},
             {"gradients", m.memory.gradients},
@@ -156,6 +176,12 @@ Measured measured_from_json(const Json& j) {
   m.data_collectives = sent.at("data_collectives").get<double>();
   m.tensor_bytes = sent.at("tensor_bytes").get<double>();
   m.theory = {sent.at("theory").get<std::string>(), sent.at("theory_bytes").get<double>()};
+  if (const auto p = j.find("pipeline"); p != j.end()) {
+    m.pipeline = p->at("layout").get<std::string>();
+    m.stage_idle = p->at("idle_per_stage").get<std::vector<double>>();
+    m.idle_theory = p->at("idle_theory").get<double>();
+    m.stage_activations = p->at("activation_bytes_per_stage").get<std::vector<int64_t>>();
+  }
   const Json& mem = j.at("memory_per_replica");
   m.memory = {mem.at("parameters").get<int64_t>(), mem.at("gradients").get<int64_t>(), mem.at("optimizer").get<int64_t>(),
               mem.at("activations").get<int64_t>()};
@@ -341,7 +367,19 @@ void print_sent(const Measured& m) {
   fmt::print("{}\n", line);
 }
 
-// One point, as worker 0 reports it: a JSON object, or three or four lines.
+// The bubble: each stage's idle share of the step (median) beside theory's (P-1)/(M+P-1),
+// which assumes stages of equal cost; and the activations each stage holds at once.
+void print_stages(const Measured& m) {
+  std::string idle, bytes;
+  for (size_t st = 0; st < m.stage_idle.size(); ++st) {
+    idle += fmt::format(" {:.3f}", m.stage_idle[st]);
+    bytes += fmt::format(" {}", m.stage_activations[st]);
+  }
+  fmt::print("  pipeline, {}: idle share per stage{} (theory {:.3f}); activation bytes per stage{}\n", m.pipeline, idle,
+             m.idle_theory, bytes);
+}
+
+// One point, as worker 0 reports it: a JSON object, or three to five lines.
 void print_point(const Measured& m, const std::string& recipe_name, int64_t warmup, bool json) {
   if (json) {
     fmt::print("{}\n", dump_line(to_json(m, recipe_name)));
@@ -353,7 +391,8 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
-  if (m.data_collectives > 0 || m.tensor_bytes > 0) print_sent(m);
+  if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
+  if (!m.stage_idle.empty()) print_stages(m);
 }
 
 }  // namespace

@@ -123,6 +123,25 @@ class MeshStrategy final : public Strategy {
   Communicator& data() const { return mesh_.axis(Axis::data); }
   MpiCommunicator& pipe() const { return dynamic_cast<MpiCommunicator&>(mesh_.axis(Axis::pipeline)); }
   int stage() const { return mesh_.coord().pipeline; }
+  // Each rank's idle share summed over the job, then the mean of its stage's ranks.
+  std::vector<StageFigures> stage_figures(int64_t per_replica_batch) override {
+    if (shape_.pipeline == 1) return {};
+    std::vector<double> idle(static_cast<size_t>(shape_.pipeline), 0.0);
+    idle[static_cast<size_t>(stage())] = stage_->step_seconds() > 0 ? stage_->idle_seconds() / stage_->step_seconds() : 0.0;
+    world_->all_reduce(host_tensor(idle.data(), shape_.pipeline), ReduceOp::sum);
+    std::vector<double> bytes(static_cast<size_t>(shape_.pipeline), 0.0);
+    if (mesh_.coord().data == 0 && mesh_.coord().tensor == 0)
+      bytes[static_cast<size_t>(stage())] = static_cast<double>(stage_->activation_bytes(per_replica_batch));
+    world_->all_reduce(host_tensor(bytes.data(), shape_.pipeline), ReduceOp::sum);
+    std::vector<StageFigures> figures;
+    for (size_t st = 0; st < idle.size(); ++st)
+      figures.push_back({idle[st] / (shape_.data * shape_.tensor), static_cast<int64_t>(bytes[st])});
+    return figures;
+  }
+  double stage_idle_theory() const override {
+    const double p = shape_.pipeline, m = static_cast<double>(spec_.micro_batches);
+    return (p - 1) / (m + p - 1);
+  }
   MemoryUse memory_per_replica(int64_t per_replica_batch) override {
     MemoryUse m = Strategy::memory_per_replica(per_replica_batch);
     m.activations = stage_->activation_bytes(per_replica_batch);

@@ -46,6 +46,13 @@ struct TrafficTheory {
 // `passes` (N-1)/N of the gradient bytes of `model`, as `ops` do over n replicas.
 TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model);
 
+// One pipeline stage in the last step: the share of its time spent waiting for its
+// neighbours, and the activations it holds at once (for `distrain bench`).
+struct StageFigures {
+  double idle = 0;
+  int64_t activation_bytes = 0;
+};
+
 // What a parameter server's server did, for its line of output.
 struct ServeReport {
   int server = 0;
@@ -97,6 +104,10 @@ class Strategy {
   virtual CommTraffic data_traffic() const { return {}; }
   virtual CommTraffic tensor_traffic() const { return {}; }
   virtual TrafficTheory traffic_theory() { return {}; }
+  // Per pipeline stage, the last step's figures (collective over the job: every rank calls
+  // it); empty without pipeline stages. The theory's idle share with M micro-batches.
+  virtual std::vector<StageFigures> stage_figures(int64_t) { return {}; }
+  virtual double stage_idle_theory() const { return 0; }
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}

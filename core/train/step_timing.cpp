@@ -9,13 +9,14 @@ namespace {
 
 class StepTimer final : public StepObserver {
  public:
-  StepTimer(const Strategy& strategy, int64_t steps)
-      : strategy_(strategy), data_(strategy.data_traffic()), tensor_(strategy.tensor_traffic()) {
+  StepTimer(Strategy& strategy, int64_t steps, int64_t per_replica_batch)
+      : strategy_(strategy), data_(strategy.data_traffic()), tensor_(strategy.tensor_traffic()), batch_(per_replica_batch) {
     times_.reserve(static_cast<size_t>(steps));
   }
   bool after_step(const TrainState&, const StepDone& step) override {
     const CommTraffic data = strategy_.data_traffic(), tensor = strategy_.tensor_traffic();
-    times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0, data - data_, tensor - tensor_});
+    times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0, data - data_, tensor - tensor_,
+                              strategy_.stage_figures(batch_)});
     data_ = data;
     tensor_ = tensor;
     return false;
@@ -23,8 +24,9 @@ class StepTimer final : public StepObserver {
   std::vector<StepTime>& times() { return times_; }
 
  private:
-  const Strategy& strategy_;
+  Strategy& strategy_;
   CommTraffic data_, tensor_;  // as the last step ended
+  int64_t batch_;
   std::vector<StepTime> times_;
 };
 
@@ -38,7 +40,7 @@ std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const
   plan.on_nonfinite = OnNonFinite::ignore;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
   RepeatedBatch batches(batch);
-  StepTimer timer(strategy, steps);
+  StepTimer timer(strategy, steps, recipe.strategy.per_replica_batch);
   StepLoop(strategy, batches, plan, schedule, timer).run(TrainState{});
   return std::move(timer.times());
 }

@@ -14,6 +14,7 @@ struct StepTime {
   double ms = 0;         // Strategy::train_step, whole
   double reduce_ms = 0;  // of which the gradient reduction
   CommTraffic data, tensor;  // what this rank's collectives sent in the step (Strategy::data_traffic)
+  std::vector<StageFigures> stages;  // pipeline stages (Strategy::stage_figures)
 };
 
 // `steps` steps from step 0 with the recipe's schedule and seed; the strategy's variables

@@ -485,6 +485,14 @@ pipeline)
   grep -q 'stage 0   rescaling_1 .. conv2d_1 (2 layer(s))' "$work/check.log" &&
     grep -q 'pipeline 0: bytes of parameters 320,' "$work/check.log" && grep -q 'pipeline 1: bytes of parameters 6912,' "$work/check.log" &&
     ok "check: stage 0 holds 320 bytes of parameters, stage 1 6912" || bad "pipeline check: $(head -n 8 "$work/check.log")"
+  # The shipped recipe trains; bench reports each stage's idle share beside the theory.
+  "${mpirun[@]}" -np 2 "$distrain" train "$src/recipes/fashion_mnist_mlp_pipeline.toml" --set train.steps=30 --set train.validate=false \
+    --run-dir "$work/mlp" >"$work/mlp.log" 2>&1 && [ -f "$work/mlp/ckpt-000030.h5" ] &&
+    ok "recipes/fashion_mnist_mlp_pipeline.toml trains under mpirun -np 2" || bad "mlp pipeline recipe: $(tail -n 3 "$work/mlp.log")"
+  "${mpirun[@]}" -np 2 "$distrain" bench "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.micro_batches=4 --steps 5 \
+    --warmup 1 >"$work/bench.log" 2>&1
+  grep -qE 'pipeline, 2 stages, 4 micro-batch\(es\), schedule 1f1b: idle share per stage 0\.[0-9]+ 0\.[0-9]+ \(theory 0\.200\)' "$work/bench.log" &&
+    ok "bench: $(grep -oE 'idle share per stage.*\)' "$work/bench.log")" || bad "pipeline bench: $(tail -n 3 "$work/bench.log")"
   # Bad requests are refused before training, naming the key.
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.stage_boundaries='["nope"]' \
     --run-dir "$work/bad1" >"$work/bad1.log" 2>&1
