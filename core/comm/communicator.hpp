@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/tensor/tensor.hpp"
 
@@ -53,6 +54,15 @@ class Communicator {
     do_broadcast(t, root);
   }
   void barrier() { do_barrier(); }
+
+  // Point-to-point between two ranks (pipeline stages). start_send returns at once; t must
+  // stay as it is until wait_send(id) returns (at once for 0 or a finished send). recv
+  // blocks until the message from `peer` with `tag` is in t, which has the sent element
+  // count. Messages from one rank to another with one tag arrive in the order sent. `what`
+  // names the message in errors. Not counted in traffic(); a backend without them throws.
+  virtual int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what);
+  virtual void wait_send(int64_t id);
+  virtual void recv(Tensor t, int peer, int tag, std::string_view what);
 
   // Everything counted on this rank since the communicator was made.
   const CommTraffic& traffic() const { return traffic_; }

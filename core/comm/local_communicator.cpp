@@ -108,4 +108,26 @@ void LocalCommunicator::do_broadcast(Tensor t, int root) {
   group_->barrier();
 }
 
+int64_t LocalCommunicator::start_send(const Tensor& t, int peer, int tag, std::string_view what) {
+  check_host(t, "a message");
+  DT_CHECK(peer >= 0 && peer < size() && peer != rank_, "local communicator: sending {} from rank {} to rank {}", what, rank_, peer);
+  const auto* bytes = static_cast<const char*>(t.data);
+  std::lock_guard lock(group_->mutex_);
+  group_->mail_[{rank_, peer, tag}].emplace_back(bytes, bytes + t.bytes());
+  group_->cv_.notify_all();
+  return 0;
+}
+
+void LocalCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {
+  check_host(t, "a message");
+  std::unique_lock lock(group_->mutex_);
+  auto& queue = group_->mail_[{peer, rank_, tag}];
+  group_->cv_.wait(lock, [&] { return !queue.empty() || group_->aborted_; });
+  if (queue.empty()) throw GroupAborted("stopped: " + group_->abort_reason_);
+  DT_CHECK(queue.front().size() == t.bytes(), "local communicator: {} from rank {} has {} bytes, rank {} expects {}", what, peer,
+           queue.front().size(), rank_, t.bytes());
+  std::memcpy(t.data, queue.front().data(), t.bytes());
+  queue.pop_front();
+}
+
 }  // namespace distrain

@@ -5,9 +5,12 @@
 // throw instead of waiting forever.
 #pragma once
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/base/error.hpp"
@@ -41,6 +44,8 @@ class LocalGroup {
   std::string abort_reason_;
   std::vector<const void*> inputs_;  // each rank's tensor for the collective in progress
   std::vector<float> scratch_;       // the reduced result (float64 results use it as bytes)
+  // Point-to-point messages not yet received, copied at the send, by (from, to, tag).
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<char>>> mail_;
 };
 
 class LocalCommunicator final : public Communicator {
@@ -49,6 +54,10 @@ class LocalCommunicator final : public Communicator {
   std::string backend_name() const override { return "local"; }
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
+  // Sends copy the message into the group's mailbox, so they are done when they return.
+  int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what) override;
+  void wait_send(int64_t) override {}
+  void recv(Tensor t, int peer, int tag, std::string_view what) override;
 
  private:
   void do_all_reduce(Tensor inout, ReduceOp op) override;

@@ -57,12 +57,9 @@ class MpiCommunicator final : public Communicator {
   // `what` describes the message for the error a deadline throws ("the parameters of
   // step 12"). A send completes when the peer has taken the message (or MPI buffered it).
   void send(const Tensor& t, int peer, int tag, std::string_view what);
-  void recv(Tensor t, int peer, int tag, std::string_view what);
-  // A send that returns at once (pipeline stages): t must stay as it is until
-  // wait_send(id) returns. Sends to one peer with one tag arrive in the order started.
-  int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what);
-  // Until send `id` is taken by its peer (at once for 0 or a finished send).
-  void wait_send(int64_t id);
+  void recv(Tensor t, int peer, int tag, std::string_view what) override;
+  int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what) override;
+  void wait_send(int64_t id) override;
   struct Incoming {
     int source = -1, tag = -1;
   };

@@ -121,7 +121,7 @@ class MeshStrategy final : public Strategy {
   OptimizerState& optimizer_state() override { return optimizer_state_; }
   Communicator& tensor() const { return mesh_.axis(Axis::tensor); }
   Communicator& data() const { return mesh_.axis(Axis::data); }
-  MpiCommunicator& pipe() const { return dynamic_cast<MpiCommunicator&>(mesh_.axis(Axis::pipeline)); }
+  Communicator& pipe() const { return mesh_.axis(Axis::pipeline); }
   int stage() const { return mesh_.coord().pipeline; }
   // Each rank's idle share summed over the job, then the mean of its stage's ranks.
   std::vector<StageFigures> stage_figures(int64_t per_replica_batch) override {

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/comm/mpi_communicator.hpp"
+#include "core/comm/communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
@@ -30,7 +30,7 @@ struct StagePlace {
   int stage = 0, stages = 1;
   int micro_batches = 1;
   PipeSchedule schedule = PipeSchedule::one_f_one_b;
-  MpiCommunicator* pipe = nullptr;  // the pipeline axis (rank = stage); null with one stage
+  Communicator* pipe = nullptr;  // the pipeline axis (rank = stage); null with one stage
 };
 
 // Bytes of activations a stage holds at once for a per-replica batch of n: each copy's

@@ -4,8 +4,15 @@
 // back, parameter gradients). tests/dist/dist_test.sh pipeline runs the stages over MPI.
 #include <algorithm>
 
+#include <thread>
+
+#include "core/comm/mesh.hpp"
+#include "core/io/recipe.hpp"
+#include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
 #include "core/strategy/pipeline_schedule.hpp"
+#include "core/strategy/pipeline_stage.hpp"
+#include "core/strategy/replica.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -20,6 +27,28 @@ layers = [
   { type = "dense", units = 16, activation = "relu" },
   { type = "dense", units = 3 },
 ]
+)";
+
+const char* kRecipe = R"(
+name = "pipeline"
+seed = 9
+[data]
+dataset = "synthetic"
+train_examples = 64
+test_examples = 16
+image_shape = [8, 8, 1]
+[model]
+input_shape = [8, 8, 1]
+layers = [
+  { type = "rescaling", scale = 0.00392156862745098 },
+  { type = "conv2d", filters = 4, kernel_size = 3, activation = "relu" },
+  { type = "max_pool2d" },
+  { type = "flatten" },
+  { type = "dense", units = 12, activation = "relu" },
+  { type = "dense", units = 10 },
+]
+[strategy]
+per_replica_batch = 12
 )";
 
 // Runs every stage's operations as far as its receives allow: F(i) on stage s needs F(i)
@@ -134,6 +163,53 @@ TEST_CASE("a model cut in two stages computes the whole model's output, input gr
       INFO(var.layer << "/" << var.name);
       CHECK(to_host(part->params().grad(static_cast<int>(v))) == to_host(whole.params().grad(whole.params().find(var.layer, var.name))));
     }
+}
+
+TEST_CASE("pipeline stages on thread ranks: every schedule and micro-batch count gives one model's loss and gradients") {
+  const Recipe recipe = parse_recipe(kRecipe, "p.toml");
+  ReplicaSlice slice;
+  slice.count = 12;
+  for (float v : random_vector(12 * 64, 21, 0.0, 255.0)) slice.images.push_back(v);
+  for (int i = 0; i < 12; ++i) slice.labels.push_back(i % 10);
+  Replica whole(recipe, cpu());
+  whole.model().params().initialize(recipe.seed);
+  whole.model().zero_grads();
+  const LossStats want = whole.forward_backward(slice, 1.0f / 12, 5);
+  const Model layout(recipe.model(), recipe.file, cpu(), storage_free_seams());
+  for (int p : {2, 3})
+    for (PipeSchedule schedule : {PipeSchedule::gpipe, PipeSchedule::one_f_one_b})
+      for (int m : {1, 3, 4, 12}) {
+        INFO("P " << p << ", " << (schedule == PipeSchedule::gpipe ? "gpipe" : "1f1b") << ", M " << m);
+        const StagePlan plan = plan_stages(layout, p, {}, recipe.file);
+        std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, 1, p});
+        std::vector<std::unique_ptr<PipelineStage>> stages;
+        for (int st = 0; st < p; ++st) {
+          const StagePlace place{plan.part(st), st, p, m, schedule, &meshes[static_cast<size_t>(st)].axis(Axis::pipeline)};
+          stages.push_back(std::make_unique<PipelineStage>(recipe, cpu(), ModelSeams{}, nullptr, place));
+          stages.back()->model().params().initialize(recipe.seed);
+          stages.back()->model().zero_grads();
+        }
+        std::vector<LossStats> got(static_cast<size_t>(p));
+        std::vector<std::thread> threads;
+        for (int st = 0; st < p; ++st)
+          threads.emplace_back([&, st] { got[static_cast<size_t>(st)] = stages[static_cast<size_t>(st)]->train(slice, 1.0f / 12, 5); });
+        for (auto& t : threads) t.join();
+        CHECK(got.back().count == 12);
+        CHECK(got.back().correct == want.correct);
+        CHECK(got.back().loss_sum == doctest::Approx(want.loss_sum).epsilon(1e-6));
+        for (const auto& stage : stages) {
+          const ParamArena& a = stage->model().params();
+          for (size_t v = 0; v < a.variables().size(); ++v) {
+            const Variable& var = a.variables()[v];
+            INFO(var.layer << "/" << var.name);
+            const std::vector<float> g = to_host(a.grad(static_cast<int>(v)));
+            const std::vector<float> w = to_host(whole.model().params().grad(whole.model().params().find(var.layer, var.name)));
+            float scale = 1e-30f, diff = 0;
+            for (size_t i = 0; i < w.size(); ++i) scale = std::max(scale, std::abs(w[i])), diff = std::max(diff, std::abs(w[i] - g[i]));
+            CHECK(diff / scale < 1e-5f);
+          }
+        }
+      }
 }
 
 }  // namespace distrain::test
