@@ -129,9 +129,12 @@ bool all_on_one_node(MPI_Comm comm, int size) {
 void publish(int64_t* slot, int64_t value) { std::atomic_ref<int64_t>(*slot).store(value, std::memory_order_release); }
 
 // Waits for `req`: busy-polls for a short while (collectives among ranks in step finish in
-// microseconds), then sleeps between tests, backing off to 1 ms so that ranks waiting for a
-// slow one leave the cores to it. Returns false at the deadline (none when timeout_s <= 0).
-bool wait_until(MPI_Request& req, double timeout_s, const char* what) {
+// microseconds), then sleeps between tests, backing off to `max_nap` so that ranks waiting
+// for a slow one leave the cores to it. Returns false at the deadline (none when
+// timeout_s <= 0). Messages between pipeline stages wait with short naps: each one that
+// oversleeps delays a whole stage.
+bool wait_until(MPI_Request& req, double timeout_s, const char* what,
+                std::chrono::microseconds max_nap = std::chrono::microseconds(1000)) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -144,9 +147,11 @@ bool wait_until(MPI_Request& req, double timeout_s, const char* what) {
     if (timeout_s > 0 && now >= deadline) return false;
     if (now - t0 < std::chrono::milliseconds(2)) continue;
     std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    nap = std::min(nap * 2, max_nap);
   }
 }
+
+constexpr std::chrono::microseconds kMessageNap(50);
 
 }  // namespace
 
@@ -328,14 +333,14 @@ void MpiCommunicator::wait_send(int64_t id) {
   if (it == handle_->sends.end()) return;
   Handle::Started started = std::move(it->second);
   handle_->sends.erase(it);
-  if (!wait_until(started.req, timeout_s_, "MPI_Isend")) message_timed_out(fmt::format("sending {}", started.what), started.peer);
+  if (!wait_until(started.req, timeout_s_, "MPI_Isend", kMessageNap)) message_timed_out(fmt::format("sending {}", started.what), started.peer);
 }
 
 void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {
   const MPI_Datatype type = mpi_type(t, what);
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Irecv(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Irecv");
-  if (!wait_until(req, timeout_s_, "MPI_Irecv")) message_timed_out(fmt::format("waiting for {}", what), peer);
+  if (!wait_until(req, timeout_s_, "MPI_Irecv", kMessageNap)) message_timed_out(fmt::format("waiting for {}", what), peer);
 }
 
 std::optional<MpiCommunicator::Incoming> MpiCommunicator::probe(double seconds) {
