@@ -7,11 +7,11 @@ namespace distrain {
 
 namespace {
 
-// Layer l's chunks from every replica's shard, n x C_l elements at the start of `bucket`:
+// Layer l's chunks from every replica's shard, n x C_l elements at the start of `into`:
 // the layer's range of the arena, laid out from its first element.
-Tensor gather_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& shard, Tensor bucket) {
+Tensor gather_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& shard, Tensor into) {
   const int64_t chunk = layout.chunk(l);
-  const Tensor gathered = bucket.range(0, chunk * layout.replicas());
+  const Tensor gathered = into.range(0, chunk * layout.replicas());
   all.all_gather(shard.range(layout.offset(l), chunk), gathered);
   return gathered;
 }
@@ -19,13 +19,15 @@ Tensor gather_layer(Communicator& all, const ShardLayout& layout, size_t l, cons
 }  // namespace
 
 void GatherUpdates::attach(ParamArena& arena, const std::vector<Range>& layers) {
-  FullValues::attach(arena, layers);
   backend_ = &arena.backend();
   layers_ = layers;
   layout_ = ShardLayout(layers, all_.size());
+  const int64_t size = arena.trainable_arena_size();
+  values_ = Buffer(*backend_, Shape{size + ParamArena::kAlign * all_.size()});
   shard_ = Buffer(*backend_, Shape{layout_.size()});
-  if (!shard_.empty()) backend_->fill(shard_.view(), 0.0f);
-  bucket_ = layer_bucket(*backend_, layout_);
+  for (const Buffer* b : {&values_, &shard_})
+    if (!b->empty()) backend_->fill(b->view(), 0.0f);
+  arena.bind_values(0, values_.view().range(0, size));
 }
 
 // The whole values may have been written since the last update (a checkpoint, replica 0's
@@ -33,7 +35,8 @@ void GatherUpdates::attach(ParamArena& arena, const std::vector<Range>& layers) 
 void GatherUpdates::before_update() {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Range mine = layout_.own(l, all_.rank());
-    if (!mine.empty()) backend_->copy(whole().range(mine.begin, mine.size()), shard_.view().range(layout_.offset(l), mine.size()));
+    if (!mine.empty())
+      backend_->copy(values_.view().range(mine.begin, mine.size()), shard_.view().range(layout_.offset(l), mine.size()));
   }
 }
 
@@ -41,13 +44,9 @@ void GatherUpdates::after_update() {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Range r = layers_[l];
     if (r.empty()) continue;
-    const Tensor gathered = gather_layer(all_, layout_, l, shard_.view(), bucket_.view());
-    backend_->copy(gathered.range(0, r.size()), whole().range(r.begin, r.size()));
+    const Tensor from_layer = values_.view().range(r.begin, values_.view().numel() - r.begin);
+    gather_layer(all_, layout_, l, shard_.view(), from_layer);
   }
-}
-
-int64_t GatherUpdates::bytes() const {
-  return FullValues::bytes() + static_cast<int64_t>(shard_.view().bytes() + bucket_.view().bytes());
 }
 
 void ShardGatherer::attach(ParamArena& arena, const std::vector<Range>& layers) {

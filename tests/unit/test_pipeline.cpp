@@ -107,7 +107,7 @@ TEST_CASE("pipeline schedules: each micro-batch forward then backward, in order,
       for (int m = 1; m <= 10; ++m) CHECK(runs_to_the_end(schedule, p, m));
 }
 
-TEST_CASE("stage partition: balanced by estimated cost, or at the named layers; bad requests name the key") {
+TEST_CASE("stage partition: balanced by estimated cost, or at the named layers, and bad requests name the key") {
   const Model m(toml::parse(kChain), "m.toml", cpu());
   const std::vector<double> costs = layer_costs(m);
   REQUIRE(costs.size() == 5);
