@@ -426,10 +426,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
   cmd->add_flag("--profile", a->profile, "Per-layer forward and backward time of one point's step (CPU devices)");
   cmd->callback([a] {
-    const bool curve = !a->replicas.empty() || !a->strategy.empty() || !a->csv.empty() || !a->svg.empty();
-    DT_USER_CHECK(!(curve && a->profile), "bench --profile times one point: drop --strategy, --replicas, --csv and --svg "
+    DT_USER_CHECK(!a->profile || (a->replicas.empty() && a->strategy.empty() && a->csv.empty() && a->svg.empty()),
+                  "bench --profile times one point: drop --strategy, --replicas, --csv and --svg "
                   "(choose the strategy with --set strategy.name=...)");
-    if (curve) {
+    if (!a->replicas.empty() || !a->strategy.empty() || !a->csv.empty() || !a->svg.empty()) {
       scaling(*a);
       return;
     }

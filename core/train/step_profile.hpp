@@ -1,7 +1,8 @@
 // StepProfile: where a training step's time goes, for `distrain bench --profile`: each
 // layer's forward and backward calls on this process's first replica, the gradient
-// reduction, the optimizer update, and (other) for the rest of the step (loss, zeroing
-// gradients, waiting for the other replicas' threads, the finite check). Each row is the
+// reduction (Strategy::train_step's reduce phase, with its check that the gradients are
+// finite), the optimizer update, and (other) for the rest of the step (loss, zeroing
+// gradients, waiting for the other replicas' threads or workers). Each row is the
 // median over the timed steps; a row's share is of the sum of the rows, so the shares add
 // up to 100% and (other) is what the named rows did not cover.
 #pragma once
