@@ -1,16 +1,17 @@
 // distrain bench RECIPE [--strategy NAME --replicas 1,2,4 [--mode weak|strong]]
-//                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE]
+//                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE] [--profile]
 // Training-step throughput (forward, backward, gradient reduction, update) on a fixed
 // synthetic batch of the recipe's input shape, so figures do not depend on disk or data
 // loading: the median step after warm-up. The steps are the Trainer's own (StepLoop, via
 // time_steps in core/train/step_timing.hpp), so what bench times is what trains. With --replicas, one point per replica count
 // and a scaling table; multi_worker_mirrored points are run by `mpirun -np N` of this
-// executable.
+// executable. With --profile, one point's step per layer (core/train/step_profile.hpp).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -22,6 +23,7 @@
 #include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
+#include "core/train/step_profile.hpp"
 #include "core/train/step_timing.hpp"
 
 namespace distrain::cli {
@@ -33,6 +35,7 @@ struct Args {
   std::vector<std::string> overrides;
   int64_t steps = 50, warmup = 5;
   bool json = false;
+  bool profile = false;
 };
 
 struct Measured {
@@ -49,6 +52,7 @@ struct Measured {
   std::vector<int64_t> stage_activations;
   double idle_theory = 0;
   std::string pipeline;  // "P stages, M micro-batches, schedule S"
+  std::optional<StepProfile> profile;  // with --profile
 };
 
 double median(std::vector<double> v) {
@@ -104,7 +108,7 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
 
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
 // loop on a synthetic batch.
-Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank) {
+Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank, bool profile = false) {
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
   rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing
@@ -126,7 +130,11 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank)
   const StrategySpec& s = recipe.strategy;
   if (s.mesh_pipeline > 1)
     m.pipeline = fmt::format("{} stages, {} micro-batch(es), schedule {}", s.mesh_pipeline, s.micro_batches, s.schedule);
-  take_figures(time_steps(recipe, *strategy, batch, warmup + steps), warmup, m);
+  LayerClock clock(strategy->model().layers().size());
+  const bool timed = profile && why_not_profiled(*strategy).empty();
+  const std::vector<StepTime> times = time_steps(recipe, *strategy, batch, warmup + steps, timed ? &clock : nullptr);
+  take_figures(times, warmup, m);
+  if (profile) m.profile = profile_steps(*strategy, times, warmup);
   return m;
 }
 
@@ -382,7 +390,10 @@ void print_stages(const Measured& m) {
 // One point, as worker 0 reports it: a JSON object, or three to five lines.
 void print_point(const Measured& m, const std::string& recipe_name, int64_t warmup, bool json) {
   if (json) {
-    fmt::print("{}\n", dump_line(to_json(m, recipe_name)));
+    Json j = to_json(m, recipe_name);
+    if (m.profile) j["profile"] = profile_json(*m.profile);
+    if (m.profile && !m.profile->not_profiled.empty()) j["profile_note"] = m.profile->not_profiled;
+    fmt::print("{}\n", dump_line(j));
     return;
   }
   fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe_name, m.replicas, m.strategy,
@@ -393,6 +404,7 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
   if (!m.stage_idle.empty()) print_stages(m);
+  if (m.profile) fmt::print("{}", profile_table(*m.profile));
 }
 
 }  // namespace
@@ -412,14 +424,19 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON: one object, or a list of points with --replicas");
   cmd->add_option("--csv", a->csv, "Write the scaling points as CSV");
   cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
+  cmd->add_flag("--profile", a->profile, "Per-layer forward and backward time of one point's step (CPU devices)");
   cmd->callback([a] {
+    DT_USER_CHECK(!a->profile || (a->replicas.empty() && a->strategy.empty() && a->csv.empty() && a->svg.empty()),
+                  "bench --profile times one point: drop --strategy, --replicas, --csv and --svg "
+                  "(choose the strategy with --set strategy.name=...)");
     if (!a->replicas.empty() || !a->strategy.empty() || !a->csv.empty() || !a->svg.empty()) {
       scaling(*a);
       return;
     }
     const Recipe recipe = load_recipe(a->recipe, a->overrides);
+    if (a->profile) refuse_unprofiled_devices(recipe);
     int rank = 0;
-    const Measured m = measure(recipe, a->steps, a->warmup, rank);
+    const Measured m = measure(recipe, a->steps, a->warmup, rank, a->profile);
     if (rank == 0) print_point(m, recipe.name, a->warmup, a->json);  // under mpirun, worker 0 reports
   });
 }

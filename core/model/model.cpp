@@ -171,7 +171,9 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   input_ = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     gatherer_->gather(i);
+    if (clock_) clock_->start();
     layers_[i]->forward(ctx, i ? acts_[i - 1].view() : input_, acts_[i].view());
+    if (clock_) clock_->stop_forward(i);
     gatherer_->release(i);
   }
   return acts_.back().view();
@@ -186,7 +188,9 @@ void Model::backward(Ctx& ctx) {
     const Tensor din = i > last ? dacts_[i - 1].view() : i == 0 && input_grad_wanted_ ? input_grad_.view() : Tensor{};
     gatherer_->gather(i);
     reducer_->open(i);
+    if (clock_) clock_->start();
     layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
+    if (clock_) clock_->stop_backward(i);
     gatherer_->release(i);
     reducer_->reduce(i);
   }

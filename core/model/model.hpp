@@ -16,6 +16,7 @@
 
 #include "core/layers/layer.hpp"
 #include "core/model/gradient_reducer.hpp"
+#include "core/model/layer_clock.hpp"
 #include "core/model/param_gatherer.hpp"
 #include "core/tensor/buffer.hpp"
 
@@ -72,6 +73,10 @@ class Model {
   void zero_grads() { reducer_->zero(); }
   ParamGatherer& gatherer() { return *gatherer_; }
   GradientReducer& reducer() { return *reducer_; }
+  // Times each layer's forward and backward calls from now on (`bench --profile`), or stops
+  // with nullptr. Not owned: it must outlive the passes it times. CPU backends only (see
+  // layer_clock.hpp).
+  void set_layer_clock(LayerClock* clock) { clock_ = clock; }
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
@@ -116,6 +121,7 @@ class Model {
   ModelPart part_;
   bool input_grad_wanted_ = false;
   Buffer input_grad_;  // (N, input_shape...) with part.input_grad
+  LayerClock* clock_ = nullptr;  // see set_layer_clock()
 };
 
 }  // namespace distrain

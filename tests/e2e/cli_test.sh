@@ -226,6 +226,32 @@ SH
   printf '#!/bin/sh\necho "no result here"\n' >fake/mpirun
   expect_error "bench: a child without a JSON result" "bench: \`mpirun -np 2\` printed no JSON result: no result here" \
     env PATH="$work/fake:$PATH" "$distrain" bench "$tiny" --strategy multi_worker_mirrored --replicas 2 --steps 3
+  # --profile: a row per layer of the model, then the update, the reduction and the rest of
+  # the step; figures >= 0, time in the layers that compute, shares adding up to 100%.
+  profiled_rows='["rescaling_1", "conv2d_1", "max_pool2d_1", "flatten_1", "dense_1", "(update)", "(reduction)", "(other)"]'
+  profile_holds="[r['name'] for r in P] == $profiled_rows
+    and all(r['forward_ms'] >= 0 and r['backward_ms'] >= 0 and r['share'] >= 0 for r in P)
+    and P[1]['forward_ms'] > 0 and P[1]['backward_ms'] > 0 and P[4]['backward_ms'] > 0 and P[5]['backward_ms'] > 0
+    and abs(sum(r['share'] for r in P) - 1) < 0.005"
+  "$distrain" bench "$tiny" --profile --steps 3 --warmup 1 --json >"$work/prof.json"
+  json_true "(lambda P: $profile_holds)(J[0]['profile'])" "$work/prof.json" &&
+    ok "bench --profile --json: every layer, the update, the reduction and (other), shares summing to 100%" ||
+    bad "bench --profile --json: $(cat "$work/prof.json")"
+  "$distrain" bench "$tiny" --profile --steps 3 --warmup 1 --set strategy.name=mirrored \
+    --set 'strategy.devices=["cpu:0","cpu:1"]' --json >"$work/prof2.json"
+  json_true "(lambda P: $profile_holds)(J[0]['profile']) and J[0]['profile'][6]['backward_ms'] > 0" "$work/prof2.json" &&
+    ok "bench --profile on mirrored: replica 0's layers and a reduction" || bad "bench --profile mirrored: $(cat "$work/prof2.json")"
+  "$distrain" bench "$tiny" --profile --steps 3 --warmup 1 >"$work/prof.txt"
+  grep -qE '^ +conv2d_1 +conv2d +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]%$' "$work/prof.txt" &&
+    grep -qE '^ +\(other\) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]%$' "$work/prof.txt" &&
+    ok "bench --profile prints the table" || bad "bench --profile table: $(cat "$work/prof.txt")"
+  "$distrain" bench "$tiny" --profile --steps 3 --warmup 1 --set strategy.name=zero --set 'strategy.devices=["cpu:0","cpu:1"]' |
+    grep -q "profile: strategy zero is not profiled" && ok "bench --profile says when a strategy is not profiled" ||
+    bad "bench --profile zero"
+  expect_error "bench --profile refuses a cuda device" "bench --profile: device cuda:1 is not profiled" \
+    "$distrain" bench "$tiny" --profile --set 'strategy.devices=["cuda:1"]'
+  expect_error "bench --profile times one point" "bench --profile times one point" \
+    "$distrain" bench "$tiny" --profile --replicas 1,2
   ;;
 kill_resume)
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
