@@ -315,6 +315,14 @@ mesh)
       bad "mesh $1 x $2: $(tail -n 5 "$work/m$1x$2.log" "$work/cmp$1x$2.log" 2>/dev/null)"
     fi
   done
+  # Evaluation: every rank of a tensor group sees the same test examples, so the mesh's
+  # test loss and accuracy are one_device's (each tensor rank once took its own share).
+  "$distrain" train "$recipe" "${conv8[@]}" --set train.steps=8 --run-dir "$work/ev1" >"$work/ev1.log" 2>&1
+  "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${conv8[@]}" "${msh[@]}" --set strategy.tensor=4 --set train.steps=8 \
+    --run-dir "$work/ev4" >"$work/ev4.log" 2>&1
+  want=$(grep -oE 'test accuracy [0-9.]+, loss [0-9.]+' "$work/ev1.log" | tail -n 1)
+  [ -n "$want" ] && [ "$(grep -oE 'test accuracy [0-9.]+, loss [0-9.]+' "$work/ev4.log" | tail -n 1)" = "$want" ] &&
+    ok "evaluation at tensor 4 gives one_device's $want" || bad "evaluation at tensor 4: $(tail -n 1 "$work/ev4.log") vs '$want'"
   # Checkpoints hold whole variables: tensor 2 -> one_device, one_device -> tensor 2, both
   # ending where two epochs of one_device end; and a resumed mesh run is bitwise the same.
   "$distrain" train "$recipe" --run-dir "$work/ref" >/dev/null 2>&1
