@@ -1,13 +1,16 @@
 // mesh: one process per device (mpirun -np N), the ranks on a device mesh with axes data,
 // tensor and pipeline (core/comm/mesh.hpp), N = data x tensor x pipeline.
 //   data    replicas: each data rank takes its slice of the global batch; gradients are
-//           summed over the data axis;
+//           summed over the data axis (or, with shard_optimizer, reduce-scattered and the
+//           optimizer state sharded: ZeRO-1);
 //   tensor  the model's layers split over the tensor ranks as core/model/tensor_plan.hpp
 //           says (Megatron's column/row pairs); the ranks of one tensor group see the same
 //           examples, and each holds and updates only its slices of the split variables;
-//   pipeline  the axis exists; pipeline stages are not built yet (the recipe refuses > 1).
-// Checkpoints hold whole variables: saving gathers each split variable over the tensor
-// axis, loading slices it, so a checkpoint moves between this and any other strategy.
+//   pipeline  the layers cut into stages (core/model/stage_partition.hpp), each rank running
+//           its stage's micro-batches in the schedule's order (core/strategy/pipeline_stage.hpp).
+// Checkpoints hold whole variables: saving reads each from its stage and gathers it over
+// the tensor axis, loading slices it, so a checkpoint moves between this and any other
+// strategy.
 // CPU devices in this version (the tensor-axis exchanges go through MPI on the host).
 #pragma once
 #include "core/strategy/strategy.hpp"
