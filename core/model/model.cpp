@@ -25,7 +25,6 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor,
              ModelPart part)
     : backend_(backend),
-      input_grad_wanted_(part.input_grad),
       gatherer_(seams.gatherer ? std::move(seams.gatherer) : std::make_unique<FullValues>()),
       reducer_(seams.reducer ? std::move(seams.reducer) : std::make_unique<FullGradients>()) {
   ConfigTable config(model, file, "model.");
@@ -42,6 +41,7 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
   std::vector<LayerSource> sources = create_layers(*list, file);
   place_on_tensor_axis(tensor, file, sources);
   part_ = part;
+  input_grad_wanted_ = part.input_grad;
   setup_layers(file, sources);
   keep_part(part, file);
   arena_.allocate(backend_);

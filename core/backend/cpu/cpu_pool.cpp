@@ -12,6 +12,22 @@ namespace distrain {
 
 namespace {
 
+// out[k] = max(out[k], in[k]) over C channels, and where `in` wins (strictly: the first
+// maximum stays, as TensorFlow's) arg[k] = cell. Branch-free so that it vectorises; built
+// for AVX2 and for any x86-64, the better chosen when the program starts.
+[[gnu::target_clones("avx2", "default")]] void max_into(float* __restrict out, int32_t* __restrict arg,
+                                                          const float* __restrict in, int32_t cell, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) {
+    const bool wins = in[k] > out[k];
+    out[k] = wins ? in[k] : out[k];
+    arg[k] = wins ? cell : arg[k];
+  }
+}
+
+[[gnu::target_clones("avx2", "default")]] void max_into(float* __restrict out, const float* __restrict in, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) out[k] = in[k] > out[k] ? in[k] : out[k];
+}
+
 class CpuPool2D final : public Pool2DOp {
  public:
   explicit CpuPool2D(const Pool2DSpec& s) : s_(s) {}
@@ -34,12 +50,10 @@ class CpuPool2D final : public Pool2DOp {
             for (int64_t ih = w.h0; ih < w.h1; ++ih)
               for (int64_t iw = w.w0; iw < w.w1; ++iw) {
                 const int64_t cell = (b * s_.in_h + ih) * s_.in_w + iw;
-                const float* in = px + cell * c;
-                for (int64_t k = 0; k < c; ++k)
-                  if (in[k] > out[k]) {  // strict: the first maximum wins, as TensorFlow
-                    out[k] = in[k];
-                    if (arg) arg[k] = static_cast<int32_t>(cell);
-                  }
+                if (arg)
+                  max_into(out, arg, px + cell * c, static_cast<int32_t>(cell), c);
+                else
+                  max_into(out, px + cell * c, c);
               }
           } else {
             std::fill(out, out + c, 0.0f);
