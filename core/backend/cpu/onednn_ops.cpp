@@ -2,6 +2,7 @@
 // batch size, so each op keeps one set per batch size seen (training batch, last partial
 // batch, evaluation batch) and reuses it across steps.
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
@@ -25,10 +26,20 @@ void accumulate(const std::vector<float>& scratch, const Tensor& acc) {
   for (size_t i = 0; i < scratch.size(); ++i) p[i] += scratch[i];
 }
 
-// Convolutions let oneDNN pick its layouts (format "any"): on AVX2 it then runs its
-// blocked direct kernels instead of GEMM-based ones on NHWC, and the reorders to and from
-// our NHWC / (kh, kw, in, out) tensors cost less than they save (measured with
-// `distrain bench` on the default CNN).
+// Each pass of a convolution (forward, backward data, backward weights) first asks oneDNN
+// for a kernel on our own NHWC activations: where oneDNN has a JIT or brgemm kernel for
+// them (AVX-512 machines) that saves reordering every activation to a blocked layout and back, which
+// cost a third of the convnet's step. Where it would fall back to GEMM or a reference
+// kernel (AVX2 in oneDNN 2.6), the pass lets oneDNN pick its layouts (format "any") and
+// pays the reorders instead, which was faster there. Weights are always "any" (small).
+// Measured with `distrain bench --profile` (docs/BENCHMARKS.md).
+template <typename Pd, typename Make>
+Pd prefer_plain(Make make) {
+  Pd pd = make(true);
+  const std::string_view impl = pd.impl_info_str();
+  if (impl.starts_with("jit") || impl.starts_with("brg")) return pd;
+  return make(false);
+}
 class OneDnnConv2D final : public Conv2DOp {
  public:
   OneDnnConv2D(CpuBackend& be, const Conv2DSpec& s) : be_(be), s_(s) {}
@@ -43,9 +54,12 @@ class OneDnnConv2D final : public Conv2DOp {
   void backward_data(const Tensor& dy, const Tensor& w, Tensor dx) override {
     Prims& p = prims(dy.shape[0]);
     if (!p.bwd_data) {
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(p.x), any(p.w), any(p.y),
-                                              strides(), pad_l(), pad_r());
-      p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, eng(), p.fwd_pd);
+      using Pd = dnnl::convolution_backward_data::primitive_desc;
+      p.bwd_data_pd = prefer_plain<Pd>([&](bool plain) {
+        dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, act(p.x, plain), any(p.w),
+                                                act(p.y, plain), strides(), pad_l(), pad_r());
+        return Pd(d, eng(), p.fwd_pd);
+      });
       p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
     }
     run(p.bwd_data, p.bwd_data_pd,
@@ -56,11 +70,15 @@ class OneDnnConv2D final : public Conv2DOp {
   void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) override {
     Prims& p = prims(x.shape[0]);
     if (!p.bwd_weights) {
-      auto d = s_.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(p.x), any(p.w),
-                                                                  p.b, any(p.y), strides(), pad_l(), pad_r())
-                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(p.x), any(p.w),
-                                                                  any(p.y), strides(), pad_l(), pad_r());
-      p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, eng(), p.fwd_pd);
+      using Pd = dnnl::convolution_backward_weights::primitive_desc;
+      p.bwd_weights_pd = prefer_plain<Pd>([&](bool plain) {
+        const auto direct = dnnl::algorithm::convolution_direct;
+        auto d = s_.bias ? dnnl::convolution_backward_weights::desc(direct, act(p.x, plain), any(p.w), p.b, act(p.y, plain),
+                                                                    strides(), pad_l(), pad_r())
+                         : dnnl::convolution_backward_weights::desc(direct, act(p.x, plain), any(p.w), act(p.y, plain),
+                                                                    strides(), pad_l(), pad_r());
+        return Pd(d, eng(), p.fwd_pd);
+      });
       p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
     }
     dw_scratch_.resize(static_cast<size_t>(dw.numel()));
@@ -98,6 +116,8 @@ class OneDnnConv2D final : public Conv2DOp {
   };
 
   static memory::desc any(const memory::desc& d) { return memory::desc(d.dims(), f32, tag::any); }
+  // An activation's layout for a pass: ours (NHWC), or oneDNN's choice.
+  static memory::desc act(const memory::desc& d, bool plain) { return plain ? d : any(d); }
 
   void run(dnnl::primitive& prim, const dnnl::primitive_desc& pd, const std::vector<Arg>& args,
            std::map<int, memory>& staging) {
@@ -137,19 +157,22 @@ class OneDnnConv2D final : public Conv2DOp {
     p.w = memory::desc({s_.out_c, s_.in_c, s_.kernel_h, s_.kernel_w}, f32, tag::hwio);
     p.b = memory::desc({s_.out_c}, f32, tag::x);
     p.y = memory::desc({n, s_.out_c, s_.out_h, s_.out_w}, f32, tag::nhwc);
-    auto d = s_.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, any(p.x), any(p.w), p.b,
-                                                       any(p.y), strides(), pad_l(), pad_r())
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                       dnnl::algorithm::convolution_direct, any(p.x), any(p.w), any(p.y),
-                                                       strides(), pad_l(), pad_r());
     dnnl::primitive_attr attr;
     if (s_.relu) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(ops);
     }
-    p.fwd_pd = dnnl::convolution_forward::primitive_desc(d, attr, eng());
+    using Pd = dnnl::convolution_forward::primitive_desc;
+    p.fwd_pd = prefer_plain<Pd>([&](bool plain) {
+      const auto training = dnnl::prop_kind::forward_training;
+      const auto direct = dnnl::algorithm::convolution_direct;
+      auto d = s_.bias ? dnnl::convolution_forward::desc(training, direct, act(p.x, plain), any(p.w), p.b, act(p.y, plain),
+                                                         strides(), pad_l(), pad_r())
+                       : dnnl::convolution_forward::desc(training, direct, act(p.x, plain), any(p.w), act(p.y, plain),
+                                                         strides(), pad_l(), pad_r());
+      return Pd(d, attr, eng());
+    });
     p.fwd = dnnl::convolution_forward(p.fwd_pd);
     return cache_.emplace(n, std::move(p)).first->second;
   }
