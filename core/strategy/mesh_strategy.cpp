@@ -123,19 +123,19 @@ class MeshStrategy final : public Strategy {
   Communicator& data() const { return mesh_.axis(Axis::data); }
   Communicator& pipe() const { return mesh_.axis(Axis::pipeline); }
   int stage() const { return mesh_.coord().pipeline; }
-  // Each rank's idle share summed over the job, then the mean of its stage's ranks.
+  // Each rank's idle share summed over the job, then the mean of its stage's ranks; the
+  // activation bytes from one rank per stage. One all-reduce of [idle..., bytes...].
   std::vector<StageFigures> stage_figures(int64_t per_replica_batch) override {
     if (shape_.pipeline == 1) return {};
-    std::vector<double> idle(static_cast<size_t>(shape_.pipeline), 0.0);
-    idle[static_cast<size_t>(stage())] = stage_->step_seconds() > 0 ? stage_->idle_seconds() / stage_->step_seconds() : 0.0;
-    world_->all_reduce(host_tensor(idle.data(), shape_.pipeline), ReduceOp::sum);
-    std::vector<double> bytes(static_cast<size_t>(shape_.pipeline), 0.0);
+    const auto p = static_cast<size_t>(shape_.pipeline), s = static_cast<size_t>(stage());
+    std::vector<double> sums(2 * p, 0.0);
+    sums[s] = stage_->step_seconds() > 0 ? stage_->idle_seconds() / stage_->step_seconds() : 0.0;
     if (mesh_.coord().data == 0 && mesh_.coord().tensor == 0)
-      bytes[static_cast<size_t>(stage())] = static_cast<double>(stage_->activation_bytes(per_replica_batch));
-    world_->all_reduce(host_tensor(bytes.data(), shape_.pipeline), ReduceOp::sum);
+      sums[p + s] = static_cast<double>(stage_->activation_bytes(per_replica_batch));
+    world_->all_reduce(host_tensor(sums.data(), static_cast<int64_t>(2 * p)), ReduceOp::sum);
     std::vector<StageFigures> figures;
-    for (size_t st = 0; st < idle.size(); ++st)
-      figures.push_back({idle[st] / (shape_.data * shape_.tensor), static_cast<int64_t>(bytes[st])});
+    for (size_t st = 0; st < p; ++st)
+      figures.push_back({sums[st] / (shape_.data * shape_.tensor), static_cast<int64_t>(sums[p + st])});
     return figures;
   }
   double stage_idle_theory() const override {

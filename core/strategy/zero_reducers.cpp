@@ -30,9 +30,10 @@ void ScatterAtFlush::flush() {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Range r = layers_[l];
     if (r.empty()) continue;
-    const Tensor padded = bucket_.view().range(0, layout_.chunk(l) * layout_.replicas());
-    backend_->fill(padded, 0.0f);
+    const int64_t n = layout_.chunk(l) * layout_.replicas();
+    const Tensor padded = bucket_.view().range(0, n);
     backend_->copy(whole().range(r.begin, r.size()), padded.range(0, r.size()));
+    if (n > r.size()) backend_->fill(padded.range(r.size(), n - r.size()), 0.0f);  // the padding sums to zero
     scatter_layer(all_, layout_, l, padded, shard_.view());
   }
 }
@@ -46,12 +47,8 @@ void ShardingReducer::attach(ParamArena& arena, const std::vector<Range>& layers
   layers_ = layers;
   layout_ = ShardLayout(layers, all_.size());
   shard_ = Buffer(arena.backend(), Shape{layout_.size()});
+  if (!shard_.empty()) arena.backend().fill(shard_.view(), 0.0f);
   bucket_ = layer_bucket(arena.backend(), layout_);
-  zero();
-}
-
-void ShardingReducer::zero() {
-  if (!shard_.empty()) arena_->backend().fill(shard_.view(), 0.0f);
 }
 
 // The whole padded bucket starts at zero: the padding past the layer must sum to zero.

@@ -35,7 +35,7 @@ class ShardingReducer final : public GradientReducer {
  public:
   explicit ShardingReducer(Communicator& all) : all_(all) {}
   void attach(ParamArena& arena, const std::vector<Range>& layers) override;
-  void zero() override;
+  void zero() override {}  // each layer's reduce_scatter overwrites its chunk of the shard
   void open(size_t layer) override;
   void reduce(size_t layer) override;
   void flush() override {}  // every layer was reduced as it finished
