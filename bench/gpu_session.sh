@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Everything issue 5 measures on a GPU, in one command, for the lent GPU machine.
-#   here:            bash bench/gpu_session.sh prepare     # writes .gpu/ (carry it)
-#   on the GPU:      bash bench/gpu_session.sh run OUTDIR  # from the repository root
+# Everything measured on the lent GPU machine, in one command.
+#   here:            bash bench/gpu_session.sh prepare                 # writes .gpu/ (carry it)
+#   on the GPU:      bash bench/gpu_session.sh run OUTDIR [PART...]    # from the repository root
 # prepare packs the relocatable bundle (make bundle), the unit-test binary and the
 # Fashion-MNIST files into .gpu/ (git-ignored, about 56 MB). run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
-# and writes into OUTDIR: info.txt, gpu_tests.txt (the CUDA unit tests), bench.jsonl
-# (distrain bench on cuda:0 and PyTorch eager / torch.compile, batch 64 and 512, side by
-# side), and train.txt + train.json (the default recipe trained on cuda:0, with time).
+# and runs the PARTs (default: all, in this order), each under a time limit. OUTDIR gets
+# six files (the device tool brings back at most eight): info.txt (GPU, driver, CPU),
+# tests.txt, train.txt, profile.txt, results.jsonl (every figure, one JSON object per line) and
+# errors.txt (what the commands wrote to stderr).
+#   tests     the CUDA unit tests (parity with the CPU, logical devices, NCCL with one rank)
+#   train     the default recipe on cuda:0 and the GPU recipe, per-epoch metrics and time
+#             to 91%; the last checkpoint evaluated on the CPU
+#   bench     distrain bench on cuda:0 at batch 64, 512 and 4096
+#   profile   bench --profile on cuda:0 at batch 64 and 4096 (profile.txt)
+#   refs      PyTorch eager, torch.compile(mode="reduce-overhead") and JAX jit, same batches
+#   cpu       mirrored on 1, 2, 4, 8 replicas of 2 threads each, and PyTorch DDP over gloo
+#             with the same per-process batch and threads
+#   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck
 set -uo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:?usage: gpu_session.sh prepare | run OUTDIR}
+mode=${1:?usage: gpu_session.sh prepare | run OUTDIR [PART...]}
 
 if [ "$mode" = prepare ]; then
   set -e
@@ -23,31 +33,96 @@ if [ "$mode" = prepare ]; then
   exit 0
 fi
 
-out=${2:?usage: gpu_session.sh run OUTDIR}
+out=${2:?usage: gpu_session.sh run OUTDIR [PART...]}
+shift 2
+parts=${*:-tests train bench profile refs cpu sanitize}
 mkdir -p "$out"
 work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
 bundle=$(ls -d "$work"/distrain-*)
 exe="$bundle/bin/distrain"
 export LD_LIBRARY_PATH="$("$bundle/bin/distrain-gpu" --library-path):$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OMP_NUM_THREADS=8
+export OMP_NUM_THREADS=8 PYTHONUNBUFFERED=1
+export DISTRAIN_CUDA_PLUGIN="$bundle/lib/libdistrain_cuda.so"
 data="$PWD/.gpu/data"
+recipe=recipes/fashion_mnist_cnn.toml
+on_gpu=(--set 'strategy.devices=["cuda:0"]' --set "data.path=\"$data\"")
+batches="64 512 4096"
+results="$out/results.jsonl" errors="$out/errors.txt"
+stamp() { echo "== $(date -u +%T) $*" | tee -a "$out/progress.txt"; }
 
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; "$exe" info; } >"$out/info.txt" 2>&1
-# The CUDA cases of the unit tests (parity with the CPU, training, logical devices, NCCL).
-DISTRAIN_CUDA_PLUGIN="$bundle/lib/libdistrain_cuda.so" .gpu/tests/unit_tests -tc='*cuda*' >"$out/gpu_tests.txt" 2>&1
-echo "unit_tests exit $?" >>"$out/gpu_tests.txt"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))"; "$exe" info; } >"$out/info.txt" 2>&1
 
-: >"$out/bench.jsonl"
-for batch in 64 512; do
-  "$exe" bench recipes/fashion_mnist_cnn.toml --set 'strategy.devices=["cuda:0"]' \
-    --set strategy.per_replica_batch=$batch --set "data.path=\"$data\"" --steps 200 --warmup 30 --json \
-    >>"$out/bench.jsonl" 2>>"$out/bench.err"
-  python3 bench/pytorch_gpu_reference.py --batch $batch >>"$out/bench.jsonl" 2>>"$out/bench.err"
+part_tests() {
+  timeout 240 .gpu/tests/unit_tests -tc='*cuda*' >>"$out/tests.txt" 2>&1
+  echo "unit_tests exit $?" >>"$out/tests.txt"
+}
+# One run on cuda:0: its output, per-epoch metrics and process time into train.txt.
+train_run() {
+  local name=$1
+  shift
+  echo "== train $name: $*" >>"$out/train.txt"
+  { time timeout 200 "$exe" train "$@" "${on_gpu[@]}" --run-dir "$work/$name" --progress none; } >>"$out/train.txt" 2>&1
+  echo "train exit $?" >>"$out/train.txt"
+  cat "$work/$name/metrics.jsonl" "$work/$name/summary.json" >>"$out/train.txt" 2>/dev/null
+}
+part_train() {
+  train_run default $recipe
+  train_run gpu recipes/fashion_mnist_cnn_gpu.toml
+  train_run gpu_256 recipes/fashion_mnist_cnn_gpu.toml --set strategy.per_replica_batch=256 --set optimizer.schedule.warmup_steps=234
+  train_run gpu_1024 recipes/fashion_mnist_cnn_gpu.toml --set strategy.per_replica_batch=1024 --set optimizer.schedule.warmup_steps=58 --set train.epochs=15
+  local ckpt
+  ckpt=$(find "$work/default" -name 'ckpt-*.h5' | sort -V | tail -1)
+  echo "== eval on the CPU: $ckpt" >>"$out/train.txt"
+  timeout 120 "$exe" eval --ckpt "$ckpt" --data "$data" >>"$out/train.txt" 2>&1
+  echo "eval exit $?" >>"$out/train.txt"
+}
+part_bench() {
+  for batch in $batches; do
+    timeout 120 "$exe" bench $recipe "${on_gpu[@]}" --set strategy.per_replica_batch=$batch \
+      --steps 200 --warmup 30 --json >>"$results" 2>>"$errors"
+  done
+}
+# Where a step's time goes on the GPU (each layer followed by a stream sync).
+part_profile() {
+  for batch in 64 4096; do
+    timeout 120 "$exe" bench $recipe "${on_gpu[@]}" --set strategy.per_replica_batch=$batch \
+      --steps 100 --warmup 20 --profile >>"$out/profile.txt" 2>>"$errors"
+  done
+}
+part_refs() {
+  for batch in $batches; do
+    timeout 150 python3 bench/pytorch_gpu_reference.py --batch $batch >>"$results" 2>>"$errors"
+  done
+  timeout 150 python3 bench/jax_gpu_reference.py --batch $batches >>"$results" 2>>"$errors"
+}
+part_cpu() {
+  for n in 1 2 4 8; do
+    OMP_NUM_THREADS=$((2 * n)) timeout 120 "$exe" bench $recipe --strategy mirrored --replicas $n \
+      --set strategy.threads=$((2 * n)) --set "data.path=\"$data\"" --steps 100 --warmup 10 --json \
+      >>"$results" 2>>"$errors"
+  done
+  (cd bench && timeout 300 python3 pytorch_ddp_reference.py --replicas 1,2,4,8 --threads-each 2 --steps 100 --warmup 10) \
+    >>"$results" 2>>"$errors"
+}
+part_sanitize() {
+  local cs
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  # NCCL's own start-up probes kernel images it was not built with (error 209, handled
+  # inside NCCL): memcheck runs without the NCCL case, which racecheck covers.
+  for tool in memcheck racecheck; do
+    local skip=""
+    [ $tool = memcheck ] && skip="-tce=*nccl*"
+    echo "== compute-sanitizer --tool $tool" >>"$out/tests.txt"
+    timeout 120 "$cs" --tool $tool --error-exitcode 9 .gpu/tests/unit_tests -tc='cuda*' $skip >>"$out/tests.txt" 2>&1
+    echo "$tool exit $?" >>"$out/tests.txt"
+  done
+}
+
+for part in $parts; do
+  stamp "$part"
+  "part_$part"
 done
-
-# The default recipe on cuda:0: accuracy and training time.
-{ time "$exe" train recipes/fashion_mnist_cnn.toml --set 'strategy.devices=["cuda:0"]' \
-  --set "data.path=\"$data\"" --run-dir "$work/run"; } >"$out/train.txt" 2>&1
-cp "$work/run/summary.json" "$out/train.json" 2>/dev/null
-echo "done: $(ls "$out")"
+stamp done
+grep -h "exit\|test cases\|accuracy" "$out"/tests.txt "$out"/train.txt 2>/dev/null | tail -n 20

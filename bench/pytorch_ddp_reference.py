@@ -23,7 +23,7 @@ from pytorch_reference import seed_cnn
 def worker(rank, world, args, out):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + world))
-    torch.set_num_threads(max(1, args.threads // world))
+    torch.set_num_threads(args.threads_each or max(1, args.threads // world))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(seed_cnn())
@@ -50,7 +50,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="threads of the machine, split between the processes")
+    ap.add_argument("--threads-each", type=int, default=0, help="threads per process instead (weak scaling of threads too)")
     args = ap.parse_args()
     base = None
     for world in [int(n) for n in args.replicas.split(",")]:

@@ -99,6 +99,9 @@ class Backend {
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void copy(const Tensor& src, Tensor dst) = 0;
   virtual void fill(Tensor t, float value) = 0;
+  // Returns once the work queued so far is done (a GPU's stream drained); the CPU's is done
+  // when its calls return. For timing alone (`bench --profile`): no op needs it.
+  virtual void synchronize() {}
 
   virtual std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) = 0;
   virtual std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) = 0;

@@ -33,9 +33,9 @@ LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale,
   upload(slice);
   Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
   const Tensor out = model_->forward(ctx, images_.view());
-  const LossStats stats = loss_.compute(out, labels_.view(), grad_scale, model_->output_grad());
+  loss_.enqueue(out, labels_.view(), grad_scale, model_->output_grad());
   model_->backward(ctx);
-  return stats;
+  return loss_.stats(slice.count);
 }
 
 void Replica::keep_state() {

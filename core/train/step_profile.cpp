@@ -45,14 +45,6 @@ std::string why_not_profiled(const Strategy& strategy) {
       strategy.name());
 }
 
-void refuse_unprofiled_devices(const Recipe& recipe) {
-  for (const std::string& text : recipe.strategy.devices) {
-    const Device d = Device::parse(text, recipe.file + ": strategy.devices");
-    DT_USER_CHECK(d.is_cpu(), "bench --profile: device {} is not profiled: a GPU layer's time needs a device sync each; "
-                  "profile on cpu devices (--set 'strategy.devices=[\"cpu:0\"]')", d.str());
-  }
-}
-
 StepProfile profile_steps(Strategy& strategy, const std::vector<StepTime>& times, int64_t warmup) {
   StepProfile p;
   p.strategy = strategy.name();

@@ -34,10 +34,6 @@ struct StepProfile {
 // central_storage.
 std::string why_not_profiled(const Strategy& strategy);
 
-// Throws UserError naming the first cuda device of strategy.devices: layers are timed with
-// the host clock, right only where their work is done when their call returns (CPU).
-void refuse_unprofiled_devices(const Recipe& recipe);
-
 // The profile of the steps after `warmup`, timed by time_steps with a LayerClock on
 // strategy.model(); a strategy that why_not_profiled() refuses gets only not_profiled.
 StepProfile profile_steps(Strategy& strategy, const std::vector<StepTime>& times, int64_t warmup);

@@ -86,6 +86,11 @@ void CudaBackend::download(const Tensor& src, void* host) {
   DT_CUDA(cudaStreamSynchronize(stream_));
 }
 
+void CudaBackend::synchronize() {
+  auto lock = enter();
+  DT_CUDA(cudaStreamSynchronize(stream_));
+}
+
 void CudaBackend::copy(const Tensor& src, Tensor dst) {
   auto lock = enter();
   check_same_numel(src, dst);

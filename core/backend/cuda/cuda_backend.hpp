@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor dst) override;
   void fill(Tensor t, float value) override;
+  void synchronize() override;
 
   std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
   std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) override;

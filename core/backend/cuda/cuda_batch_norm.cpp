@@ -30,10 +30,10 @@ class CudaBatchNorm final : public BatchNormOp {
     const int64_t rows = x.numel() / c_;
     double* sums = sums_.view().f64();
     cuda::bn_sums(x.f32(), rows, c_, sums, scratch(rows), be_.stream());
-    const double count = reduce(c_, static_cast<double>(rows), sync);
+    const double count = reduce(c_, static_cast<double>(rows), sync, lock);
     cuda::bn_mean(sums, count, mean_d_.view().f64(), mean.f32(), c_, be_.stream());
     cuda::bn_squared_deviation_sums(x.f32(), mean_d_.view().f64(), rows, c_, sums, scratch(rows), be_.stream());
-    reduce(c_, 0.0, sync);
+    reduce(c_, 0.0, sync, lock);
     cuda::bn_variance(sums, count, variance.f32(), c_, be_.stream());
     cuda::bn_normalize(x.f32(), gamma.f32(), beta.f32(), mean.f32(), variance.f32(), eps_, y.f32(), x.numel(), c_,
                        be_.stream());
@@ -58,7 +58,7 @@ class CudaBatchNorm final : public BatchNormOp {
     cuda::bn_dy_xhat_sums(x.f32(), dy.f32(), mean.f32(), inv_std, rows, c_, sum_dy_xhat, scratch(rows), be_.stream());
     // dgamma and dbeta are this replica's share; dx needs the global sums under sync.
     cuda::bn_param_grads(sum_dy, sum_dy_xhat, dgamma.f32(), dbeta.f32(), c_, be_.stream());
-    const double count = fixed_stats ? static_cast<double>(rows) : reduce(2 * c_, static_cast<double>(rows), sync);
+    const double count = fixed_stats ? static_cast<double>(rows) : reduce(2 * c_, static_cast<double>(rows), sync, lock);
     cuda::bn_input_grad(x.f32(), dy.f32(), gamma.f32(), mean.f32(), inv_std, sum_dy, sum_dy_xhat, count, fixed_stats,
                         dx.f32(), x.numel(), c_, be_.stream());
   }
@@ -67,14 +67,18 @@ class CudaBatchNorm final : public BatchNormOp {
   void* scratch(int64_t rows) { return be_.workspace(cuda::column_sum_scratch(rows, c_)); }
 
   // With `sync`, the first `len` sums (and `count`, appended) become their totals over
-  // all replicas, through the host; returns the total count.
-  double reduce(int64_t len, double count, const CrossReplicaSum* sync) {
+  // all replicas, through the host; returns the total count. The backend's lock is let go
+  // while the sum waits for the other replicas: those on the same GPU (logical devices)
+  // need it to reach the sum at all.
+  double reduce(int64_t len, double count, const CrossReplicaSum* sync, std::unique_lock<std::recursive_mutex>& lock) {
     if (!sync) return count;
     host_.resize(static_cast<size_t>(len) + 1);
     const Tensor sums = sums_.view().range(0, len);
     be_.download(sums, host_.data());
     host_.back() = count;
+    lock.unlock();
     (*sync)(Tensor{host_.data(), Shape{len + 1}, DType::f64, Device{}});
+    lock.lock();
     be_.upload(host_.data(), sums);
     return host_.back();
   }

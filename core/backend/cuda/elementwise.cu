@@ -22,8 +22,10 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t n, int64_t c) 
   if (i < n) y[i] += b[i % c];
 }
 
-__global__ void bias_relu_kernel(float* y, const float* b, int64_t n, int64_t c, bool relu) {
-  const int64_t i = thread_index();
+// I: the index type, 32-bit where n allows (a 64-bit remainder costs many instructions).
+template <typename I>
+__global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) {
+  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
   if (i >= n) return;
   const float v = y[i] + (b ? b[i % c] : 0.0f);
   y[i] = relu && !(v > 0.0f) ? 0.0f : v;
@@ -199,7 +201,10 @@ void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStre
 
 void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t s) {
   if (n == 0) return;
-  bias_relu_kernel<<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
+  if (n < (int64_t{1} << 31) - 256)
+    bias_relu_kernel<int32_t><<<blocks_for(n), 256, 0, s>>>(y, bias, static_cast<int32_t>(n), static_cast<int32_t>(channels), relu);
+  else
+    bias_relu_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
   DT_CUDA_LAUNCHED();
 }
 
