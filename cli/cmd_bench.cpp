@@ -23,6 +23,7 @@
 #include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
+#include "core/train/data_placement.hpp"
 #include "core/train/step_profile.hpp"
 #include "core/train/step_timing.hpp"
 
@@ -60,20 +61,35 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// Random pixel values and labels of the recipe's shapes: one slice for each of this
+// Random pixel values and labels of the recipe's shapes, a batch for each of this
 // process's replicas, drawn from the seed and the rank.
-Batch synthetic_batch(const Recipe& recipe, Strategy& strategy) {
+Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
   const Model model(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
-  const int64_t per = model.input_shape().numel();
-  const int64_t classes = model.output_shape()[0];
-  Batch batch;
-  batch.global_count = recipe.strategy.per_replica_batch * strategy.num_replicas();
+  const int64_t per = model.input_shape().numel(), count = recipe.strategy.per_replica_batch;
+  const auto classes = static_cast<uint64_t>(model.output_shape()[0]);
+  Dataset data{"synthetic", model.input_shape(), static_cast<int64_t>(classes), {}, {}, {}};
   Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy.rank())));
   for (int r = 0; r < strategy.local_replicas(); ++r) {
+    for (int64_t i = 0; i < count * per; ++i) data.pixels.push_back(static_cast<uint8_t>(rng.below(256)));
+    for (int64_t i = 0; i < count; ++i) data.labels.push_back(static_cast<int32_t>(rng.below(classes)));
+  }
+  return data;
+}
+
+// Replica r's slice is examples [r x batch, (r + 1) x batch) of `data`: their indices when
+// the data are on the devices (as `train` gives them), else their values.
+Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Dataset& data, bool indices) {
+  const int64_t per = data.example_shape.numel(), count = recipe.strategy.per_replica_batch;
+  Batch batch;
+  batch.global_count = count * strategy.num_replicas();
+  for (int r = 0; r < strategy.local_replicas(); ++r) {
     ReplicaSlice s;
-    s.count = recipe.strategy.per_replica_batch;
-    for (int64_t i = 0; i < s.count * per; ++i) s.images.push_back(static_cast<float>(rng.below(256)));
-    for (int64_t i = 0; i < s.count; ++i) s.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes))));
+    s.count = count;
+    for (int64_t i = r * count; i < (r + 1) * count; ++i) {
+      if (indices) s.indices.push_back(static_cast<int32_t>(i));
+      else s.images.insert(s.images.end(), data.pixels.begin() + i * per, data.pixels.begin() + (i + 1) * per);
+      s.labels.push_back(data.labels[static_cast<size_t>(i)]);
+    }
     batch.replicas.push_back(std::move(s));
   }
   return batch;
@@ -118,7 +134,8 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank,
   }
   strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();
-  const Batch batch = synthetic_batch(recipe, *strategy);
+  const Dataset examples = synthetic_examples(recipe, *strategy);
+  const Batch batch = synthetic_batch(recipe, *strategy, examples, place_data_on_devices(recipe, *strategy, examples));
   Measured m;
   m.memory = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
   m.strategy = strategy->name();

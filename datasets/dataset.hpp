@@ -27,6 +27,9 @@ struct DataSpec {
   std::string path;                       // folder of IDX files (default per dataset); hdf5: the file
   bool shuffle = true;
   bool drop_remainder = false;
+  // Where the training split is kept: "auto" (on the devices when they are GPUs), "device"
+  // (uploaded once, batches gathered there) or "host" (each batch built and uploaded).
+  std::string placement = "auto";
   // synthetic only
   int64_t train_examples = 2048, test_examples = 512, num_classes = 10;
   Shape image_shape{28, 28, 1};

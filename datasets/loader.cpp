@@ -86,8 +86,16 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64
   for (int local = 0; local < spec_.local_replicas; ++local) {
     ReplicaSlice& s = batch.replicas[static_cast<size_t>(local)];
     s.count = share(spec_.first_replica + local);
-    s.images.resize(static_cast<size_t>(s.count * per));
     s.labels.resize(static_cast<size_t>(s.count));
+    if (spec_.indices_only) {
+      for (int64_t i = 0; i < s.count; ++i, ++at) {
+        const int64_t src = order[static_cast<size_t>(at)];
+        s.indices.push_back(static_cast<int32_t>(src));
+        s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
+      }
+      continue;
+    }
+    s.images.resize(static_cast<size_t>(s.count * per));
     for (int64_t i = 0; i < s.count; ++i, ++at) {
       const int64_t src = order[static_cast<size_t>(at)];
       float* dst = s.images.data() + i * per;

@@ -20,6 +20,9 @@ namespace distrain {
 struct ReplicaSlice {
   std::vector<float> images;    // (count, example shape...), raw values: [0, 255] from bytes
   std::vector<int32_t> labels;  // (count)
+  // With LoaderSpec::indices_only, the examples' indices in the dataset instead of images:
+  // the dataset is on the device (DeviceData), which gathers them.
+  std::vector<int32_t> indices;
   int64_t count = 0;
 };
 
@@ -36,6 +39,7 @@ struct LoaderSpec {
   bool drop_remainder = false;
   uint64_t seed = 0;
   int prefetch = 2;  // batches prepared ahead
+  bool indices_only = false;  // slices carry indices (and labels), not images: see ReplicaSlice
   // This process's replicas: [first_replica, first_replica + local_replicas); 0 = all.
   int first_replica = 0, local_replicas = 0;
 };

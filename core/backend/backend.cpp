@@ -35,6 +35,19 @@ void check_same_numel(const Tensor& a, const Tensor& b) {
   DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
 }
 
+int64_t gather_width(const Tensor& table, const Tensor& rows, const Tensor& out) {
+  DT_CHECK(rows.dtype == DType::i32 && rows.shape.rank() == 1, "gather rows must be int32 (n), got {} {}",
+           dtype_name(rows.dtype), rows.shape.str());
+  DT_CHECK(table.shape.rank() >= 1 && out.shape.rank() == table.shape.rank() && out.shape[0] == rows.numel(),
+           "gather of {} rows from {} into {}", rows.numel(), table.shape.str(), out.shape.str());
+  const bool images = (table.dtype == DType::u8 || table.dtype == DType::f32) && out.dtype == DType::f32;
+  DT_CHECK(images || (table.dtype == DType::i32 && out.dtype == DType::i32), "gather from {} into {}",
+           dtype_name(table.dtype), dtype_name(out.dtype));
+  const int64_t width = table.shape[0] ? table.numel() / table.shape[0] : 0;
+  DT_CHECK(out.numel() == rows.numel() * width, "gather of {}-value examples into {}", width, out.shape.str());
+  return width;
+}
+
 GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c) {
   DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
   const GemmDims d{ta ? a.shape[1] : a.shape[0], ta ? a.shape[0] : a.shape[1], tb ? b.shape[0] : b.shape[1]};

@@ -99,6 +99,10 @@ class Backend {
   virtual void download(const Tensor& src, void* host) = 0;
   virtual void copy(const Tensor& src, Tensor dst) = 0;
   virtual void fill(Tensor t, float value) = 0;
+  // out (n, example...) = the examples `rows` (int32, n) of `table` (N, example...), as
+  // float32 from a uint8 or float32 table, as int32 from an int32 one (labels): the batches
+  // of a dataset kept on the device (DeviceData), with no host copy of their images.
+  virtual void gather_examples(const Tensor& table, const Tensor& rows, Tensor out) = 0;
   // Returns once the work queued so far is done (a GPU's stream drained); the CPU's is done
   // when its calls return. For timing alone (`bench --profile`): no op needs it.
   virtual void synchronize() {}
@@ -139,6 +143,9 @@ struct GemmDims {
   int64_t m, k, n;
 };
 GemmDims gemm_dims(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, const Tensor& c);
+// Values per example of gather_examples(table, rows, out); throws when the shapes or the
+// element types do not go together.
+int64_t gather_width(const Tensor& table, const Tensor& rows, const Tensor& out);
 // Adam's learning rate with both bias corrections folded in, computed in double.
 float adam_step_size(const AdamHyper& h);
 // True when every element of t (float32) is finite: on the host a scan; on a device its

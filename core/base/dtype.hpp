@@ -1,13 +1,14 @@
 // Element types. Only f32 is computed today; i32 carries labels; f64 carries the small
-// cross-replica sums of batch-norm statistics. bf16 is declared so interfaces already
-// carry a DType and mixed precision does not change signatures.
+// cross-replica sums of batch-norm statistics; u8 the pixels of a dataset kept on a device
+// (DeviceData). bf16 is declared so interfaces already carry a DType and mixed precision
+// does not change signatures.
 #pragma once
 #include <cstddef>
 #include <string_view>
 
 namespace distrain {
 
-enum class DType { f32, i32, f64, bf16 };
+enum class DType { f32, i32, f64, bf16, u8 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
@@ -15,6 +16,7 @@ constexpr std::size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::f64: return 8;
     case DType::bf16: return 2;
+    case DType::u8: return 1;
   }
   return 0;
 }
@@ -25,6 +27,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::i32: return "int32";
     case DType::f64: return "float64";
     case DType::bf16: return "bfloat16";
+    case DType::u8: return "uint8";
   }
   return "?";
 }

@@ -39,6 +39,7 @@ void parse_data(ConfigTable c, DataSpec& d) {
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);
+  d.placement = c.get_choice("placement", "auto", {"auto", "device", "host"});
   if (d.dataset == "synthetic") {
     d.train_examples = c.get_int("train_examples", d.train_examples);
     d.test_examples = c.get_int("test_examples", d.test_examples);

@@ -1,6 +1,7 @@
 #include "core/strategy/multi_replica.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/ranges.h>
 
@@ -111,6 +112,16 @@ bool MultiReplicaStrategy::gradients_finite() {
 
 void MultiReplicaStrategy::discard_step() {
   threads_->run([&](int r) { replica(r).restore_state(); });
+}
+
+bool MultiReplicaStrategy::keep_data_on_devices(const Dataset& data) {
+  std::map<Backend*, std::shared_ptr<const DeviceData>> on;  // logical devices share their device's copy
+  for (auto& rep : replicas_) {
+    auto& copy = on[&rep->backend()];
+    if (!copy) copy = std::make_shared<DeviceData>(rep->backend(), data);
+    rep->use_device_data(copy);
+  }
+  return true;
 }
 
 LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {

@@ -25,6 +25,10 @@ class OneDevice final : public Strategy {
   Optimizer& optimizer() override { return *optimizer_; }
 
   LossStats evaluate(const Batch& batch) override { return replica_.evaluate(batch.replicas.at(0)); }
+  bool keep_data_on_devices(const Dataset& data) override {
+    replica_.use_device_data(std::make_shared<DeviceData>(replica_.backend(), data));
+    return true;
+  }
 
  protected:
   LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {

@@ -17,6 +17,16 @@ void Replica::upload(const ReplicaSlice& slice) {
   if (images_.empty() || images_.shape()[0] != slice.count) {
     images_ = Buffer(backend_, model_->input_shape().batched(slice.count));
     labels_ = Buffer(backend_, Shape{slice.count}, DType::i32);
+    rows_ = Buffer(backend_, Shape{slice.count}, DType::i32);
+  }
+  if (!slice.indices.empty()) {  // the dataset is on this device: only the indices travel
+    DT_CHECK(data_ && static_cast<int64_t>(slice.indices.size()) == slice.count,
+             "a slice of {} indices for a replica {} the dataset on its device", slice.indices.size(),
+             data_ ? "with" : "without");
+    backend_.upload(slice.indices.data(), rows_.view());
+    backend_.gather_examples(data_->examples(), rows_.view(), images_.view());
+    backend_.gather_examples(data_->labels(), rows_.view(), labels_.view());
+    return;
   }
   DT_CHECK(static_cast<int64_t>(slice.images.size()) == images_.view().numel(), "slice of {} values for input {}",
            slice.images.size(), images_.shape().str());

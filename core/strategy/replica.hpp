@@ -6,6 +6,7 @@
 #include "core/io/recipe.hpp"
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
+#include "datasets/device_data.hpp"
 #include "datasets/loader.hpp"
 
 namespace distrain {
@@ -28,6 +29,9 @@ class Replica {
   void keep_state();
   void restore_state();
 
+  // Slices with indices are gathered from `data` (on this replica's device) from now on.
+  void use_device_data(std::shared_ptr<const DeviceData> data) { data_ = std::move(data); }
+
   Model& model() { return *model_; }
   Backend& backend() { return backend_; }
   // Under sync_batch_norm: how batch norm sums its statistics over all replicas.
@@ -40,6 +44,8 @@ class Replica {
   std::unique_ptr<Model> model_;
   Loss loss_;
   Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
+  Buffer rows_;             // (n) a slice's indices, with data_
+  std::shared_ptr<const DeviceData> data_;
   Buffer kept_state_;       // (state elements) see keep_state()
   CrossReplicaSum cross_replica_sum_;
   Communicator* tensor_;

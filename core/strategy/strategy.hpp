@@ -111,6 +111,14 @@ class Strategy {
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}
+  // Keeps the training split on the devices of this process's replicas (one copy per
+  // device; DeviceData), so that batches whose slices carry indices (LoaderSpec::
+  // indices_only) are gathered there. False where the strategy's replicas take images only
+  // (the loader then builds them).
+  virtual bool keep_data_on_devices(const Dataset& data) {
+    (void)data;
+    return false;
+  }
   // Before evaluating or saving: non-trainable state (batch-norm moving statistics, which
   // each replica updates from its own batches) becomes the mean over replicas in model().
   virtual void prepare_for_read() {}

@@ -32,6 +32,10 @@ struct Tensor {
     DT_CHECK(dtype == DType::i32, "tensor is {}, not int32", dtype_name(dtype));
     return static_cast<int32_t*>(data);
   }
+  uint8_t* u8() const {
+    DT_CHECK(dtype == DType::u8, "tensor is {}, not uint8", dtype_name(dtype));
+    return static_cast<uint8_t*>(data);
+  }
   // The same memory seen with another shape of the same element count.
   Tensor reshaped(const Shape& s) const {
     DT_CHECK(s.numel() == numel(), "reshape {} -> {} changes the element count", shape.str(), s.str());

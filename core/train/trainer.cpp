@@ -7,6 +7,7 @@
 #include "core/optim/lr_schedule.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/batch_source.hpp"
+#include "core/train/data_placement.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/preflight.hpp"
 #include "core/train/run_lock.hpp"
@@ -85,7 +86,9 @@ LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
 // the run: the Loader's batches through StepLoop, TrainRun recording them.
 TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Splits& data,
                        const std::string& run_dir, const TrainState& state, const std::string& resumed) {
-  Loader loader(data.train, loader_spec(recipe, strategy));
+  LoaderSpec spec = loader_spec(recipe, strategy);
+  spec.indices_only = place_data_on_devices(recipe, strategy, data.train);
+  Loader loader(data.train, spec);
   const int64_t per_epoch = loader.batches_per_epoch();
   DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);

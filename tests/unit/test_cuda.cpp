@@ -149,40 +149,48 @@ TEST_CASE("cuda parity: SGD with Nesterov momentum and weight decay, AdamW, thre
 
 TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric padding), 1x1, forward and both gradients") {
   SKIP_WITHOUT_GPU();
-  struct Case {
-    const char* name;
-    Conv2DSpec s;
-  };
-  // in h, w, c; out h, w, c; kernel; stride; pads top, bottom, left, right; bias; relu
-  const Case cases[] = {
-      {"3x3 valid, bias + relu", {12, 12, 3, 10, 10, 8, 3, 3, 1, 1, 0, 0, 0, 0, true, true}},
-      {"3x3 same", {9, 9, 4, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, true, false}},
-      {"3x3 same stride 2 on 10x10", {10, 10, 5, 5, 5, 7, 3, 3, 2, 2, 0, 1, 0, 1, true, false}},
-      {"1x1 no bias", {6, 6, 16, 6, 6, 32, 1, 1, 1, 1, 0, 0, 0, 0, false, false}},
-  };
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const Conv2DSpec& s = c.s;
-    const int64_t n = 5;
-    Pair x(Shape{n, s.in_h, s.in_w, s.in_c}, 30), w(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 31),
-        b(Shape{s.out_c}, 32), y(Shape{n, s.out_h, s.out_w, s.out_c}, 33), dy(Shape{n, s.out_h, s.out_w, s.out_c}, 34),
-        dx(Shape{n, s.in_h, s.in_w, s.in_c}, 35), dw(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 36),
-        db(Shape{s.out_c}, 37);
-    auto cop = cpu().make_conv2d(s);
-    auto gop = gpu().make_conv2d(s);
-    const Tensor no_bias;
-    cop->forward(x.cv(), w.cv(), s.bias ? b.cv() : no_bias, y.cv());
-    gop->forward(x.gv(), w.gv(), s.bias ? b.gv() : no_bias, y.gv());
-    check_pair(y, "forward");
-    cop->backward_data(dy.cv(), w.cv(), dx.cv());
-    gop->backward_data(dy.gv(), w.gv(), dx.gv());
-    check_pair(dx, "backward data");
-    // dw and db start non-zero: gradients accumulate.
-    cop->backward_weights(x.cv(), dy.cv(), dw.cv(), s.bias ? db.cv() : no_bias);
-    gop->backward_weights(x.gv(), dy.gv(), dw.gv(), s.bias ? db.gv() : no_bias);
-    check_pair(dw, "backward weights (accumulated)");
-    if (s.bias) check_pair(db, "bias gradient (accumulated)");
+  // The kernel gradient both ways: cuDNN's, and as matrix products of im2col (whole
+  // slices of 2048 positions and a tail in the first layer's case).
+  for (const char* filter_grad : {"cudnn", "gemm"}) {
+    INFO("DISTRAIN_CUDA_FILTER_GRAD=" << filter_grad);
+    setenv("DISTRAIN_CUDA_FILTER_GRAD", filter_grad, 1);
+    struct Case {
+      const char* name;
+      Conv2DSpec s;
+    };
+    // in h, w, c; out h, w, c; kernel; stride; pads top, bottom, left, right; bias; relu
+    const Case cases[] = {
+        {"3x3 valid, bias + relu", {12, 12, 3, 10, 10, 8, 3, 3, 1, 1, 0, 0, 0, 0, true, true}},
+        {"3x3 same", {9, 9, 4, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, true, false}},
+        {"3x3 same stride 2 on 10x10", {10, 10, 5, 5, 5, 7, 3, 3, 2, 2, 0, 1, 0, 1, true, false}},
+        {"1x1 no bias", {6, 6, 16, 6, 6, 32, 1, 1, 1, 1, 0, 0, 0, 0, false, false}},
+        {"3x3 valid on 28x28x1, a first layer", {28, 28, 1, 26, 26, 32, 3, 3, 1, 1, 0, 0, 0, 0, true, true}},
+    };
+    for (const Case& c : cases) {
+      INFO(c.name);
+      const Conv2DSpec& s = c.s;
+      const int64_t n = 5;
+      Pair x(Shape{n, s.in_h, s.in_w, s.in_c}, 30), w(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 31),
+          b(Shape{s.out_c}, 32), y(Shape{n, s.out_h, s.out_w, s.out_c}, 33), dy(Shape{n, s.out_h, s.out_w, s.out_c}, 34),
+          dx(Shape{n, s.in_h, s.in_w, s.in_c}, 35), dw(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 36),
+          db(Shape{s.out_c}, 37);
+      auto cop = cpu().make_conv2d(s);
+      auto gop = gpu().make_conv2d(s);
+      const Tensor no_bias;
+      cop->forward(x.cv(), w.cv(), s.bias ? b.cv() : no_bias, y.cv());
+      gop->forward(x.gv(), w.gv(), s.bias ? b.gv() : no_bias, y.gv());
+      check_pair(y, "forward");
+      cop->backward_data(dy.cv(), w.cv(), dx.cv());
+      gop->backward_data(dy.gv(), w.gv(), dx.gv());
+      check_pair(dx, "backward data");
+      // dw and db start non-zero: gradients accumulate.
+      cop->backward_weights(x.cv(), dy.cv(), dw.cv(), s.bias ? db.cv() : no_bias);
+      gop->backward_weights(x.gv(), dy.gv(), dw.gv(), s.bias ? db.gv() : no_bias);
+      check_pair(dw, "backward weights (accumulated)");
+      if (s.bias) check_pair(db, "bias gradient (accumulated)");
+    }
   }
+  unsetenv("DISTRAIN_CUDA_FILTER_GRAD");
 }
 
 TEST_CASE("cuda parity: max and average pooling with padding and overlapping windows") {
@@ -315,6 +323,51 @@ TEST_CASE("cuda: mirrored with sync_batch_norm on two logical devices of one GPU
                                            "cross_device_ops = \"hierarchical_copy\"\nsync_batch_norm = true"),
                                 temp_dir("distrain_cuda_sync_bn"));
   check_close(single.weights, sync_bn.weights, 1e-5);
+}
+
+// The dataset kept on the GPU (data.placement, DeviceData) trains as batches built and
+// uploaded by the host do; algorithms are found per run, hence a tolerance.
+TEST_CASE("cuda: data.placement = device trains as host does, on one device and two logical devices") {
+  SKIP_WITHOUT_GPU();
+  for (const char* devices : {"\"cuda:0\"", "\"cuda:0\", \"cuda:0\""}) {
+    INFO(devices);
+    const std::string strategy = std::string(devices).find(',') == std::string::npos ? "one_device" : "mirrored";
+    auto placed = [&](const char* where) {
+      std::string t = gpu_recipe(strategy, devices, 16);
+      t.replace(t.find("[data]\n"), 7, fmt::format("[data]\nplacement = \"{}\"\n", where));
+      return train_from_text(t, temp_dir(fmt::format("distrain_cuda_placement_{}", where).c_str())).weights;
+    };
+    check_close(placed("host"), placed("device"), 1e-6);
+  }
+}
+
+TEST_CASE("cuda parity: gather_examples from uint8, float32 and int32 tables") {
+  SKIP_WITHOUT_GPU();
+  const Shape table{50, 3, 4};
+  std::vector<uint8_t> bytes(static_cast<size_t>(table.numel()));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 % 256);
+  const std::vector<float> floats = random_vector(bytes.size(), 41, -3, 3);
+  std::vector<int32_t> labels(50), rows{49, 0, 17, 17, 3};
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i * 3 % 10);
+  Buffer rows_g(gpu(), Shape{5}, DType::i32), out_g(gpu(), Shape{5, 3, 4}), labels_out_g(gpu(), Shape{5}, DType::i32);
+  gpu().upload(rows.data(), rows_g.view());
+  const Tensor rows_c{rows.data(), Shape{5}, DType::i32, Device{}};
+  std::vector<float> want(60);
+  for (DType dt : {DType::u8, DType::f32}) {
+    INFO(dtype_name(dt));
+    Buffer table_g(gpu(), table, dt);
+    void* host = dt == DType::u8 ? static_cast<void*>(bytes.data()) : const_cast<float*>(floats.data());
+    gpu().upload(host, table_g.view());
+    cpu().gather_examples(Tensor{host, table, dt, Device{}}, rows_c, Tensor{want.data(), Shape{5, 3, 4}, DType::f32, Device{}});
+    gpu().gather_examples(table_g.view(), rows_g.view(), out_g.view());
+    CHECK(from_gpu(out_g.view()) == want);
+  }
+  Buffer labels_g(gpu(), Shape{50}, DType::i32);
+  gpu().upload(labels.data(), labels_g.view());
+  gpu().gather_examples(labels_g.view(), rows_g.view(), labels_out_g.view());
+  std::vector<int32_t> got(5);
+  gpu().download(labels_out_g.view(), got.data());
+  CHECK(got == std::vector<int32_t>{labels[49], labels[0], labels[17], labels[17], labels[3]});
 }
 
 TEST_CASE("cuda: the nccl communicator with one rank (one GPU) leaves every collective's data as it was") {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/backend/backend.hpp"
 #include "datasets/idx.hpp"
 #include "datasets/loader.hpp"
 #include "tests/unit/helpers.hpp"
@@ -169,4 +170,53 @@ TEST_CASE("loader: a worker materialises only its own replicas' slices, the same
     CHECK(m->replicas[1].labels == a->replicas[3].labels);
   }
 }
+
+TEST_CASE("loader: with indices_only the slices carry the examples' indices and labels, no images") {
+  DataSpec data;
+  data.dataset = "synthetic";
+  data.train_examples = 23;
+  data.image_shape = Shape{1, 1, 3};
+  const Dataset d = load_dataset(data, 1).train;
+  LoaderSpec spec{4, 2, true, false, 7};
+  Loader full(d, spec);
+  spec.indices_only = true;
+  Loader indexed(d, spec);
+  full.start(1);
+  indexed.start(1);
+  while (auto a = full.next()) {
+    auto b = indexed.next();
+    REQUIRE(b);
+    for (size_t r = 0; r < a->replicas.size(); ++r) {
+      const ReplicaSlice &x = a->replicas[r], &y = b->replicas[r];
+      CHECK(y.images.empty());
+      CHECK(y.labels == x.labels);
+      REQUIRE(static_cast<int64_t>(y.indices.size()) == x.count);
+      for (int64_t i = 0; i < x.count; ++i)
+        for (int64_t j = 0; j < 3; ++j)
+          CHECK(x.images[static_cast<size_t>(i * 3 + j)] == d.pixels[static_cast<size_t>(y.indices[static_cast<size_t>(i)] * 3 + j)]);
+    }
+  }
+  CHECK_FALSE(indexed.next());
+}
+
+TEST_CASE("cpu gather_examples: rows of uint8, float32 and int32 tables, rows out of range refused") {
+  Backend& be = backend_for(Device{});
+  std::vector<uint8_t> bytes{1, 2, 3, 4, 5, 6};
+  std::vector<float> floats{1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 6.5f};
+  std::vector<int32_t> labels{7, 8, 9}, rows{2, 0, 2};
+  const Tensor index{rows.data(), Shape{3}, DType::i32, Device{}};
+  std::vector<float> out(6);
+  const Tensor out_t{out.data(), Shape{3, 2}, DType::f32, Device{}};
+  be.gather_examples(Tensor{bytes.data(), Shape{3, 2}, DType::u8, Device{}}, index, out_t);
+  CHECK(out == std::vector<float>{5, 6, 1, 2, 5, 6});
+  be.gather_examples(Tensor{floats.data(), Shape{3, 2}, DType::f32, Device{}}, index, out_t);
+  CHECK(out == std::vector<float>{5.5f, 6.5f, 1.5f, 2.5f, 5.5f, 6.5f});
+  std::vector<int32_t> got(3);
+  be.gather_examples(Tensor{labels.data(), Shape{3}, DType::i32, Device{}}, index, Tensor{got.data(), Shape{3}, DType::i32, Device{}});
+  CHECK(got == std::vector<int32_t>{9, 7, 9});
+  rows[1] = 3;
+  CHECK_THROWS(be.gather_examples(Tensor{labels.data(), Shape{3}, DType::i32, Device{}}, index,
+                                  Tensor{got.data(), Shape{3}, DType::i32, Device{}}));
+}
+
 }  // namespace distrain::test

@@ -356,4 +356,29 @@ TEST_CASE("strategy options are checked") {
         "reduce_to_one_device");
 }
 
+// The dataset kept on the devices and gathered there from indices trains exactly as
+// batches built on the host do (shuffled, with a partial last batch: 320 = 3 x 96 + 32).
+TEST_CASE("data.placement = device gives the weights of host bitwise: one_device, mirrored and zero") {
+  const fs::path tmp = fs::temp_directory_path();
+  struct Run {
+    const char* strategy;
+    const char* devices;
+    int per_replica;
+  };
+  for (const Run& run : {Run{"one_device", "\"cpu:0\"", 48}, Run{"mirrored", "\"cpu:0\", \"cpu:1\"", 48},
+                         Run{"zero", "\"cpu:0\", \"cpu:1\"", 48}}) {
+    INFO(run.strategy);
+    std::string text = recipe_text(run.strategy, run.devices, run.per_replica);
+    text.replace(text.find("shuffle = false"), 15, "shuffle = true");
+    auto placed = [&](const char* where) {
+      std::string t = text;
+      t.replace(t.find("[data]\n"), 7, fmt::format("[data]\nplacement = \"{}\"\n", where));
+      return train_from_text(t, (tmp / fmt::format("distrain_placement_{}", where)).string()).weights;
+    };
+    const auto on_host = placed("host");
+    const auto on_device = placed("device");
+    CHECK(on_host == on_device);
+  }
+}
+
 }  // namespace distrain::test

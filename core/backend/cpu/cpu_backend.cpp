@@ -68,6 +68,24 @@ void CpuBackend::fill(Tensor t, float value) {
   std::fill(p, p + n, value);
 }
 
+void CpuBackend::gather_examples(const Tensor& table, const Tensor& rows, Tensor out) {
+  const int64_t width = gather_width(table, rows, out), n = rows.numel(), count = table.shape[0];
+  const int32_t* index = rows.i32();
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(index[i] >= 0 && index[i] < count, "gather row {} of {}", index[i], count);
+  if (table.dtype == DType::i32) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(table.i32() + index[i] * width, width, out.i32() + i * width);
+    return;
+  }
+  float* dst = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    if (table.dtype == DType::u8)
+      std::copy_n(table.u8() + index[i] * width, width, dst + i * width);  // bytes to floats, 0..255
+    else
+      std::copy_n(table.f32() + index[i] * width, width, dst + i * width);
+  }
+}
+
 void CpuBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor c) {
   const auto [m, k, n] = gemm_dims(ta, tb, a, b, c);
   const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a.f32(), a.shape[1], b.f32(),

@@ -18,6 +18,7 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor dst) override;
   void fill(Tensor t, float value) override;
+  void gather_examples(const Tensor& table, const Tensor& rows, Tensor out) override;
 
   std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
   std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) override;

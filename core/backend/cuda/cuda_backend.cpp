@@ -104,6 +104,17 @@ void CudaBackend::fill(Tensor t, float value) {
   cuda::fill(t.f32(), t.numel(), value, stream_);
 }
 
+void CudaBackend::gather_examples(const Tensor& table, const Tensor& rows, Tensor out) {
+  auto lock = enter();
+  check_cuda(table, *this, "gather table");
+  check_cuda(rows, *this, "gather rows");
+  check_cuda(out, *this, "gather output");
+  const int64_t width = gather_width(table, rows, out), n = rows.numel();
+  if (table.dtype == DType::u8) cuda::gather_rows(table.u8(), rows.i32(), n, width, out.f32(), stream_);
+  else if (table.dtype == DType::f32) cuda::gather_rows(table.f32(), rows.i32(), n, width, out.f32(), stream_);
+  else cuda::gather_rows(table.i32(), rows.i32(), n, width, out.i32(), stream_);
+}
+
 void CudaBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor c) {
   auto lock = enter();
   const auto [m, k, n] = gemm_dims(ta, tb, a, b, c);

@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor dst) override;
   void fill(Tensor t, float value) override;
+  void gather_examples(const Tensor& table, const Tensor& rows, Tensor out) override;
   void synchronize() override;
 
   std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
@@ -59,6 +60,7 @@ class CudaBackend final : public Backend {
   std::unique_lock<std::recursive_mutex> enter();
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
   bool tf32() const { return allow_tf32_; }  // the recipe's train.allow_tf32, read at enter()
   // A device scratch area of at least `bytes`, valid until the next call (stream order
   // makes reuse by the next op safe).

@@ -6,12 +6,16 @@
 //
 // Algorithms are chosen once per batch size with cudnnFind (measured on this GPU),
 // preferring deterministic ones so that reruns give the same weights; without
-// train.allow_tf32 only FMA (true float32) math is allowed.
+// train.allow_tf32 only FMA (true float32) math is allowed. The kernel gradient may go
+// instead to matrix products (GemmFilterGrad, also deterministic) when they measure faster.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <memory>
 
 #include "core/backend/cuda/cuda_backend.hpp"
 #include "core/backend/cuda/cuda_check.hpp"
+#include "core/backend/cuda/gemm_filter_grad.hpp"
 #include "core/backend/cuda/kernels.hpp"
 #include "core/tensor/buffer.hpp"
 
@@ -20,6 +24,19 @@ namespace distrain {
 namespace {
 
 constexpr size_t kMaxWorkspace = size_t{1} << 30;  // algorithms needing more are skipped
+
+// How the kernel gradient is computed: the faster of cuDNN and GemmFilterGrad, measured,
+// unless DISTRAIN_CUDA_FILTER_GRAD says `gemm` or `cudnn` (for tests and comparisons).
+enum class FilterGrad { measured, gemm, cudnn };
+
+FilterGrad filter_grad_choice() {
+  const char* v = std::getenv("DISTRAIN_CUDA_FILTER_GRAD");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto") return FilterGrad::measured;
+  if (s == "gemm") return FilterGrad::gemm;
+  if (s == "cudnn") return FilterGrad::cudnn;
+  throw UserError(fmt::format("DISTRAIN_CUDA_FILTER_GRAD={}: expected auto, gemm or cudnn", s));
+}
 
 // The first usable result of a cudnnFind list (sorted fastest first), deterministic if any is.
 template <typename Perf>
@@ -81,6 +98,11 @@ class CudnnConv2D final : public Conv2DOp {
   void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) override {
     auto lock = be_.enter();
     Plan& p = plan(x.shape[0]);
+    if (p.gemm_filter) {
+      p.gemm_filter->accumulate(x.f32(), dy.f32(), dw.f32());  // pads as it goes: the unpadded input
+      if (!db.empty()) be_.bias_grad(dy.reshaped(Shape{dy.numel() / s_.out_c, s_.out_c}), db);
+      return;
+    }
     const float* in = padded_input(x, p);
     const float one = 1.0f, zero = 0.0f;
     DT_CUDNN(cudnnConvolutionBackwardFilter(be_.cudnn(), &one, p.x, in, p.y, dy.f32(), p.filter_conv, p.filter,
@@ -101,6 +123,7 @@ class CudnnConv2D final : public Conv2DOp {
     cudnnConvolutionBwdFilterAlgo_t filter{};
     size_t workspace = 0;
     Buffer padded;  // the explicitly padded input or its gradient
+    std::unique_ptr<GemmFilterGrad> gemm_filter;  // the kernel gradient, when faster than cuDNN's
     void destroy() {
       cudnnDestroyTensorDescriptor(x);
       cudnnDestroyTensorDescriptor(y);
@@ -162,6 +185,11 @@ class CudnnConv2D final : public Conv2DOp {
     const auto& g = pick(filter, found, "backward-filter");
     p.filter = g.algo;
     settle_math(p.filter_conv, g.mathType);
+    const FilterGrad choice = filter_grad_choice();
+    if (choice != FilterGrad::cudnn && GemmFilterGrad::applies(s_, n)) {
+      auto gemm = std::make_unique<GemmFilterGrad>(be_, s_, n);
+      if (choice == FilterGrad::gemm || gemm->time_ms() < static_cast<double>(g.time)) p.gemm_filter = std::move(gemm);
+    }
     // The sizes for the settled math types.
     size_t a = 0, b = 0, c = 0;
     DT_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(be_.cudnn(), p.x, wdesc_, p.fwd_conv, p.y, p.fwd, &a));

@@ -31,6 +31,15 @@ __global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) 
   y[i] = relu && !(v > 0.0f) ? 0.0f : v;
 }
 
+// One thread per value of the output: n * width stays far below 2^31 for a batch.
+template <typename Src, typename Dst>
+__global__ void gather_rows_kernel(const Src* table, const int32_t* rows, int32_t total, int32_t width, Dst* out) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= total) return;
+  const int32_t r = i / width, j = i % width;
+  out[i] = static_cast<Dst>(table[static_cast<int64_t>(rows[r]) * width + j]);
+}
+
 __global__ void relu_kernel(const float* x, float* y, int64_t n) {
   const int64_t i = thread_index();
   if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -206,6 +215,26 @@ void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool re
   else
     bias_relu_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
   DT_CUDA_LAUNCHED();
+}
+
+template <typename Src, typename Dst>
+void launch_gather(const Src* table, const int32_t* rows, int64_t n, int64_t width, Dst* out, cudaStream_t s) {
+  const int64_t total = n * width;
+  if (total == 0) return;
+  DT_CHECK(total < (int64_t{1} << 31) - 256, "gather of {} values in one batch", total);
+  gather_rows_kernel<<<blocks_for(total), 256, 0, s>>>(table, rows, static_cast<int32_t>(total),
+                                                      static_cast<int32_t>(width), out);
+  DT_CUDA_LAUNCHED();
+}
+
+void gather_rows(const uint8_t* table, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s) {
+  launch_gather(table, rows, n, width, out, s);
+}
+void gather_rows(const float* table, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s) {
+  launch_gather(table, rows, n, width, out, s);
+}
+void gather_rows(const int32_t* table, const int32_t* rows, int64_t n, int64_t width, int32_t* out, cudaStream_t s) {
+  launch_gather(table, rows, n, width, out, s);
 }
 
 void relu(const float* x, float* y, int64_t n, cudaStream_t s) {

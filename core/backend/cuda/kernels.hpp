@@ -20,6 +20,12 @@ void dropout(const float* x, float* y, int64_t n, float rate, uint64_t seed, cud
 // y = (y + bias) (bias may be null), then max(y, 0) with relu.
 void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t stream);
 
+// out (n, width) = rows of table (count, width), as float32 (from uint8 or float32) or
+// int32; rows (n) int32 in [0, count).
+void gather_rows(const uint8_t* table, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t stream);
+void gather_rows(const float* table, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t stream);
+void gather_rows(const int32_t* table, const int32_t* rows, int64_t n, int64_t width, int32_t* out, cudaStream_t stream);
+
 // Scratch bytes for the deterministic column sums of a (rows, cols) matrix.
 size_t column_sum_scratch(int64_t rows, int64_t cols);
 // dbias (cols) += column sums of dy (rows, cols).
@@ -48,6 +54,15 @@ void pad_nhwc(const float* x, float* xp, int64_t n, int64_t h, int64_t w, int64_
 // dx (n, h, w, c) = dxp (n, ph, pw, c) from (top, left).
 void crop_nhwc(const float* dxp, float* dx, int64_t n, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left,
                int64_t ph, int64_t pw, cudaStream_t stream);
+// The windows of a convolution's output positions, for im2col.
+struct ConvWindows {
+  int64_t h, w, c, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left;
+};
+// col (rows, kernel_h * kernel_w * c) = the input window of each output position in
+// [first, first + rows) (positions numbered (n, oh, ow)), in (kh, kw, c) order as Keras
+// kernels are; zeros where the window lies in the padding. Needs rows * kernel_h *
+// kernel_w * c and first + rows below 2^31 (32-bit index arithmetic).
+void im2col(const ConvWindows& g, const float* x, int64_t first, int64_t rows, float* col, cudaStream_t stream);
 
 // --- pooling (pool_kernels.cu) ---
 struct PoolGeometry {
