@@ -106,6 +106,8 @@ class Backend {
   // Returns once the work queued so far is done (a GPU's stream drained); the CPU's is done
   // when its calls return. For timing alone (`bench --profile`): no op needs it.
   virtual void synchronize() {}
+  // Bytes of device memory free now, or -1 where that is the host's (CPU).
+  virtual int64_t free_bytes() { return -1; }
 
   virtual std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) = 0;
   virtual std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) = 0;

@@ -23,6 +23,8 @@ void Replica::upload(const ReplicaSlice& slice) {
     DT_CHECK(data_ && static_cast<int64_t>(slice.indices.size()) == slice.count,
              "a slice of {} indices for a replica {} the dataset on its device", slice.indices.size(),
              data_ ? "with" : "without");
+    for (int32_t i : slice.indices)  // checked here, where they are at hand: a GPU gather would read anywhere
+      DT_CHECK(i >= 0 && i < data_->labels().numel(), "example {} of a dataset of {}", i, data_->labels().numel());
     backend_.upload(slice.indices.data(), rows_.view());
     backend_.gather_examples(data_->examples(), rows_.view(), images_.view());
     backend_.gather_examples(data_->labels(), rows_.view(), labels_.view());

@@ -60,9 +60,11 @@ void* CudaBackend::allocate(size_t bytes) {
   auto lock = enter();
   void* p = nullptr;
   const cudaError_t e = cudaMallocAsync(&p, bytes, stream_);
-  if (e == cudaErrorMemoryAllocation)
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it, or the next launch check would report it again
     throw UserError(fmt::format("{}: out of GPU memory allocating {:.1f} MiB; use a smaller per_replica_batch or model",
                                 device().str(), static_cast<double>(bytes) / (1 << 20)));
+  }
   DT_CUDA(e);
   return p;
 }
@@ -84,6 +86,13 @@ void CudaBackend::download(const Tensor& src, void* host) {
   check_cuda(src, *this, "download source");
   DT_CUDA(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
   DT_CUDA(cudaStreamSynchronize(stream_));
+}
+
+int64_t CudaBackend::free_bytes() {
+  auto lock = enter();
+  size_t free = 0, total = 0;
+  DT_CUDA(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
 }
 
 void CudaBackend::synchronize() {

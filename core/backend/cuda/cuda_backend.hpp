@@ -32,6 +32,7 @@ class CudaBackend final : public Backend {
   void fill(Tensor t, float value) override;
   void gather_examples(const Tensor& table, const Tensor& rows, Tensor out) override;
   void synchronize() override;
+  int64_t free_bytes() override;
 
   std::unique_ptr<Conv2DOp> make_conv2d(const Conv2DSpec& spec) override;
   std::unique_ptr<Pool2DOp> make_pool2d(const Pool2DSpec& spec) override;

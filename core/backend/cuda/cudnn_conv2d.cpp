@@ -98,6 +98,7 @@ class CudnnConv2D final : public Conv2DOp {
   void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) override {
     auto lock = be_.enter();
     Plan& p = plan(x.shape[0]);
+    if (!p.filter_chosen) choose_filter_grad(p, x.shape[0]);
     if (p.gemm_filter) {
       p.gemm_filter->accumulate(x.f32(), dy.f32(), dw.f32());  // pads as it goes: the unpadded input
       if (!db.empty()) be_.bias_grad(dy.reshaped(Shape{dy.numel() / s_.out_c, s_.out_c}), db);
@@ -124,6 +125,8 @@ class CudnnConv2D final : public Conv2DOp {
     size_t workspace = 0;
     Buffer padded;  // the explicitly padded input or its gradient
     std::unique_ptr<GemmFilterGrad> gemm_filter;  // the kernel gradient, when faster than cuDNN's
+    double cudnn_filter_ms = 0;                   // cuDNN's time for it, from cudnnFind
+    bool filter_chosen = false;                   // at the first backward_weights of this batch size
     void destroy() {
       cudnnDestroyTensorDescriptor(x);
       cudnnDestroyTensorDescriptor(y);
@@ -185,11 +188,7 @@ class CudnnConv2D final : public Conv2DOp {
     const auto& g = pick(filter, found, "backward-filter");
     p.filter = g.algo;
     settle_math(p.filter_conv, g.mathType);
-    const FilterGrad choice = filter_grad_choice();
-    if (choice != FilterGrad::cudnn && GemmFilterGrad::applies(s_, n)) {
-      auto gemm = std::make_unique<GemmFilterGrad>(be_, s_, n);
-      if (choice == FilterGrad::gemm || gemm->time_ms() < static_cast<double>(g.time)) p.gemm_filter = std::move(gemm);
-    }
+    p.cudnn_filter_ms = static_cast<double>(g.time);
     // The sizes for the settled math types.
     size_t a = 0, b = 0, c = 0;
     DT_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(be_.cudnn(), p.x, wdesc_, p.fwd_conv, p.y, p.fwd, &a));
@@ -198,6 +197,20 @@ class CudnnConv2D final : public Conv2DOp {
     p.workspace = std::max({a, b, c, size_t{256}});
     if (explicit_pad_) p.padded = Buffer(be_, Shape{n, in_h_, in_w_, s_.in_c});
     return plans_.emplace(n, std::move(p)).first->second;
+  }
+
+  // Only batch sizes that train get here (evaluation has no backward pass). A GemmFilterGrad
+  // that cannot get its memory, or measures slower, leaves the kernel gradient to cuDNN.
+  void choose_filter_grad(Plan& p, int64_t n) {
+    p.filter_chosen = true;
+    const FilterGrad choice = filter_grad_choice();
+    if (choice == FilterGrad::cudnn || !GemmFilterGrad::applies(s_, n)) return;
+    try {
+      auto gemm = std::make_unique<GemmFilterGrad>(be_, s_, n);
+      if (choice == FilterGrad::gemm || gemm->time_ms() < p.cudnn_filter_ms) p.gemm_filter = std::move(gemm);
+    } catch (const UserError&) {  // out of device memory: cuDNN needs none of it
+      if (choice == FilterGrad::gemm) throw;
+    }
   }
 
   void to_ohwi(const Tensor& w) {

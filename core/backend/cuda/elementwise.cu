@@ -31,12 +31,12 @@ __global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) 
   y[i] = relu && !(v > 0.0f) ? 0.0f : v;
 }
 
-// One thread per value of the output: n * width stays far below 2^31 for a batch.
-template <typename Src, typename Dst>
-__global__ void gather_rows_kernel(const Src* table, const int32_t* rows, int32_t total, int32_t width, Dst* out) {
-  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+// One thread per value of the output; I: 32-bit indices where the batch allows.
+template <typename I, typename Src, typename Dst>
+__global__ void gather_rows_kernel(const Src* table, const int32_t* rows, I total, I width, Dst* out) {
+  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
   if (i >= total) return;
-  const int32_t r = i / width, j = i % width;
+  const I r = i / width, j = i % width;
   out[i] = static_cast<Dst>(table[static_cast<int64_t>(rows[r]) * width + j]);
 }
 
@@ -221,9 +221,11 @@ template <typename Src, typename Dst>
 void launch_gather(const Src* table, const int32_t* rows, int64_t n, int64_t width, Dst* out, cudaStream_t s) {
   const int64_t total = n * width;
   if (total == 0) return;
-  DT_CHECK(total < (int64_t{1} << 31) - 256, "gather of {} values in one batch", total);
-  gather_rows_kernel<<<blocks_for(total), 256, 0, s>>>(table, rows, static_cast<int32_t>(total),
-                                                      static_cast<int32_t>(width), out);
+  if (total < (int64_t{1} << 31) - 256)
+    gather_rows_kernel<int32_t><<<blocks_for(total), 256, 0, s>>>(table, rows, static_cast<int32_t>(total),
+                                                               static_cast<int32_t>(width), out);
+  else
+    gather_rows_kernel<int64_t><<<blocks_for(total), 256, 0, s>>>(table, rows, total, width, out);
   DT_CUDA_LAUNCHED();
 }
 

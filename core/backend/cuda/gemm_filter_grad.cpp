@@ -9,7 +9,7 @@ namespace distrain {
 
 namespace {
 
-constexpr int64_t kMaxColFloats = int64_t{64} << 20;  // 256 MB of im2col per chunk
+constexpr int64_t kMaxColFloats = int64_t{16} << 20;  // 64 MiB of im2col per chunk
 constexpr int64_t kIndexLimit = (int64_t{1} << 31) - 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -7,7 +7,8 @@
 // the GPU), and the slices' products are added in slice order (deterministic column sums),
 // so the result is the same on every run.
 //
-// CudnnConv2D times this against cuDNN's choice once per batch size and keeps the faster.
+// CudnnConv2D times this against cuDNN's choice once per training batch size and keeps the
+// faster; it holds a 64 MiB im2col chunk at most, beside its slices' products.
 #pragma once
 #include "core/backend/backend.hpp"
 #include "core/backend/cuda/kernels.hpp"
