@@ -5,12 +5,11 @@
 namespace distrain {
 
 DeviceData::DeviceData(Backend& backend, const Dataset& data)
-    : backend_(backend),
-      examples_(backend, data.example_shape.batched(data.size()), data.floats.empty() ? DType::u8 : DType::f32),
+    : examples_(backend, data.example_shape.batched(data.size()), data.floats.empty() ? DType::u8 : DType::f32),
       labels_(backend, Shape{data.size()}, DType::i32) {
-  backend_.upload(data.floats.empty() ? static_cast<const void*>(data.pixels.data()) : data.floats.data(),
+  backend.upload(data.floats.empty() ? static_cast<const void*>(data.pixels.data()) : data.floats.data(),
                   examples_.view());
-  backend_.upload(data.labels.data(), labels_.view());
+  backend.upload(data.labels.data(), labels_.view());
 }
 
 int64_t DeviceData::bytes(const Dataset& data) {

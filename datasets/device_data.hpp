@@ -12,7 +12,6 @@ class DeviceData {
  public:
   DeviceData(Backend& backend, const Dataset& data);
 
-  Backend& backend() const { return backend_; }
   Tensor examples() const { return examples_.view(); }  // (N, example...) uint8 or float32
   Tensor labels() const { return labels_.view(); }      // (N) int32
 
@@ -20,7 +19,6 @@ class DeviceData {
   static int64_t bytes(const Dataset& data);
 
  private:
-  Backend& backend_;
   Buffer examples_, labels_;
 };
 

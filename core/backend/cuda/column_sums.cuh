@@ -64,4 +64,10 @@ void column_sums(int64_t rows, int64_t cols, F f, Out out, void* scratch, cudaSt
 // A grid of `threads` threads in blocks of 256, for one-element-per-thread kernels.
 inline unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + 255) / 256); }
 
+// This thread's index in such a grid, in the kernel's index type (see kMaxInt32Index).
+template <typename I>
+__device__ I grid_index() {
+  return static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+}
+
 }  // namespace distrain::cuda

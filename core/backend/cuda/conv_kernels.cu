@@ -44,7 +44,7 @@ struct Windows32 {
 };
 
 __global__ void im2col_kernel(Windows32 g, const float* x, int32_t first, int32_t total, float* col) {
-  const int32_t t = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int32_t t = grid_index<int32_t>();
   if (t >= total) return;
   const int32_t kdim = g.kernel_h * g.kernel_w * g.c;
   const int32_t kk = t % kdim, m = first + t / kdim;

@@ -25,7 +25,7 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t n, int64_t c) 
 // I: the index type, 32-bit where n allows (a 64-bit remainder costs many instructions).
 template <typename I>
 __global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) {
-  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I i = grid_index<I>();
   if (i >= n) return;
   const float v = y[i] + (b ? b[i % c] : 0.0f);
   y[i] = relu && !(v > 0.0f) ? 0.0f : v;
@@ -34,7 +34,7 @@ __global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) 
 // One thread per value of the output; I: 32-bit indices where the batch allows.
 template <typename I, typename Src, typename Dst>
 __global__ void gather_rows_kernel(const Src* table, const int32_t* rows, I total, I width, Dst* out) {
-  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I i = grid_index<I>();
   if (i >= total) return;
   const I r = i / width, j = i % width;
   out[i] = static_cast<Dst>(table[static_cast<int64_t>(rows[r]) * width + j]);
@@ -210,7 +210,7 @@ void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStre
 
 void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t s) {
   if (n == 0) return;
-  if (n < (int64_t{1} << 31) - 256)
+  if (n < kMaxInt32Index)
     bias_relu_kernel<int32_t><<<blocks_for(n), 256, 0, s>>>(y, bias, static_cast<int32_t>(n), static_cast<int32_t>(channels), relu);
   else
     bias_relu_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
@@ -221,7 +221,7 @@ template <typename Src, typename Dst>
 void launch_gather(const Src* table, const int32_t* rows, int64_t n, int64_t width, Dst* out, cudaStream_t s) {
   const int64_t total = n * width;
   if (total == 0) return;
-  if (total < (int64_t{1} << 31) - 256)
+  if (total < kMaxInt32Index)
     gather_rows_kernel<int32_t><<<blocks_for(total), 256, 0, s>>>(table, rows, static_cast<int32_t>(total),
                                                                static_cast<int32_t>(width), out);
   else

@@ -10,7 +10,6 @@ namespace distrain {
 namespace {
 
 constexpr int64_t kMaxColFloats = int64_t{16} << 20;  // 64 MiB of im2col per chunk
-constexpr int64_t kIndexLimit = (int64_t{1} << 31) - 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -18,7 +17,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool GemmFilterGrad::applies(const Conv2DSpec& s, int64_t batch) {
   const int64_t k = s.kernel_h * s.kernel_w * s.in_c;
-  return batch * s.out_h * s.out_w < kIndexLimit && k <= kMaxColFloats / kSliceRows && k * s.out_c < kIndexLimit;
+  return batch * s.out_h * s.out_w < cuda::kMaxInt32Index && k <= kMaxColFloats / kSliceRows &&
+         k * s.out_c < cuda::kMaxInt32Index;
 }
 
 GemmFilterGrad::GemmFilterGrad(CudaBackend& be, const Conv2DSpec& s, int64_t batch)

@@ -9,6 +9,11 @@
 
 namespace distrain::cuda {
 
+// Kernels whose element counts can pass 2^31 compute their indices in 32 bits when every
+// index stays below this (64-bit division and remainder cost many instructions each), in
+// 64 bits otherwise. The margin keeps the last block's thread indices representable too.
+constexpr int64_t kMaxInt32Index = (int64_t{1} << 31) - 256;
+
 // --- element-wise (elementwise.cu) ---
 void fill(float* p, int64_t n, float value, cudaStream_t stream);
 void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t stream);

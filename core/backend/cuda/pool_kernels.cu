@@ -48,7 +48,7 @@ __device__ void outputs_covering(I i, I stride, I pad, I kernel, I out, I& lo, I
 
 template <typename I>
 __global__ void forward_kernel(Dims<I> g, const float* x, float* y, int32_t* argmax, I total) {
-  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I i = grid_index<I>();
   if (i >= total) return;
   const I c = g.channels;
   const I k = i % c, pixel = i / c;  // pixel: (b, oh, ow)
@@ -80,7 +80,7 @@ __global__ void forward_kernel(Dims<I> g, const float* x, float* y, int32_t* arg
 
 template <typename I>
 __global__ void backward_kernel(Dims<I> g, const float* dy, const int32_t* argmax, float* dx, I total) {
-  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I i = grid_index<I>();
   if (i >= total) return;
   const I c = g.channels;
   const I k = i % c, cell = i / c;  // cell: (b, ih, iw)
@@ -107,7 +107,7 @@ __global__ void backward_kernel(Dims<I> g, const float* dy, const int32_t* argma
 // 32-bit indices when every index of the input and the output fits.
 bool fits_int32(const PoolGeometry& g, int64_t batch) {
   const int64_t largest = batch * std::max(g.in_h * g.in_w, g.out_h * g.out_w) * g.channels;
-  return largest < (int64_t{1} << 31) - 256;
+  return largest < kMaxInt32Index;
 }
 
 }  // namespace
