@@ -32,8 +32,10 @@ class Conv2DOp {
   virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor y) = 0;
   // dy (N, OH, OW, Cout)  ->  dx (N, H, W, Cin)   (written)
   virtual void backward_data(const Tensor& dy, const Tensor& w, Tensor dx) = 0;
-  // dw (kh, kw, Cin, Cout) +=, db (Cout) += (db may be empty)
-  virtual void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) = 0;
+  // dw (kh, kw, Cin, Cout) +=, db (Cout) += (db may be empty). With relu_y (the fused ReLU's
+  // output) not empty, dy is the gradient before that ReLU: the op masks it by relu_y > 0,
+  // in place first or as it reads it, so dy is undefined afterwards.
+  virtual void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& relu_y, Tensor dw, Tensor db) = 0;
 };
 
 enum class PoolKind { max, average };

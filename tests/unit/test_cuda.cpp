@@ -184,8 +184,8 @@ TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric paddi
       gop->backward_data(dy.gv(), w.gv(), dx.gv());
       check_pair(dx, "backward data");
       // dw and db start non-zero: gradients accumulate.
-      cop->backward_weights(x.cv(), dy.cv(), dw.cv(), s.bias ? db.cv() : no_bias);
-      gop->backward_weights(x.gv(), dy.gv(), dw.gv(), s.bias ? db.gv() : no_bias);
+      cop->backward_weights(x.cv(), dy.cv(), Tensor{}, dw.cv(), s.bias ? db.cv() : no_bias);
+      gop->backward_weights(x.gv(), dy.gv(), Tensor{}, dw.gv(), s.bias ? db.gv() : no_bias);
       check_pair(dw, "backward weights (accumulated)");
       if (s.bias) check_pair(db, "bias gradient (accumulated)");
     }

@@ -92,6 +92,84 @@ TEST_CASE("conv2d gradients: valid and same padding, strides, bias, fused relu")
   gradient_check("type='conv2d'\nfilters=3\nkernel_size=3\npadding='same'\nactivation='relu'\nstrides=[1,2]", Shape{5, 6, 1}, 2);
 }
 
+// Filters in multiples of 16 and at most 32 taps take the CPU's few-tap kernel gradient.
+TEST_CASE("conv2d gradients with few taps and 16 or 32 filters") {
+  gradient_check("type='conv2d'\nfilters=16\nkernel_size=3\nactivation='relu'", Shape{5, 6, 1}, 5);
+  gradient_check("type='conv2d'\nfilters=32\nkernel_size=3\npadding='same'\nstrides=2", Shape{5, 4, 3}, 3);
+}
+
+namespace {
+
+// dw (kh, kw, Cin, Cout) and db (Cout), summed directly in double; `size` gets the sum of
+// each one's terms' magnitudes, the scale of float rounding in any order of summation.
+void direct_filter_grad(const Conv2DSpec& s, int64_t n, const std::vector<float>& x, const std::vector<float>& dy,
+                        std::vector<double>& dw, std::vector<double>& db, std::vector<double>& size) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oh = 0; oh < s.out_h; ++oh)
+      for (int64_t ow = 0; ow < s.out_w; ++ow)
+        for (int64_t k = 0; k < s.out_c; ++k) {
+          const double g = dy[static_cast<size_t>(((b * s.out_h + oh) * s.out_w + ow) * s.out_c + k)];
+          db[static_cast<size_t>(k)] += g;
+          size[dw.size() + static_cast<size_t>(k)] += std::abs(g);
+          for (int64_t r = 0; r < s.kernel_h; ++r)
+            for (int64_t q = 0; q < s.kernel_w; ++q) {
+              const int64_t ih = oh * s.stride_h - s.pad_top + r, iw = ow * s.stride_w - s.pad_left + q;
+              if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+              for (int64_t c = 0; c < s.in_c; ++c) {
+                const size_t i = static_cast<size_t>(((r * s.kernel_w + q) * s.in_c + c) * s.out_c + k);
+                const double term = g * x[static_cast<size_t>(((b * s.in_h + ih) * s.in_w + iw) * s.in_c + c)];
+                dw[i] += term;
+                size[i] += std::abs(term);
+              }
+            }
+        }
+}
+
+}  // namespace
+
+// Few taps (at most 32) take the CPU's own kernel; the last case takes oneDNN's.
+TEST_CASE("conv2d kernel gradient matches a direct sum, accumulating, with and without the ReLU mask") {
+  // in h, w, c; out h, w, c; kernel h, w; strides; padding top, bottom, left, right; bias; relu
+  const std::vector<std::pair<Conv2DSpec, int64_t>> cases{
+      {{28, 28, 1, 26, 26, 32, 3, 3, 1, 1, 0, 0, 0, 0, true, true}, 6},   // the default CNN's first layer
+      {{7, 6, 1, 7, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, true, false}, 5},      // "same", 5 images: a partial block
+      {{9, 9, 3, 5, 5, 48, 3, 3, 2, 2, 1, 1, 1, 1, false, false}, 3},     // 28 taps: two groups
+      {{10, 11, 2, 4, 4, 16, 4, 4, 2, 2, 0, 0, 0, 0, true, false}, 2},    // 32 taps, the most
+      {{6, 6, 1, 6, 3, 16, 5, 1, 1, 2, 2, 2, 0, 0, true, false}, 1},      // 5 x 1 kernel, one image
+      {{8, 8, 8, 6, 6, 16, 3, 3, 1, 1, 0, 0, 0, 0, true, true}, 3},       // 72 taps: oneDNN
+  };
+  for (const auto& [s, n] : cases)
+    for (const bool masked : {false, true}) {
+      INFO("input " << s.in_h << "x" << s.in_w << "x" << s.in_c << ", " << s.out_c << " filters, batch " << n
+                    << (masked ? ", through the ReLU" : ""));
+      Backend& be = cpu();
+      auto op = be.make_conv2d(s);
+      Buffer x(be, Shape{n, s.in_h, s.in_w, s.in_c}), dy(be, Shape{n, s.out_h, s.out_w, s.out_c}), y(be, dy.view().shape);
+      Buffer dw(be, Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}), db(be, Shape{s.out_c});
+      const auto xs = random_vector(static_cast<size_t>(x.view().numel()), 21);
+      auto gs = random_vector(static_cast<size_t>(dy.view().numel()), 22);
+      const auto ys = random_vector(gs.size(), 23);  // about half of it <= 0
+      from_host(xs, x.view());
+      from_host(gs, dy.view());
+      from_host(ys, y.view());
+      be.fill(dw.view(), 1.0f);  // the op adds to what is there
+      be.fill(db.view(), 1.0f);
+      op->backward_weights(x.view(), dy.view(), masked ? y.view() : Tensor{}, dw.view(), s.bias ? db.view() : Tensor{});
+      if (masked)
+        for (size_t i = 0; i < gs.size(); ++i) gs[i] = ys[i] > 0.0f ? gs[i] : 0.0f;
+      std::vector<double> want_w(static_cast<size_t>(dw.view().numel()), 1.0), want_b(static_cast<size_t>(s.out_c), 1.0);
+      std::vector<double> size(want_w.size() + want_b.size(), 1.0);
+      direct_filter_grad(s, n, xs, gs, want_w, want_b, size);
+      if (!s.bias) std::fill(want_b.begin(), want_b.end(), 1.0);
+      const auto got_w = to_host(dw.view()), got_b = to_host(db.view());
+      double worst = 0.0;  // error over the terms' magnitude; one term left out would be ~1e-3 or more
+      for (size_t i = 0; i < got_w.size(); ++i) worst = std::max(worst, std::abs(got_w[i] - want_w[i]) / size[i]);
+      for (size_t i = 0; i < got_b.size(); ++i)
+        worst = std::max(worst, std::abs(got_b[i] - want_b[i]) / size[got_w.size() + i]);
+      CHECK(worst < 1e-5);
+    }
+}
+
 TEST_CASE("dense gradients, with and without bias and relu") {
   gradient_check("type='dense'\nunits=4", Shape{6}, 3);
   gradient_check("type='dense'\nunits=3\nuse_bias=false\nactivation='relu'", Shape{5}, 4);

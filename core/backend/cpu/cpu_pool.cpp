@@ -14,9 +14,9 @@ namespace {
 
 // out[k] = max(out[k], in[k]) over C channels, and where `in` wins (strictly: the first
 // maximum stays, as TensorFlow's) arg[k] = cell. Branch-free so that it vectorises; built
-// for AVX2 and for any x86-64, the better chosen when the program starts.
-[[gnu::target_clones("avx2", "default")]] void max_into(float* __restrict out, int32_t* __restrict arg,
-                                                          const float* __restrict in, int32_t cell, int64_t c) {
+// for AVX-512, AVX2 and any x86-64, the best chosen when the program starts.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void max_into(float* __restrict out, int32_t* __restrict arg,
+                                                                    const float* __restrict in, int32_t cell, int64_t c) {
   for (int64_t k = 0; k < c; ++k) {
     const bool wins = in[k] > out[k];
     out[k] = wins ? in[k] : out[k];
@@ -24,8 +24,15 @@ namespace {
   }
 }
 
-[[gnu::target_clones("avx2", "default")]] void max_into(float* __restrict out, const float* __restrict in, int64_t c) {
+[[gnu::target_clones("avx512f", "avx2", "default")]] void max_into(float* __restrict out, const float* __restrict in,
+                                                                    int64_t c) {
   for (int64_t k = 0; k < c; ++k) out[k] = in[k] > out[k] ? in[k] : out[k];
+}
+
+// d[k] = g[k] where cell won channel k, else 0: a window's cell written once.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void put_winner(float* __restrict d, const int32_t* __restrict arg,
+                                                                      int32_t cell, const float* __restrict g, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) d[k] = arg[k] == cell ? g[k] : 0.0f;
 }
 
 class CpuPool2D final : public Pool2DOp {
@@ -46,9 +53,12 @@ class CpuPool2D final : public Pool2DOp {
           float* out = py + ((b * s_.out_h + oh) * s_.out_w + ow) * c;
           if (s_.kind == PoolKind::max) {
             int32_t* arg = record ? argmax_.data() + (out - py) : nullptr;
-            std::fill(out, out + c, -std::numeric_limits<float>::infinity());
+            // The first cell starts the maximum (a window always holds one: padding < kernel).
+            const int64_t first = (b * s_.in_h + w.h0) * s_.in_w + w.w0;
+            std::copy_n(px + first * c, c, out);
+            if (arg) std::fill(arg, arg + c, static_cast<int32_t>(first));
             for (int64_t ih = w.h0; ih < w.h1; ++ih)
-              for (int64_t iw = w.w0; iw < w.w1; ++iw) {
+              for (int64_t iw = ih == w.h0 ? w.w0 + 1 : w.w0; iw < w.w1; ++iw) {
                 const int64_t cell = (b * s_.in_h + ih) * s_.in_w + iw;
                 if (arg)
                   max_into(out, arg, px + cell * c, static_cast<int32_t>(cell), c);
@@ -74,25 +84,40 @@ class CpuPool2D final : public Pool2DOp {
     float* pdx = dx.f32();
     DT_CHECK(s_.kind == PoolKind::average || static_cast<int64_t>(argmax_.size()) == dy.numel(),
              "max-pool backward without a training forward of the same batch");
-    // One image per thread: windows of different images never overlap.
+    // Windows that never overlap (stride >= kernel, as in the usual 2x2 pool) own their
+    // cells, so each cell's gradient is written once; where they also tile the image, it
+    // needs no clearing first. One image per thread: images never share cells.
+    const bool disjoint = s_.stride_h >= s_.kernel_h && s_.stride_w >= s_.kernel_w;
+    const bool tiled = disjoint && s_.stride_h == s_.kernel_h && s_.stride_w == s_.kernel_w &&
+                       s_.out_h * s_.stride_h == s_.in_h + s_.pad_top + s_.pad_bottom &&
+                       s_.out_w * s_.stride_w == s_.in_w + s_.pad_left + s_.pad_right;
 #pragma omp parallel for
     for (int64_t b = 0; b < n; ++b) {
       float* dimg = pdx + b * s_.in_h * s_.in_w * c;
-      std::fill(dimg, dimg + s_.in_h * s_.in_w * c, 0.0f);
+      if (!tiled) std::fill(dimg, dimg + s_.in_h * s_.in_w * c, 0.0f);
       for (int64_t oh = 0; oh < s_.out_h; ++oh)
         for (int64_t ow = 0; ow < s_.out_w; ++ow) {
           const int64_t o = ((b * s_.out_h + oh) * s_.out_w + ow) * c;
           const float* g = pdy + o;
-          if (s_.kind == PoolKind::max) {
+          const Window w = window(oh, ow);
+          if (s_.kind == PoolKind::max && disjoint) {
+            for (int64_t ih = w.h0; ih < w.h1; ++ih)
+              for (int64_t iw = w.w0; iw < w.w1; ++iw) {
+                const int64_t cell = (b * s_.in_h + ih) * s_.in_w + iw;
+                put_winner(pdx + cell * c, argmax_.data() + o, static_cast<int32_t>(cell), g, c);
+              }
+          } else if (s_.kind == PoolKind::max) {
             const int32_t* arg = argmax_.data() + o;
             for (int64_t k = 0; k < c; ++k) pdx[arg[k] * c + k] += g[k];
           } else {
-            const Window w = window(oh, ow);
             const float inv = 1.0f / static_cast<float>(w.count());
             for (int64_t ih = w.h0; ih < w.h1; ++ih)
               for (int64_t iw = w.w0; iw < w.w1; ++iw) {
                 float* d = pdx + ((b * s_.in_h + ih) * s_.in_w + iw) * c;
-                for (int64_t k = 0; k < c; ++k) d[k] += g[k] * inv;
+                if (disjoint)
+                  for (int64_t k = 0; k < c; ++k) d[k] = g[k] * inv;
+                else
+                  for (int64_t k = 0; k < c; ++k) d[k] += g[k] * inv;
               }
           }
         }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
+#include "core/backend/cpu/few_tap_filter_grad.hpp"
 
 namespace distrain {
 
@@ -67,7 +68,13 @@ class OneDnnConv2D final : public Conv2DOp {
         p.staging_bwd_data);
   }
 
-  void backward_weights(const Tensor& x, const Tensor& dy, Tensor dw, Tensor db) override {
+  void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& relu_y, Tensor dw, Tensor db) override {
+    if (few_taps(s_)) {
+      few_tap_filter_grad(s_, x.shape[0], x.f32(), dy.f32(), relu_y.empty() ? nullptr : relu_y.f32(), dw.f32(),
+                          s_.bias && !db.empty() ? db.f32() : nullptr);
+      return;
+    }
+    if (!relu_y.empty()) be_.relu_backward(relu_y, dy);
     Prims& p = prims(x.shape[0]);
     if (!p.bwd_weights) {
       using Pd = dnnl::convolution_backward_weights::primitive_desc;
