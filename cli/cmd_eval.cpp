@@ -5,6 +5,7 @@
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
 
 namespace distrain::cli {
@@ -30,7 +31,8 @@ void register_eval(CLI::App& app) {
     auto strategy = make_strategy(recipe);
     load_weights(a->ckpt, strategy->model());
     strategy->sync_replicas();
-    const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch);
+    const bool on_device = place_data_on_devices(recipe, *strategy, data.test, DataUse::evaluation);
+    const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch, on_device);
     if (a->json)
       fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
     else

@@ -8,6 +8,9 @@
 
 namespace distrain {
 
+// What a split on the device is for: the training steps' batches, or evaluation's.
+enum class DataUse { training, evaluation };
+
 class DeviceData {
  public:
   DeviceData(Backend& backend, const Dataset& data);

@@ -114,12 +114,16 @@ void MultiReplicaStrategy::discard_step() {
   threads_->run([&](int r) { replica(r).restore_state(); });
 }
 
-bool MultiReplicaStrategy::keep_data_on_devices(const Dataset& data) {
+bool MultiReplicaStrategy::keep_data_on_devices(const Dataset& data, DataUse use) {
+  if (use == DataUse::evaluation) {  // evaluate() runs on replica 0 alone
+    replica(0).use_device_data(use, std::make_shared<DeviceData>(replica(0).backend(), data));
+    return true;
+  }
   std::map<Backend*, std::shared_ptr<const DeviceData>> on;  // logical devices share their device's copy
   for (auto& rep : replicas_) {
     auto& copy = on[&rep->backend()];
     if (!copy) copy = std::make_shared<DeviceData>(rep->backend(), data);
-    rep->use_device_data(copy);
+    rep->use_device_data(use, copy);
   }
   return true;
 }

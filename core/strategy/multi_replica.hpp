@@ -36,7 +36,7 @@ class MultiReplicaStrategy : public Strategy {
   // Replica 0 of each worker evaluates its share (the others take part when the model's
   // gatherer communicates in forward); sums over workers.
   LossStats evaluate(const Batch& batch) override;
-  bool keep_data_on_devices(const Dataset& data) override;
+  bool keep_data_on_devices(const Dataset& data, DataUse use) override;
   int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
   CommTraffic data_traffic() const override { return all_[0]->traffic(); }
 

@@ -25,8 +25,8 @@ class OneDevice final : public Strategy {
   Optimizer& optimizer() override { return *optimizer_; }
 
   LossStats evaluate(const Batch& batch) override { return replica_.evaluate(batch.replicas.at(0)); }
-  bool keep_data_on_devices(const Dataset& data) override {
-    replica_.use_device_data(std::make_shared<DeviceData>(replica_.backend(), data));
+  bool keep_data_on_devices(const Dataset& data, DataUse use) override {
+    replica_.use_device_data(use, std::make_shared<DeviceData>(replica_.backend(), data));
     return true;
   }
 

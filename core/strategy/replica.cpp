@@ -13,21 +13,22 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
                 model_->output_shape().str());
 }
 
-void Replica::upload(const ReplicaSlice& slice) {
+void Replica::upload(const ReplicaSlice& slice, DataUse use) {
   if (images_.empty() || images_.shape()[0] != slice.count) {
     images_ = Buffer(backend_, model_->input_shape().batched(slice.count));
     labels_ = Buffer(backend_, Shape{slice.count}, DType::i32);
     rows_ = Buffer(backend_, Shape{slice.count}, DType::i32);
   }
   if (!slice.indices.empty()) {  // the dataset is on this device: only the indices travel
-    DT_CHECK(data_ && static_cast<int64_t>(slice.indices.size()) == slice.count,
+    const DeviceData* data = data_[static_cast<size_t>(use)].get();
+    DT_CHECK(data && static_cast<int64_t>(slice.indices.size()) == slice.count,
              "a slice of {} indices for a replica {} the dataset on its device", slice.indices.size(),
-             data_ ? "with" : "without");
+             data ? "with" : "without");
     for (int32_t i : slice.indices)  // checked here, where they are at hand: a GPU gather would read anywhere
-      DT_CHECK(i >= 0 && i < data_->labels().numel(), "example {} of a dataset of {}", i, data_->labels().numel());
+      DT_CHECK(i >= 0 && i < data->labels().numel(), "example {} of a dataset of {}", i, data->labels().numel());
     backend_.upload(slice.indices.data(), rows_.view());
-    backend_.gather_examples(data_->examples(), rows_.view(), images_.view());
-    backend_.gather_examples(data_->labels(), rows_.view(), labels_.view());
+    backend_.gather_examples(data->examples(), rows_.view(), images_.view());
+    backend_.gather_examples(data->labels(), rows_.view(), labels_.view());
     return;
   }
   DT_CHECK(static_cast<int64_t>(slice.images.size()) == images_.view().numel(), "slice of {} values for input {}",
@@ -42,7 +43,7 @@ LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale,
     model_->backward_without_examples();
     return {};
   }
-  upload(slice);
+  upload(slice, DataUse::training);
   Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
   const Tensor out = model_->forward(ctx, images_.view());
   loss_.enqueue(out, labels_.view(), grad_scale, model_->output_grad());
@@ -66,7 +67,7 @@ LossStats Replica::evaluate(const ReplicaSlice& slice) {
     model_->forward_without_examples();
     return {};
   }
-  upload(slice);
+  upload(slice, DataUse::evaluation);
   Ctx ctx{backend_, false, 0, nullptr, tensor_};
   return loss_.compute(model_->forward(ctx, images_.view()), labels_.view(), 0.0f, Tensor{});
 }

@@ -29,8 +29,11 @@ class Replica {
   void keep_state();
   void restore_state();
 
-  // Slices with indices are gathered from `data` (on this replica's device) from now on.
-  void use_device_data(std::shared_ptr<const DeviceData> data) { data_ = std::move(data); }
+  // Slices with indices are gathered from `data` (on this replica's device) from now on:
+  // forward_backward's for training, evaluate's for evaluation.
+  void use_device_data(DataUse use, std::shared_ptr<const DeviceData> data) {
+    data_[static_cast<size_t>(use)] = std::move(data);
+  }
 
   Model& model() { return *model_; }
   Backend& backend() { return backend_; }
@@ -38,14 +41,14 @@ class Replica {
   void set_cross_replica_sum(CrossReplicaSum sum) { cross_replica_sum_ = std::move(sum); }
 
  private:
-  void upload(const ReplicaSlice& slice);
+  void upload(const ReplicaSlice& slice, DataUse use);
 
   Backend& backend_;
   std::unique_ptr<Model> model_;
   Loss loss_;
   Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
   Buffer rows_;             // (n) a slice's indices, with data_
-  std::shared_ptr<const DeviceData> data_;
+  std::array<std::shared_ptr<const DeviceData>, 2> data_;  // by DataUse
   Buffer kept_state_;       // (state elements) see keep_state()
   CrossReplicaSum cross_replica_sum_;
   Communicator* tensor_;

@@ -14,6 +14,7 @@
 #include "core/model/model.hpp"
 #include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
+#include "datasets/device_data.hpp"
 #include "datasets/loader.hpp"
 
 namespace distrain {
@@ -111,12 +112,13 @@ class Strategy {
   // After model() or optimizer() were set (initialised, loaded): copies them to every
   // replica and worker so all start identical.
   virtual void sync_replicas() {}
-  // Keeps the training split on the devices of this process's replicas (one copy per
-  // device; DeviceData), so that batches whose slices carry indices (LoaderSpec::
-  // indices_only) are gathered there. False where the strategy's replicas take images only
-  // (the loader then builds them).
-  virtual bool keep_data_on_devices(const Dataset& data) {
-    (void)data;
+  // Keeps a split on the devices of this process's replicas (one copy per device;
+  // DeviceData), so that batches whose slices carry indices (LoaderSpec::indices_only) are
+  // gathered there: the training steps' with DataUse::training, evaluate()'s with
+  // DataUse::evaluation. False where the strategy's replicas take images only (the loader
+  // then builds them).
+  virtual bool keep_data_on_devices(const Dataset& data, DataUse use) {
+    (void)data, (void)use;
     return false;
   }
   // Before evaluating or saving: non-trainable state (batch-norm moving statistics, which

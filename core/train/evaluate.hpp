@@ -6,6 +6,8 @@
 
 namespace distrain {
 
-LossStats evaluate_dataset(Strategy& strategy, const Dataset& data, int64_t batch_size);
+// on_devices: `data` was placed on the strategy's devices for evaluation
+// (place_data_on_devices), so batches travel as indices.
+LossStats evaluate_dataset(Strategy& strategy, const Dataset& data, int64_t batch_size, bool on_devices);
 
 }  // namespace distrain

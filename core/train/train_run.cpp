@@ -6,6 +6,7 @@
 
 #include "core/base/log.hpp"
 #include "core/base/stop_signal.hpp"
+#include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
 
@@ -21,8 +22,9 @@ double per_second(int64_t count, double seconds) { return static_cast<double>(co
 
 TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
                    const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed)
-    : recipe_(recipe), options_(options), strategy_(strategy), test_(test), run_dir_(run_dir), plan_(plan),
-      writer_(strategy.rank() == 0),
+    : recipe_(recipe), options_(options), strategy_(strategy), test_(test),
+      test_on_devices_(recipe.train.validate && place_data_on_devices(recipe, strategy, test, DataUse::evaluation)),
+      run_dir_(run_dir), plan_(plan), writer_(strategy.rank() == 0),
       progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch),
       last_saved_(resumed) {
   summary_.run_dir = run_dir;
@@ -62,7 +64,7 @@ void TrainRun::end_epoch(const TrainState& state, double lr) {
                      lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds};
   if (recipe_.train.validate) {
     strategy_.prepare_for_read();
-    report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch);
+    report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);
   }
   progress_.end_epoch(report);
   if (tensorboard_) tensorboard_->epoch(report);

@@ -36,6 +36,7 @@ class TrainRun final : public StepObserver {
   const TrainOptions& options_;
   Strategy& strategy_;
   const Dataset& test_;
+  const bool test_on_devices_;  // validation's batches gathered on the devices (data.placement)
   const std::string run_dir_;
   const LoopPlan plan_;
   const bool writer_;

@@ -87,7 +87,7 @@ LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
 TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Splits& data,
                        const std::string& run_dir, const TrainState& state, const std::string& resumed) {
   LoaderSpec spec = loader_spec(recipe, strategy);
-  spec.indices_only = place_data_on_devices(recipe, strategy, data.train);
+  spec.indices_only = place_data_on_devices(recipe, strategy, data.train, DataUse::training);
   Loader loader(data.train, spec);
   const int64_t per_epoch = loader.batches_per_epoch();
   DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "

@@ -81,6 +81,7 @@ inline void check_close(const std::vector<float>& a, const std::vector<float>& b
 struct Trained {
   std::vector<float> weights;  // the last checkpoint's, read back on cpu:0
   double loss;                 // the last epoch's training loss
+  double val_loss = 0, val_accuracy = 0;  // its validation, when the recipe validates
 };
 
 // Trains the recipe `text` afresh in `dir`, quietly.
@@ -95,7 +96,7 @@ inline Trained train_from_text(const std::string& text, const std::string& dir) 
   single.strategy = StrategySpec{};
   auto strategy = make_strategy(single);
   load_weights(s.last_checkpoint, strategy->model());
-  return {to_host(strategy->model().params().values()), s.loss};
+  return {to_host(strategy->model().params().values()), s.loss, s.val_loss, s.val_accuracy};
 }
 
 }  // namespace distrain::test

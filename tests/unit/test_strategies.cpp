@@ -357,8 +357,9 @@ TEST_CASE("strategy options are checked") {
 }
 
 // The dataset kept on the devices and gathered there from indices trains exactly as
-// batches built on the host do (shuffled, with a partial last batch: 320 = 3 x 96 + 32).
-TEST_CASE("data.placement = device gives the weights of host bitwise: one_device, mirrored and zero") {
+// batches built on the host do (shuffled, with a partial last batch: 320 = 3 x 96 + 32),
+// and validates alike (one_device and mirrored keep the test split there too; 32 = 12 + 12 + 8).
+TEST_CASE("data.placement = device gives the weights and validation of host bitwise: one_device, mirrored and zero") {
   const fs::path tmp = fs::temp_directory_path();
   struct Run {
     const char* strategy;
@@ -370,14 +371,17 @@ TEST_CASE("data.placement = device gives the weights of host bitwise: one_device
     INFO(run.strategy);
     std::string text = recipe_text(run.strategy, run.devices, run.per_replica);
     text.replace(text.find("shuffle = false"), 15, "shuffle = true");
+    text.replace(text.find("validate = false"), 16, "validate = true\neval_batch = 12");
     auto placed = [&](const char* where) {
       std::string t = text;
       t.replace(t.find("[data]\n"), 7, fmt::format("[data]\nplacement = \"{}\"\n", where));
-      return train_from_text(t, (tmp / fmt::format("distrain_placement_{}", where)).string()).weights;
+      return train_from_text(t, (tmp / fmt::format("distrain_placement_{}", where)).string());
     };
-    const auto on_host = placed("host");
-    const auto on_device = placed("device");
-    CHECK(on_host == on_device);
+    const Trained on_host = placed("host"), on_device = placed("device");
+    CHECK(on_host.weights == on_device.weights);
+    CHECK(on_host.val_loss > 0);
+    CHECK(on_host.val_loss == on_device.val_loss);
+    CHECK(on_host.val_accuracy == on_device.val_accuracy);
   }
 }
 
