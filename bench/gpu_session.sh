@@ -15,8 +15,9 @@
 #   bench     distrain bench on cuda:0 at batch 64, 512 and 4096
 #   profile   bench --profile on cuda:0 at batch 64 and 4096 (profile.txt)
 #   refs      PyTorch eager, torch.compile(mode="reduce-overhead") and JAX jit, same batches
-#   cpu       mirrored on 1, 2, 4, 8 replicas of 2 threads each, and PyTorch DDP over gloo
-#             with the same per-process batch and threads
+#   cpu       mirrored and multi_worker_mirrored (the bundle's bin/mpirun) on 1, 2, 4, 8
+#             replicas of 2 threads each, and PyTorch DDP over gloo with the same
+#             per-process batch and threads
 #   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -102,6 +103,12 @@ part_cpu() {
     OMP_NUM_THREADS=$((2 * n)) timeout 120 "$exe" bench $recipe --strategy mirrored --replicas $n \
       --set strategy.threads=$((2 * n)) --set "data.path=\"$data\"" --steps 100 --warmup 10 --json \
       >>"$results" 2>>"$errors"
+  done
+  # multi_worker_mirrored: one process per replica under the bundle's own Open MPI (bin/mpirun).
+  for n in 1 2 4 8; do
+    PATH="$bundle/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=$((2 * n)) \
+      timeout 120 "$exe" bench $recipe --strategy multi_worker_mirrored --replicas $n --set "data.path=\"$data\"" \
+      --steps 100 --warmup 10 --json >>"$results" 2>>"$errors"
   done
   (cd bench && timeout 300 python3 pytorch_ddp_reference.py --replicas 1,2,4,8 --threads-each 2 --steps 100 --warmup 10) \
     >>"$results" 2>>"$errors"

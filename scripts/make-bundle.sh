@@ -48,6 +48,47 @@ if [ -f "$build/libdistrain_cuda.so" ]; then
   patchelf --set-rpath '$ORIGIN' "$stage/lib/libdistrain_cuda.so"
   bundle_needs "$build/libdistrain_cuda.so"
 fi
+# Open MPI's launcher with the components a single machine needs (shared memory, TCP,
+# the launch and PMIx plumbing), when the build machine has Open MPI 4: multi-worker runs
+# on hosts without it. Components that need fabric libraries (UCX, libfabric, PSM, verbs)
+# stay out; Open MPI skips what it does not find.
+bundle_mpi() {
+  local orterun pkglib pmixlib
+  orterun=$(command -v orterun || true)
+  pkglib=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/openmpi/lib/openmpi3
+  pmixlib=$(dirname "$pkglib")/../../pmix2/lib/pmix
+  [ -n "$orterun" ] && [ -d "$pkglib" ] && [ -d /usr/share/openmpi ] || {
+    echo "make-bundle: no Open MPI 4 runtime here (openmpi-bin); the bundle carries libmpi only" >&2
+    return 0
+  }
+  mkdir -p "$stage/mpi/bin" "$stage/mpi/lib/openmpi3" "$stage/mpi/lib/pmix" "$stage/mpi/share" "$stage/mpi/etc"
+  for exe in orterun orted; do
+    cp -L "$(dirname "$orterun")/$exe" "$stage/mpi/bin/$exe"
+    patchelf --set-rpath '$ORIGIN/../../lib' "$stage/mpi/bin/$exe"
+    bundle_needs "$stage/mpi/bin/$exe"
+  done
+  local c
+  for c in "$pkglib"/*.so; do
+    ldd "$c" | grep -qE 'libuc[ptsm]|libfabric|libpsm|libibverbs|librdmacm|libinfinipath|liboshmem|libefa|libjvm|not found' &&
+      continue
+    cp -L "$c" "$stage/mpi/lib/openmpi3/"
+    patchelf --set-rpath '$ORIGIN/../../../lib' "$stage/mpi/lib/openmpi3/$(basename "$c")"
+    bundle_needs "$c"
+  done
+  for c in "$pmixlib"/*.so; do
+    ldd "$c" | grep -q 'not found' && continue
+    cp -L "$c" "$stage/mpi/lib/pmix/"
+    patchelf --set-rpath '$ORIGIN/../../../lib' "$stage/mpi/lib/pmix/$(basename "$c")"
+    bundle_needs "$c"
+  done
+  cp -r /usr/share/openmpi "$stage/mpi/share/openmpi"
+  [ -d "$pmixlib/../../share/pmix" ] && cp -r "$pmixlib/../../share/pmix" "$stage/mpi/share/pmix"
+  cp /etc/openmpi/openmpi-mca-params.conf "$stage/mpi/etc/" 2>/dev/null || : >"$stage/mpi/etc/openmpi-mca-params.conf"
+  : >"$stage/mpi/etc/openmpi-default-hostfile"
+  cp "$here/bundle/mpirun" "$stage/bin/mpirun"
+  chmod +x "$stage/bin/mpirun"
+}
+bundle_mpi
 cp "$here/bundle/distrain-gpu" "$stage/bin/distrain-gpu"
 chmod +x "$stage/bin/distrain-gpu"
 cp "$here/bundle/README" "$stage/README"

@@ -5,7 +5,8 @@
 # libraries), that the executable links no CUDA library and trains on the CPU where the
 # CUDA plugin cannot load (and names the missing library when a GPU is asked for), and
 # that bin/distrain-gpu adds a PyTorch installation's libraries only when they are
-# missing. Prints "N passed, N failed".
+# missing, and that the bundle's bin/mpirun runs workers with its own Open MPI components.
+# Prints "N passed, N failed".
 set -u
 build=$1
 src=$2
@@ -96,6 +97,27 @@ if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" train "$work/tiny.toml" --
   ok "train and eval from the bundle"
 else
   bad "train/eval from the bundle: $(tail -c 400 "$work/train") $(cat "$work/eval" 2>/dev/null)"
+fi
+
+# Multi-worker training through the bundle's own Open MPI launcher (bin/mpirun), whose
+# components come from the bundle's mpi/, not from an Open MPI the host may have.
+if [ -x "$dir/bin/mpirun" ]; then
+  mpirun=("$dir/bin/mpirun" --allow-run-as-root --oversubscribe)
+  if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "${mpirun[@]}" -np 2 "$exe" train "$work/tiny.toml" \
+    --set strategy.name=multi_worker_mirrored --set strategy.per_replica_batch=16 --run-dir "$work/run_mpi" >"$work/mpi" 2>&1 &&
+    [ -f "$work/run_mpi/ckpt-000004.h5" ]; then
+    ok "2 workers under the bundle's bin/mpirun, empty environment"
+  else
+    bad "bin/mpirun -np 2: $(tail -c 600 "$work/mpi")"
+  fi
+  # The launcher's loaded components, seen from the process it starts (its child).
+  env -i PATH=/usr/bin:/bin "${mpirun[@]}" -np 1 /bin/sh -c 'cat /proc/$PPID/maps' >"$work/maps" 2>&1
+  foreign=$(awk '{ $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print }' "$work/maps" | grep '/mca_[a-z0-9_]*\.so$' |
+    grep -v "^$dir/" | sort -u)
+  grep -q "$dir/mpi/lib/openmpi3/mca_" "$work/maps" && [ -z "$foreign" ] &&
+    ok "bin/mpirun loads its components from the bundle" || bad "bin/mpirun components: ${foreign:-none from the bundle}"
+else
+  ok "no bin/mpirun: the build machine has no Open MPI runtime to carry"
 fi
 
 # A host without the CUDA libraries: a copy whose plugin needs a cuDNN that exists nowhere
