@@ -22,7 +22,7 @@ bool place_data_on_devices(const Recipe& recipe, Strategy& strategy, const Datas
   if (placement == "host" || (placement == "auto" && !any_gpu(recipe))) return false;
   const bool asked = placement == "device";
   const char* what = use == DataUse::training ? "training" : "test";
-  // Indices travel as int32; "auto" leaves a quarter of the device's free memory at most to data.
+  // Indices travel as int32; "auto" gives a split a quarter of the device's free memory at most.
   const int64_t bytes = DeviceData::bytes(split), free = strategy.model().params().backend().free_bytes();
   const bool indexable = split.size() < std::numeric_limits<int32_t>::max();
   const bool fits = free < 0 || bytes <= (asked ? free : free / 4);

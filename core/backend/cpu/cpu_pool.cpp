@@ -35,6 +35,13 @@ namespace {
   for (int64_t k = 0; k < c; ++k) d[k] = arg[k] == cell ? g[k] : 0.0f;
 }
 
+// d[k] += g[k] where cell won channel k: windows that overlap. Cells are compared after the
+// same 32-bit cast as recorded, never used as addresses, so a wrapped index cannot write
+// outside the image.
+void add_winner(float* __restrict d, const int32_t* __restrict arg, int32_t cell, const float* __restrict g, int64_t c) {
+  for (int64_t k = 0; k < c; ++k) d[k] += arg[k] == cell ? g[k] : 0.0f;
+}
+
 class CpuPool2D final : public Pool2DOp {
  public:
   explicit CpuPool2D(const Pool2DSpec& s) : s_(s) {}
@@ -100,15 +107,12 @@ class CpuPool2D final : public Pool2DOp {
           const int64_t o = ((b * s_.out_h + oh) * s_.out_w + ow) * c;
           const float* g = pdy + o;
           const Window w = window(oh, ow);
-          if (s_.kind == PoolKind::max && disjoint) {
+          if (s_.kind == PoolKind::max) {
             for (int64_t ih = w.h0; ih < w.h1; ++ih)
               for (int64_t iw = w.w0; iw < w.w1; ++iw) {
                 const int64_t cell = (b * s_.in_h + ih) * s_.in_w + iw;
-                put_winner(pdx + cell * c, argmax_.data() + o, static_cast<int32_t>(cell), g, c);
+                (disjoint ? put_winner : add_winner)(pdx + cell * c, argmax_.data() + o, static_cast<int32_t>(cell), g, c);
               }
-          } else if (s_.kind == PoolKind::max) {
-            const int32_t* arg = argmax_.data() + o;
-            for (int64_t k = 0; k < c; ++k) pdx[arg[k] * c + k] += g[k];
           } else {
             const float inv = 1.0f / static_cast<float>(w.count());
             for (int64_t ih = w.h0; ih < w.h1; ++ih)
@@ -137,7 +141,7 @@ class CpuPool2D final : public Pool2DOp {
   }
 
   Pool2DSpec s_;
-  std::vector<int32_t> argmax_;  // per output element: the input cell (n, h, w) that won
+  std::vector<int32_t> argmax_;  // per output element: the input cell (n, h, w) that won, cast to 32 bits
 };
 
 }  // namespace

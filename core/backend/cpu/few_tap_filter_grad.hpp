@@ -8,11 +8,14 @@
 namespace distrain {
 
 // At most this many taps: each position's tap values then sit in registers, and oneDNN's
-// kernel gradient for such shapes ran at a tenth of the machine's SGEMM rate.
+// kernel gradient for such shapes ran at a sixth of the machine's SGEMM rate.
 inline constexpr int64_t kMaxFewTaps = 32;
 
-// Output channels in whole 16-lane vectors.
-inline bool few_taps(const Conv2DSpec& s) { return s.in_c * s.kernel_h * s.kernel_w <= kMaxFewTaps && s.out_c % 16 == 0; }
+// Output channels in whole 16-lane vectors, on a CPU with AVX-512 (32 vector registers
+// hold a group's sums; with AVX2's 16 they would spill, and oneDNN is left the work).
+inline bool few_taps(const Conv2DSpec& s) {
+  return s.in_c * s.kernel_h * s.kernel_w <= kMaxFewTaps && s.out_c % 16 == 0 && __builtin_cpu_supports("avx512f");
+}
 
 // dw (kh, kw, Cin, Cout) += sum over positions of x's taps times dy; db (Cout) += column sums
 // of dy when db is not null. x (n, H, W, Cin), dy (n, OH, OW, Cout), NHWC; with relu_y (the

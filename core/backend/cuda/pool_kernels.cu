@@ -57,8 +57,11 @@ __global__ void forward_kernel(Dims<I> g, const float* x, float* y, int32_t* arg
   I h0, h1, w0, w1;
   window(g, oh, ow, h0, h1, w0, w1);
   if (g.max) {
-    float best = -INFINITY;
-    int32_t arg = 0;
+    // The first cell starts the maximum, as on the CPU (a window always holds one); the first
+    // maximum stays, as TensorFlow's.
+    const I first = (b * g.in_h + h0) * g.in_w + w0;
+    float best = x[static_cast<int64_t>(first) * c + k];
+    int32_t arg = static_cast<int32_t>(first);
     for (I ih = h0; ih < h1; ++ih)
       for (I iw = w0; iw < w1; ++iw) {
         const I cell = (b * g.in_h + ih) * g.in_w + iw;
