@@ -121,7 +121,7 @@ class Backend {
   virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)
   virtual void relu(const Tensor& x, Tensor y) = 0;               // may be in place
-  virtual void relu_backward(const Tensor& y, Tensor dy) = 0;     // dy *= (y > 0), in place
+  virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) = 0;  // dx = dy * (y > 0); dx may be dy
   virtual void scale_shift(const Tensor& x, Tensor y, float scale, float shift) = 0;  // y = x*scale + shift
   virtual void axpby(float a, const Tensor& x, float b, Tensor y) = 0;                 // y = a*x + b*y
   // y = x * keep / (1 - rate), keep drawn from uniform_at(seed, i) >= rate. The same call

@@ -49,7 +49,7 @@ class Dense final : public Layer {
   }
 
   void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) override {
-    if (relu_) ctx.backend.relu_backward(out, dout);
+    if (relu_) ctx.backend.relu_backward(out, dout, dout);
     ctx.backend.gemm(true, false, 1.0f, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
     if (din.empty()) return;

@@ -12,8 +12,7 @@ class Relu final : public Layer {
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.relu(in, out); }
   void backward(Ctx& ctx, const Tensor&, const Tensor& out, Tensor dout, Tensor din) override {
     if (din.empty()) return;
-    ctx.backend.relu_backward(out, dout);
-    ctx.backend.copy(dout, din);
+    ctx.backend.relu_backward(out, dout, din);
   }
 };
 

@@ -92,9 +92,13 @@ TEST_CASE("cuda parity: gemm in all four transpose cases, bias, relu, scale_shif
   cpu().relu(x.cv(), r.cv());
   gpu().relu(x.gv(), r.gv());
   check_pair(r, "relu");
-  cpu().relu_backward(r.cv(), g.cv());
-  gpu().relu_backward(r.gv(), g.gv());
-  check_pair(g, "relu_backward");
+  Pair d(Shape{5000}, 10);
+  cpu().relu_backward(r.cv(), g.cv(), d.cv());
+  gpu().relu_backward(r.gv(), g.gv(), d.gv());
+  check_pair(d, "relu_backward");
+  cpu().relu_backward(r.cv(), g.cv(), g.cv());
+  gpu().relu_backward(r.gv(), g.gv(), g.gv());
+  check_pair(g, "relu_backward in place");
   cpu().scale_shift(x.cv(), r.cv(), 0.25f, -3.0f);
   gpu().scale_shift(x.gv(), r.gv(), 0.25f, -3.0f);
   check_pair(r, "scale_shift");

@@ -124,13 +124,17 @@ void CpuBackend::relu(const Tensor& x, Tensor y) {
   for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
 }
 
-void CpuBackend::relu_backward(const Tensor& y, Tensor dy) {
+void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) {
   check_same_numel(y, dy);
-  const float* py = y.f32();
-  float* pd = dy.f32();
+  check_same_numel(dy, dx);
+  const float *py = y.f32(), *pd = dy.f32();
+  float* px = dx.f32();
   const int64_t n = y.numel();
 #pragma omp parallel for simd if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) pd[i] = py[i] > 0.0f ? pd[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = pd[i];  // read whatever y says, so that the loop vectorises (a blend, no branch)
+    px[i] = py[i] > 0.0f ? g : 0.0f;
+  }
 }
 
 void CpuBackend::scale_shift(const Tensor& x, Tensor y, float scale, float shift) {

@@ -29,7 +29,7 @@ class CpuBackend final : public Backend {
   void add_bias(Tensor y, const Tensor& bias) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;
   void relu(const Tensor& x, Tensor y) override;
-  void relu_backward(const Tensor& y, Tensor dy) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) override;
   void scale_shift(const Tensor& x, Tensor y, float scale, float shift) override;
   void axpby(float a, const Tensor& x, float b, Tensor y) override;
   void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;

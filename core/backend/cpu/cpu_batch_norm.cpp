@@ -5,6 +5,7 @@
 //
 // Sums are taken over a fixed number of row blocks and combined in block order, in
 // double, so results do not depend on the thread count.
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -26,7 +27,7 @@ class CpuBatchNorm final : public BatchNormOp {
     const float* px = x.f32();
     // Two passes (mean, then squared deviations around it) for accuracy; the count rides
     // along in the last slot so that replicas with unequal slices weigh right.
-    column_sums(rows, [&](int64_t r, int64_t k) { return static_cast<double>(px[r * c_ + k]); }, sums_);
+    column_sums(rows, {&sums_}, [&](int64_t r, int64_t k) { return static_cast<double>(px[r * c_ + k]); });
     const double count = reduce(sums_, static_cast<double>(rows), sync);
     std::vector<double> mean_d(static_cast<size_t>(c_));
     float* m = mean.f32();
@@ -34,10 +35,10 @@ class CpuBatchNorm final : public BatchNormOp {
       mean_d[static_cast<size_t>(k)] = sums_[static_cast<size_t>(k)] / count;
       m[k] = static_cast<float>(mean_d[static_cast<size_t>(k)]);
     }
-    column_sums(rows, [&](int64_t r, int64_t k) {
+    column_sums(rows, {&sums_}, [&](int64_t r, int64_t k) {
       const double d = static_cast<double>(px[r * c_ + k]) - mean_d[static_cast<size_t>(k)];
       return d * d;
-    }, sums_);
+    });
     reduce(sums_, 0.0, sync);
     float* v = variance.f32();
     for (int64_t k = 0; k < c_; ++k) v[k] = static_cast<float>(sums_[static_cast<size_t>(k)] / count);
@@ -55,12 +56,13 @@ class CpuBatchNorm final : public BatchNormOp {
     const float *px = x.f32(), *pdy = dy.f32(), *g = gamma.f32(), *m = mean.f32(), *v = variance.f32();
     std::vector<float> inv_std(static_cast<size_t>(c_));
     for (int64_t k = 0; k < c_; ++k) inv_std[static_cast<size_t>(k)] = 1.0f / std::sqrt(v[k] + eps_);
-    // sum(dy) and sum(dy * xhat) per channel.
-    column_sums(rows, [&](int64_t r, int64_t k) { return static_cast<double>(pdy[r * c_ + k]); }, sums_);
-    std::vector<double> sum_dy = sums_;
-    column_sums(rows, [&](int64_t r, int64_t k) {
-      return static_cast<double>(pdy[r * c_ + k]) * (px[r * c_ + k] - m[k]) * inv_std[static_cast<size_t>(k)];
-    }, sums_);
+    // sum(dy) and sum(dy * xhat) per channel, in one pass over dy and x.
+    std::vector<double> sum_dy;
+    column_sums(
+        rows, {&sum_dy, &sums_}, [&](int64_t r, int64_t k) { return static_cast<double>(pdy[r * c_ + k]); },
+        [&](int64_t r, int64_t k) {
+          return static_cast<double>(pdy[r * c_ + k]) * (px[r * c_ + k] - m[k]) * inv_std[static_cast<size_t>(k)];
+        });
     const std::vector<double>& sum_dy_xhat = sums_;
     float* pdg = dgamma.f32();
     float* pdb = dbeta.f32();
@@ -121,19 +123,27 @@ class CpuBatchNorm final : public BatchNormOp {
         py[r * c_ + k] = px[r * c_ + k] * scale[static_cast<size_t>(k)] + shift[static_cast<size_t>(k)];
   }
 
-  // out[k] = sum over rows of f(r, k), in kBlocks fixed blocks added in order.
-  template <typename F>
-  void column_sums(int64_t rows, F f, std::vector<double>& out) const {
-    partial_.assign(static_cast<size_t>(kBlocks * c_), 0.0);
+  // (*out[j])[k] = sum over rows of the j-th function f(r, k), in kBlocks fixed blocks added
+  // in order; all functions in one pass over the rows, each summed as if alone.
+  template <typename... F>
+  void column_sums(int64_t rows, std::array<std::vector<double>*, sizeof...(F)> out, F... f) const {
+    constexpr int64_t n = sizeof...(F);
+    partial_.assign(static_cast<size_t>(n * kBlocks * c_), 0.0);
 #pragma omp parallel for
     for (int64_t blk = 0; blk < kBlocks; ++blk) {
-      double* acc = partial_.data() + blk * c_;
+      double* acc = partial_.data() + n * blk * c_;
       for (int64_t r = rows * blk / kBlocks; r < rows * (blk + 1) / kBlocks; ++r)
-        for (int64_t k = 0; k < c_; ++k) acc[k] += f(r, k);
+        for (int64_t k = 0; k < c_; ++k) {
+          int64_t j = 0;
+          ((acc[j++ * c_ + k] += f(r, k)), ...);
+        }
     }
-    out.assign(static_cast<size_t>(c_), 0.0);
-    for (int64_t blk = 0; blk < kBlocks; ++blk)
-      for (int64_t k = 0; k < c_; ++k) out[static_cast<size_t>(k)] += partial_[static_cast<size_t>(blk * c_ + k)];
+    for (int64_t j = 0; j < n; ++j) {
+      std::vector<double>& o = *out[static_cast<size_t>(j)];
+      o.assign(static_cast<size_t>(c_), 0.0);
+      for (int64_t blk = 0; blk < kBlocks; ++blk)
+        for (int64_t k = 0; k < c_; ++k) o[static_cast<size_t>(k)] += partial_[static_cast<size_t>((n * blk + j) * c_ + k)];
+    }
   }
 
   int64_t c_;

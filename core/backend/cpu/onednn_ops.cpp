@@ -74,7 +74,7 @@ class OneDnnConv2D final : public Conv2DOp {
                           s_.bias && !db.empty() ? db.f32() : nullptr);
       return;
     }
-    if (!relu_y.empty()) be_.relu_backward(relu_y, dy);
+    if (!relu_y.empty()) be_.relu_backward(relu_y, dy, dy);
     Prims& p = prims(x.shape[0]);
     if (!p.bwd_weights) {
       using Pd = dnnl::convolution_backward_weights::primitive_desc;

@@ -154,10 +154,11 @@ void CudaBackend::relu(const Tensor& x, Tensor y) {
   cuda::relu(x.f32(), y.f32(), x.numel(), stream_);
 }
 
-void CudaBackend::relu_backward(const Tensor& y, Tensor dy) {
+void CudaBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) {
   auto lock = enter();
   check_same_numel(y, dy);
-  cuda::relu_backward(y.f32(), dy.f32(), y.numel(), stream_);
+  check_same_numel(dy, dx);
+  cuda::relu_backward(y.f32(), dy.f32(), dx.f32(), y.numel(), stream_);
 }
 
 void CudaBackend::scale_shift(const Tensor& x, Tensor y, float scale, float shift) {

@@ -96,7 +96,7 @@ class CudnnConv2D final : public Conv2DOp {
   }
 
   void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& relu_y, Tensor dw, Tensor db) override {
-    if (!relu_y.empty()) be_.relu_backward(relu_y, dy);
+    if (!relu_y.empty()) be_.relu_backward(relu_y, dy, dy);
     auto lock = be_.enter();
     Plan& p = plan(x.shape[0]);
     if (!p.filter_chosen) choose_filter_grad(p, x.shape[0]);

@@ -45,9 +45,9 @@ __global__ void relu_kernel(const float* x, float* y, int64_t n) {
   if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-__global__ void relu_backward_kernel(const float* y, float* dy, int64_t n) {
+__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
   const int64_t i = thread_index();
-  if (i < n && !(y[i] > 0.0f)) dy[i] = 0.0f;
+  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 __global__ void scale_shift_kernel(const float* x, float* y, int64_t n, float scale, float shift) {
@@ -245,9 +245,9 @@ void relu(const float* x, float* y, int64_t n, cudaStream_t s) {
   DT_CUDA_LAUNCHED();
 }
 
-void relu_backward(const float* y, float* dy, int64_t n, cudaStream_t s) {
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  relu_backward_kernel<<<blocks_for(n), 256, 0, s>>>(y, dy, n);
+  relu_backward_kernel<<<blocks_for(n), 256, 0, s>>>(y, dy, dx, n);
   DT_CUDA_LAUNCHED();
 }
 

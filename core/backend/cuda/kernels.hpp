@@ -18,7 +18,7 @@ constexpr int64_t kMaxInt32Index = (int64_t{1} << 31) - 256;
 void fill(float* p, int64_t n, float value, cudaStream_t stream);
 void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t stream);
 void relu(const float* x, float* y, int64_t n, cudaStream_t stream);
-void relu_backward(const float* y, float* dy, int64_t n, cudaStream_t stream);
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
 void scale_shift(const float* x, float* y, int64_t n, float scale, float shift, cudaStream_t stream);
 void axpby(float a, const float* x, float b, float* y, int64_t n, cudaStream_t stream);
 void dropout(const float* x, float* y, int64_t n, float rate, uint64_t seed, cudaStream_t stream);
