@@ -135,7 +135,8 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank,
   strategy->model_state().initialize(recipe.seed);
   strategy->sync_replicas();
   const Dataset examples = synthetic_examples(recipe, *strategy);
-  const Batch batch = synthetic_batch(recipe, *strategy, examples, place_data_on_devices(recipe, *strategy, examples, DataUse::training));
+  const bool on_devices = place_data_on_devices(recipe, *strategy, examples, DataUse::training);
+  const Batch batch = synthetic_batch(recipe, *strategy, examples, on_devices);
   Measured m;
   m.memory = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
   m.strategy = strategy->name();

@@ -73,7 +73,8 @@ class Conv2D final : public Layer {
     // (one pass over the activations fewer for a first layer).
     const bool op_masks = relu_ && din.empty() && !row_;
     if (relu_ && !op_masks) ctx.backend.relu_backward(out, dout, dout);
-    op_->backward_weights(in, dout, op_masks ? out : Tensor{}, kernel_ref_.grad(), spec_.bias ? bias_ref_.grad() : Tensor{});
+    op_->backward_weights(in, dout, op_masks ? out : Tensor{}, kernel_ref_.grad(),
+                          spec_.bias ? bias_ref_.grad() : Tensor{});
     if (row_ && use_bias_) ctx.backend.bias_grad(dout, bias_ref_.grad());  // the whole bias, outside the op
     if (din.empty()) return;
     op_->backward_data(dout, kernel_ref_.value(), din);

@@ -1,6 +1,7 @@
 // Replica: one copy of the model on one device with its loss and input buffers; runs
 // forward and backward on its slice of a global batch. Strategies own one or more.
 #pragma once
+#include <array>
 #include <memory>
 
 #include "core/io/recipe.hpp"

@@ -25,9 +25,8 @@ using InMemory = float __attribute__((vector_size(kLanes * sizeof(float)), align
 // acc rows [t0, t0 + G) (stride c, lanes k0..k0+16) += sum over the row's positions p of
 // taps[p][t0 + j] * g[p][k0..].
 template <int G>
-[[gnu::target("avx512f")]] void accumulate_group(float* acc, const float* taps, int64_t stride,
-                                                                            int64_t t0, const float* g, int64_t positions,
-                                                                            int64_t c, int64_t k0) {
+[[gnu::target("avx512f")]] void accumulate_group(float* acc, const float* taps, int64_t stride, int64_t t0,
+                                                 const float* g, int64_t positions, int64_t c, int64_t k0) {
   // Unrolled whole (GCC unrolls up to 16 by itself), so that a[] lives in registers.
   Lanes a[G];
 #pragma GCC unroll 17
@@ -50,9 +49,8 @@ constexpr std::array<GroupFn, sizeof...(G)> group_table(std::index_sequence<G...
 constexpr auto kGroups = group_table(std::make_index_sequence<kMaxGroup>{});
 
 // out = g where y > 0, else 0: the ReLU's backward pass on one row, kept in L1.
-[[gnu::target("avx512f")]] const float* mask_row(const float* __restrict g,
-                                                                           const float* __restrict y, int64_t count,
-                                                                           float* __restrict out) {
+[[gnu::target("avx512f")]] const float* mask_row(const float* __restrict g, const float* __restrict y, int64_t count,
+                                                 float* __restrict out) {
   for (int64_t i = 0; i < count; ++i) out[i] = y[i] > 0.0f ? g[i] : 0.0f;
   return out;
 }
