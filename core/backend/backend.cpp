@@ -73,13 +73,20 @@ bool all_finite(Backend& backend, const Tensor& t) {
     }
     return top != kExponent;
   }
-  const int64_t columns = n % 16 == 0 ? 16 : 1;
-  Buffer sums(backend, Shape{columns});
-  backend.fill(sums.view(), 0.0f);
-  backend.bias_grad(Tensor{t.data, Shape{n / columns, columns}, DType::f32, t.device}, sums.view());
-  std::vector<float> host(static_cast<size_t>(columns));
-  backend.download(sums.view(), host.data());
-  return std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); });
+  Buffer sums(backend, Shape{kFinitenessColumns});
+  finiteness_sums(backend, t, sums.view());
+  float host[kFinitenessColumns];
+  backend.download(sums.view(), host);
+  return std::all_of(host, host + kFinitenessColumns, [](float x) { return std::isfinite(x); });
+}
+
+void finiteness_sums(Backend& backend, const Tensor& t, Tensor sums) {
+  DT_CHECK(t.dtype == DType::f32 && sums.numel() == kFinitenessColumns, "finiteness sums of {} into {}",
+           dtype_name(t.dtype), sums.shape.str());
+  const int64_t n = t.numel();
+  const int64_t columns = n % kFinitenessColumns == 0 ? kFinitenessColumns : 1;
+  backend.fill(sums, 0.0f);
+  if (n) backend.bias_grad(Tensor{t.data, Shape{n / columns, columns}, DType::f32, t.device}, sums.range(0, columns));
 }
 
 float adam_step_size(const AdamHyper& h) {

@@ -156,6 +156,10 @@ float adam_step_size(const AdamHyper& h);
 // column sums as (rows, 16), downloaded (a NaN or infinity anywhere makes its column's sum
 // non-finite, as would values near the float limit, which are divergence anyway).
 bool all_finite(Backend& backend, const Tensor& t);
+// The device half of all_finite, left unread: sums (kFinitenessColumns,) on t's device
+// receive t's column sums (all finite exactly when t's elements are, as above).
+constexpr int64_t kFinitenessColumns = 16;
+void finiteness_sums(Backend& backend, const Tensor& t, Tensor sums);
 
 // The backend of a device; created once per device and shared.
 Backend& backend_for(const Device& device);

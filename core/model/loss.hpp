@@ -36,16 +36,12 @@ class Loss {
   Loss(LossSpec spec, Backend& backend);
   // output (N, K), labels (N) int32. Writes d(loss_sum * grad_scale)/d(output) into
   // doutput unless it is empty (evaluation).
-  LossStats compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput) {
-    enqueue(output, labels, grad_scale, doutput);
-    return stats(output.shape[0]);
-  }
-  // compute() in two halves: the loss and its gradient queued on the device, and later its
-  // statistics over `examples`, read back. A training step reads them after its backward
-  // pass is queued, so that the GPU works through the forward pass meanwhile instead of
-  // idling while the host waits for the loss.
-  void enqueue(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput);
-  LossStats stats(int64_t examples);
+  LossStats compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput);
+  // compute() without waiting: the loss and its gradient queued on the device, the loss
+  // sum and correct count written into `stats` ((2,) float32 on the device) for whoever
+  // reads them later (a training step's StepLedger), so that the GPU is never idle
+  // while the host waits for a loss.
+  void enqueue(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats);
 
  private:
   LossSpec spec_;

@@ -46,6 +46,7 @@ class CentralStorage final : public MultiReplicaStrategy {
   }
 
   bool gradients_finite() override { return all_finite(host_, grads_.view()); }
+  ReducedGradients reduced_gradients() override { return {&host_, grads_.view()}; }
 
   void apply_update(const StepInfo& info) override {
     optimizer_->update(values_.view(), grads_.view(), info.learning_rate);

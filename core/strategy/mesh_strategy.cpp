@@ -180,12 +180,13 @@ class MeshStrategy final : public Strategy {
 
  protected:
   // The seed depends on the data rank only: a tensor group draws the same dropout masks.
-  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
+  // Its losses are summed over the mesh as the step runs (the stages exchange them anyway).
+  void compute_gradients(const Batch& batch, const StepInfo& info) override {
     model().zero_grads();
     if (info.skip_nonfinite) stage_->keep_state();
     const float scale = 1.0f / static_cast<float>(batch.global_count);
-    return from_last_stage(
-        stage_->train(batch.replicas.at(0), scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data))));
+    ledger().record_losses(from_last_stage(
+        stage_->train(batch.replicas.at(0), scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)))));
   }
   void reduce_gradients() override { model().reducer().flush(); }
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.

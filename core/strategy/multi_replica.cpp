@@ -62,6 +62,7 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, co
   for (int r = 0; r < n; ++r) {
     const auto i = static_cast<size_t>(r);
     replicas_.push_back(std::make_unique<Replica>(recipe, *backends[i], seams ? seams(*all_[i]) : ModelSeams{}));
+    ledger().add_source(*backends[i]);
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
@@ -91,23 +92,24 @@ void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& dev
   if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, *backends[0]);
 }
 
-LossStats MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
-  std::vector<LossStats> stats(replicas_.size());
+void MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
   const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
   threads_->run([&](int r) {
     Replica& rep = replica(r);
     rep.model().zero_grads();
     if (info.skip_nonfinite) rep.keep_state();
-    stats[static_cast<size_t>(r)] = rep.forward_backward(batch.replicas.at(static_cast<size_t>(r)), grad_scale,
-                                                         derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)));
+    const ReplicaSlice& slice = batch.replicas.at(static_cast<size_t>(r));
+    rep.forward_backward(slice, grad_scale, derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)),
+                         ledger().loss_slot(r, slice.count));
   });
-  LossStats total;
-  for (const auto& s : stats) total += s;
-  return world_ ? sum_over_workers(total, *world_) : total;
 }
 
 bool MultiReplicaStrategy::gradients_finite() {
   return all_finite(replica(0).backend(), replica(0).model().params().grads());
+}
+
+MultiReplicaStrategy::ReducedGradients MultiReplicaStrategy::reduced_gradients() {
+  return {&replica(0).backend(), replica(0).model().params().grads()};
 }
 
 void MultiReplicaStrategy::discard_step() {

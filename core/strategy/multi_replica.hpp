@@ -44,11 +44,16 @@ class MultiReplicaStrategy : public Strategy {
   MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams = {});
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
-  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override;
+  void compute_gradients(const Batch& batch, const StepInfo& info) override;
   void discard_step() override;
   // Replica 0's gradient arena, which the reduction made every replica's (strategies that
   // reduce elsewhere say where).
   bool gradients_finite() override;
+  ReducedGradients reduced_gradients() override;
+  bool finite_on_every_worker(bool local) override { return !max_over_workers(local ? 0 : 1); }
+  void sum_steps_over_workers(std::vector<StepResult>& steps) override {
+    if (world_) sum_over_workers(steps, *world_);
+  }
   // Every replica of the job, as replica r sees them (rank: its index in the job); call it
   // on replica r's thread.
   Communicator& all_replicas(int r) { return *all_[static_cast<size_t>(r)]; }

@@ -14,6 +14,7 @@ class OneDevice final : public Strategy {
         replica_(recipe, backend_for(device_)),
         optimizer_(make_optimizer(recipe.optimizer)) {
     optimizer_->bind(replica_.backend(), replica_.model().params().values().numel());
+    ledger().add_source(replica_.backend());
     state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, replica_.backend());
   }
 
@@ -31,13 +32,16 @@ class OneDevice final : public Strategy {
   }
 
  protected:
-  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
+  void compute_gradients(const Batch& batch, const StepInfo& info) override {
     replica_.model().zero_grads();
     if (info.skip_nonfinite) replica_.keep_state();
-    return replica_.forward_backward(batch.replicas.at(0), 1.0f / static_cast<float>(batch.global_count), info.seed);
+    const ReplicaSlice& slice = batch.replicas.at(0);
+    replica_.forward_backward(slice, 1.0f / static_cast<float>(batch.global_count), info.seed,
+                              ledger().loss_slot(0, slice.count));
   }
   void reduce_gradients() override {}  // one replica: its gradients are the global ones
   bool gradients_finite() override { return all_finite(replica_.backend(), replica_.model().params().grads()); }
+  ReducedGradients reduced_gradients() override { return {&replica_.backend(), replica_.model().params().grads()}; }
   void discard_step() override { replica_.restore_state(); }
   void apply_update(const StepInfo& info) override {
     optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate);

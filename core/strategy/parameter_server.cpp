@@ -69,6 +69,7 @@ class ParameterServer final : public Strategy {
     log::set_leader(!server_ && group_->rank() == 0);
     const Device device = server_ ? Device{} : Device::parse(spec_.devices[0], recipe.file + ": strategy.devices");
     replica_ = std::make_unique<Replica>(recipe, backend_for(device));
+    ledger().add_source(replica_->backend());
     ranges_ = PsRanges{replica_->model().params().values().numel(), num_ps_};
     optimizer_ = make_optimizer(recipe.optimizer);  // a worker's: its slot names and type (the slots are the servers')
     optimizer_->bind(replica_->backend(), 0);
@@ -155,7 +156,7 @@ class ParameterServer final : public Strategy {
   }
 
  protected:
-  LossStats compute_gradients(const Batch& batch, const StepInfo& info) override {
+  void compute_gradients(const Batch& batch, const StepInfo& info) override {
     pull(clock_);
     lr_ = info.learning_rate;
     model().zero_grads();
@@ -164,7 +165,7 @@ class ParameterServer final : public Strategy {
     // Otherwise each push is applied alone: the mean over this worker's batch.
     const float scale = spec_.staleness == 0 ? 1.0f / static_cast<float>(batch.global_count)
                                              : 1.0f / static_cast<float>(std::max<int64_t>(slice.count, 1));
-    return replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()));
+    replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()), ledger().loss_slot(0, slice.count));
   }
 
   // A non-finite gradient is not pushed: the trainer then stops the job (a server has no

@@ -37,18 +37,17 @@ void Replica::upload(const ReplicaSlice& slice, DataUse use) {
   backend_.upload(slice.labels.data(), labels_.view());
 }
 
-LossStats Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed) {
+void Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats) {
   if (slice.count == 0) {
     model_->forward_without_examples();  // still take part in the gatherer's and reducer's collectives
     model_->backward_without_examples();
-    return {};
+    return;
   }
   upload(slice, DataUse::training);
   Ctx ctx{backend_, true, step_seed, cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
   const Tensor out = model_->forward(ctx, images_.view());
-  loss_.enqueue(out, labels_.view(), grad_scale, model_->output_grad());
+  loss_.enqueue(out, labels_.view(), grad_scale, model_->output_grad(), stats);
   model_->backward(ctx);
-  return loss_.stats(slice.count);
 }
 
 void Replica::keep_state() {

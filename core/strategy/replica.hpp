@@ -18,10 +18,12 @@ class Replica {
   // ranks of a mesh's tensor axis this replica's layers split over (tensor parallelism).
   Replica(const Recipe& recipe, Backend& backend, ModelSeams seams = {}, Communicator* tensor = nullptr);
 
-  // Forward and backward on `slice`; gradients accumulate into the model's arena.
-  // grad_scale is 1 / (examples in the global batch). An empty slice computes nothing but
-  // still makes the model's gatherer and reducer calls (they may be collective).
-  LossStats forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed);
+  // Forward and backward on `slice`; gradients accumulate into the model's arena, the
+  // loss sum and correct count go to `stats` ((2,) on this device; StepLedger::loss_slot),
+  // unread. grad_scale is 1 / (examples in the global batch). An empty slice computes
+  // nothing (nor writes stats) but still makes the model's gatherer and reducer calls
+  // (they may be collective).
+  void forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats);
   // Loss and accuracy in inference mode; no gradients.
   LossStats evaluate(const ReplicaSlice& slice);
 

@@ -1,5 +1,8 @@
 #include "core/strategy/strategy.hpp"
 
+#include <chrono>
+#include <cmath>
+
 #include "core/backend/backend.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/central_storage.hpp"
@@ -15,6 +18,63 @@ LossStats sum_over_workers(const LossStats& local, Communicator& world) {
   double v[3] = {local.loss_sum, static_cast<double>(local.correct), static_cast<double>(local.count)};
   world.all_reduce(host_tensor(v, 3), ReduceOp::sum);
   return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+void Strategy::train_step(const Batch& batch, const StepInfo& info) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ledger_.begin_step();
+  compute_gradients(batch, info);
+  times_.compute = seconds_since(t0);
+  reduce_check_update(info);
+  ledger_.commit(info.step + 1);
+  times_.update = seconds_since(t0) - times_.compute - times_.reduce;
+}
+
+// The reduction, the check and the update, timed as reduce (with the check) and update.
+void Strategy::reduce_check_update(const StepInfo& info) {
+  const auto t1 = std::chrono::steady_clock::now();
+  const ReducedGradients on_device = reduced_gradients();
+  if (on_device.backend && !info.skip_nonfinite) {  // checked when read; the loop stops there if need be
+    reduce_gradients();
+    ledger_.check(*on_device.backend, on_device.grads);
+    times_.reduce = seconds_since(t1);
+    apply_update(info);
+    return;
+  }
+  bool finite = finite_on_every_worker(std::isfinite(ledger_.losses_now().loss_sum));
+  if (finite) {
+    reduce_gradients();
+    finite = gradients_finite();
+  }
+  ledger_.check(finite);
+  times_.reduce = seconds_since(t1);
+  if (finite) apply_update(info);
+  else if (info.skip_nonfinite) discard_step();
+}
+
+std::vector<StepResult> Strategy::read_steps() {
+  std::vector<StepResult> steps = ledger_.read();
+  sum_steps_over_workers(steps);
+  for (StepResult& s : steps) s.finite = s.finite && std::isfinite(s.stats.loss_sum);
+  return steps;
+}
+
+void sum_over_workers(std::vector<StepResult>& steps, Communicator& world) {
+  if (steps.empty()) return;  // every worker read after the same steps: none anywhere
+  std::vector<double> v;
+  for (const StepResult& s : steps)
+    v.insert(v.end(), {s.stats.loss_sum, static_cast<double>(s.stats.correct), static_cast<double>(s.stats.count)});
+  world.all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
+  for (size_t i = 0; i < steps.size(); ++i)
+    steps[i].stats = LossStats{v[3 * i], static_cast<int64_t>(v[3 * i + 1]), static_cast<int64_t>(v[3 * i + 2])};
 }
 
 TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model) {

@@ -2,10 +2,9 @@
 // by [strategy] name). A step is always: every replica computes gradients on its slice of
 // the global batch (loss divided by the GLOBAL batch), the strategy reduces them (one
 // fused collective over the gradient arena, or a sum onto the host), the optimizer
-// updates. Metrics come back as sums and counts over all replicas of all workers.
+// updates. Metrics come back as sums and counts over all replicas of all workers, read
+// after the step (StepLedger).
 #pragma once
-#include <chrono>
-#include <cmath>
 #include <memory>
 #include <string>
 
@@ -14,6 +13,7 @@
 #include "core/model/model.hpp"
 #include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
+#include "core/strategy/step_ledger.hpp"
 #include "datasets/device_data.hpp"
 #include "datasets/loader.hpp"
 
@@ -125,33 +125,26 @@ class Strategy {
   // each replica updates from its own batches) becomes the mean over replicas in model().
   virtual void prepare_for_read() {}
 
-  // The whole step: gradients, reduction, update. Returns metrics over all replicas. A
-  // step whose loss or reduced gradients are not finite is not applied (last_step_finite()
-  // says so; every replica and worker agrees, as the loss is summed over all of them and
-  // the reduced gradients are the same everywhere); with info.skip_nonfinite its effect on
-  // non-trainable state is undone too, so that training can go on as if it never ran.
-  LossStats train_step(const Batch& batch, const StepInfo& info) {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    const LossStats stats = compute_gradients(batch, info);
-    const auto t1 = clock::now();
-    finite_ = std::isfinite(stats.loss_sum);
-    if (finite_) {
-      reduce_gradients();
-      finite_ = gradients_finite();
-    }
-    const auto t2 = clock::now();
-    if (finite_) apply_update(info);
-    else if (info.skip_nonfinite) discard_step();
-    const auto t3 = clock::now();
-    times_ = StepTimes{seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
-    return stats;
-  }
-  bool last_step_finite() const { return finite_; }
+  // The whole step, queued: gradients, reduction, update. Its loss sums and finiteness
+  // are read later (read_steps), so a GPU need not wait for the host. A step whose loss
+  // or reduced gradients are not finite is wrong: with info.skip_nonfinite, or where the
+  // gradients can only be checked on the host (reduced_gradients() empty), the strategy
+  // decides before the update and does not apply it (every replica and worker agrees, as
+  // the verdict comes from the losses of all and the reduced gradients, the same
+  // everywhere), and with info.skip_nonfinite undoes its effect on non-trainable state
+  // too, so that training can go on as if it never ran. Otherwise the update is applied
+  // and the step's read says it was not finite: the run must stop there, before anything
+  // saves the variables (StepLoop does).
+  void train_step(const Batch& batch, const StepInfo& info);
+  // The steps queued since the last read, in order, with their figures over every replica
+  // of every worker: waits for the devices. Collective where workers are: every worker
+  // reads after the same steps.
+  std::vector<StepResult> read_steps();
+  int64_t unread_steps() const { return ledger_.unread(); }
   // Loss and accuracy of model() on this process's share of a batch, summed over workers.
   virtual LossStats evaluate(const Batch& batch) = 0;
-  // An epoch's training metrics over all workers, from this process's (strategies that
-  // sum metrics every step return them unchanged).
+  // An epoch's training metrics over all workers, from this process's (strategies whose
+  // read_steps sums over workers return them unchanged).
   virtual LossStats epoch_total(const LossStats& local) { return local; }
   // The largest `local` over the workers that train (one tiny all-reduce): lets every worker
   // act on what only some see, such as a stop signal sent to one rank, after the same step.
@@ -171,26 +164,45 @@ class Strategy {
   const StepTimes& last_step_times() const { return times_; }
 
  protected:
-  virtual LossStats compute_gradients(const Batch& batch, const StepInfo& info) = 0;
+  // Every replica's forward and backward pass, their losses into ledger() (loss_slot, or
+  // record_losses where the host has them).
+  virtual void compute_gradients(const Batch& batch, const StepInfo& info) = 0;
   virtual void reduce_gradients() = 0;
   virtual void apply_update(const StepInfo& info) = 0;
-  // Whether the reduced gradients are all finite: the same answer on every replica and worker.
+  // Whether the reduced gradients are all finite, decided now on the host: the same answer
+  // on every replica and worker.
   virtual bool gradients_finite() = 0;
+  // The reduced gradients where they can be checked without waiting, the same on every
+  // replica and worker (one arena on one device); empty (no backend) where only
+  // gradients_finite() can tell (sharded, or reduced through the host).
+  struct ReducedGradients {
+    Backend* backend = nullptr;
+    Tensor grads;
+  };
+  virtual ReducedGradients reduced_gradients() { return {}; }
+  // Whether a step's losses are finite on every worker, from this process's verdict.
+  virtual bool finite_on_every_worker(bool local) { return local; }
+  // Turns this process's figures of `steps` (read from the ledger) into sums over every
+  // worker, in one exchange; none by default (one process, or figures recorded whole).
+  virtual void sum_steps_over_workers(std::vector<StepResult>& steps) { (void)steps; }
   // After compute_gradients with info.skip_nonfinite (which then keeps a copy): puts back
   // the non-trainable state (batch-norm moving statistics) as it was before the step.
   virtual void discard_step() = 0;
+  StepLedger& ledger() { return ledger_; }
 
  private:
   std::unique_ptr<ArenaModelState> arena_state_;
-  static double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+  void reduce_check_update(const StepInfo& info);
   StepTimes times_;
-  bool finite_ = true;
+  StepLedger ledger_;
 };
 
 class Communicator;
 class MpiCommunicator;
-// Metrics summed over the ranks of `world` (sums and counts, never means).
+// Metrics summed over the ranks of `world` (sums and counts, never means): one step's, or
+// each of several steps' in one exchange.
 LossStats sum_over_workers(const LossStats& local, Communicator& world);
+void sum_over_workers(std::vector<StepResult>& steps, Communicator& world);
 // The largest `local` over the workers of `world`.
 int max_over(int local, MpiCommunicator& world);
 

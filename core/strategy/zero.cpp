@@ -116,6 +116,7 @@ class Zero final : public MultiReplicaStrategy {
     });
     return bad[0] == 0.0f;
   }
+  ReducedGradients reduced_gradients() override { return {}; }  // a shard each: gradients_finite() decides
 
   // Every replica updates its shard, then the gatherer shares the update as its stage needs.
   void apply_update(const StepInfo& info) override {

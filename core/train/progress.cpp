@@ -15,6 +15,7 @@ namespace {
 constexpr int kBarWidth = 30;
 constexpr int kMinBarWidth = 10;  // narrower bars say too little for the room they take
 constexpr int64_t kLinesPerEpoch = 10;
+constexpr int64_t kBarEvery = 16;  // batches between a bar's figures, at most
 
 std::string bar(int64_t done, int64_t total, int width) {
   const int filled = total ? static_cast<int>(width * done / total) : width;
@@ -63,6 +64,11 @@ Progress::Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int6
 void Progress::begin_epoch(int64_t epoch) {
   epoch_ = epoch;
   last_draw_ = {};
+}
+
+bool Progress::wants_figures(int64_t done) const {
+  if (style_ == ProgressStyle::none) return false;
+  return done % (style_ == ProgressStyle::bar ? std::min(every_, kBarEvery) : every_) == 0;
 }
 
 void Progress::update(int64_t done, const LossStats& running, double images_per_sec, double seconds) {

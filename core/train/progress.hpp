@@ -34,7 +34,10 @@ class Progress {
   // out == nullptr: print nothing (workers other than rank 0).
   Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch);
   void begin_epoch(int64_t epoch);  // 0-based
-  // After each batch: batches done in the epoch, the epoch's running metrics.
+  // Whether the figures up to `batches_done` are wanted (a line is due, or a bar's redraw):
+  // the same on every rank, printing or not, as the read of figures is collective.
+  bool wants_figures(int64_t batches_done) const;
+  // After a batch whose figures were read: batches done in the epoch, the epoch's running metrics.
   void update(int64_t batches_done, const LossStats& running, double images_per_sec, double seconds);
   void end_epoch(const EpochReport& report);
 

@@ -49,8 +49,8 @@ TrainState StepLoop::run(const TrainState& start) {
   return state_;
 }
 
-// The steps of the current epoch from state_.batch_in_epoch; returns the last step's
-// learning rate.
+// The steps of the current epoch from state_.batch_in_epoch, their figures read by the
+// end; returns the last step's learning rate.
 double StepLoop::run_epoch_steps() {
   batches_.start(state_.epoch, state_.batch_in_epoch);
   observer_.begin_epoch(state_);
@@ -61,25 +61,38 @@ double StepLoop::run_epoch_steps() {
     lr = schedule_.at(state_.step);
     step(*batch, lr);
   }
+  read_figures();  // a stop or a short epoch left some unread
   return lr;
 }
 
 void StepLoop::step(const Batch& batch, double lr) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool skip = plan_.on_nonfinite == OnNonFinite::skip_step;
-  const LossStats stats = strategy_.train_step(
+  strategy_.train_step(
       batch,
       StepInfo{state_.step, static_cast<float>(lr), derive_seed(plan_.seed, static_cast<uint64_t>(state_.step)), skip});
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool skipped = !strategy_.last_step_finite() && plan_.on_nonfinite != OnNonFinite::ignore;
-  skipped_in_a_row_ = skipped ? skipped_in_a_row_ + 1 : 0;
-  if (skipped && (!skip || skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow))
-    stop_for_nonfinite(stats, state_.step + 1, skipped_in_a_row_, observer_.last_checkpoint());
-  if (!skipped) state_.epoch_stats += stats;
-  state_.epoch_seconds += dt;
   ++state_.step;  // a skipped step's batch is used up too: a rerun goes on with the next, as this run does
   ++state_.batch_in_epoch;
-  stopped_ = observer_.after_step(state_, StepDone{stats, dt, strategy_.last_step_times(), skipped});
+  const bool read = observer_.needs_figures(state_) || state_.batch_in_epoch == plan_.batches_per_epoch ||
+                    state_.step == plan_.total_steps || strategy_.unread_steps() == StepLedger::kCapacity;
+  if (read) read_figures();
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state_.epoch_seconds += dt;
+  stopped_ = observer_.after_step(state_, StepDone{dt, strategy_.last_step_times(), read});
+}
+
+// The figures of the steps since the last read into the epoch's; a non-finite step stops
+// the run here (or is counted as skipped), before anything after it can save the variables.
+void StepLoop::read_figures() {
+  if (strategy_.unread_steps() == 0) return;
+  for (const StepResult& r : strategy_.read_steps()) {
+    const bool skipped = !r.finite && plan_.on_nonfinite != OnNonFinite::ignore;
+    skipped_in_a_row_ = skipped ? skipped_in_a_row_ + 1 : 0;
+    if (skipped && (plan_.on_nonfinite != OnNonFinite::skip_step || skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow))
+      stop_for_nonfinite(r.stats, r.step, skipped_in_a_row_, observer_.last_checkpoint());
+    if (!skipped) state_.epoch_stats += r.stats;
+    observer_.step_read(r, skipped);
+  }
 }
 
 // The epoch's report; then, when the epoch was completed (not cut by the step cap), the

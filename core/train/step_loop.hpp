@@ -1,7 +1,8 @@
 // StepLoop: the one place that sequences training steps (DESIGN.md "One training step").
 // A step: the next batch from a BatchSource, the schedule's learning rate and the step's
-// seed, Strategy::train_step, the loss check, the run's TrainState; around the steps, the
-// epochs and the step cap. What a run does between steps besides (progress, TensorBoard,
+// seed, Strategy::train_step, the run's TrainState; after some steps, the read of their
+// figures (losses, the finiteness check: Strategy::read_steps), so that a GPU runs ahead
+// of the host between reads; around the steps, the epochs and the step cap. What a run does between steps besides (progress, TensorBoard,
 // metrics, validation, checkpoints and stop signals for `train`, TrainRun; the step times
 // for `bench`, time_steps) is a StepObserver's, so that every command runs these steps.
 #pragma once
@@ -14,8 +15,8 @@
 
 namespace distrain {
 
-// What a step whose loss or gradients are not finite (nan, inf) does to the run; such a
-// step's update is never applied (Strategy::train_step).
+// What a step whose loss or gradients are not finite (nan, inf) does to the run, once its
+// figures are read (Strategy::train_step says when its update was applied all the same).
 enum class OnNonFinite {
   stop,       // an error naming the step and the last checkpoint, before anything saves it
   skip_step,  // the step is discarded and the run goes on, up to TrainSpec::kMaxSkippedInARow in a row
@@ -38,10 +39,9 @@ LoopPlan recipe_plan(const Recipe& recipe, int64_t batches_per_epoch);
 
 // A step as it ended.
 struct StepDone {
-  const LossStats& stats;   // over every replica of every worker
-  double seconds;           // Strategy::train_step, whole
-  const StepTimes& phases;  // and where that time went
-  bool skipped = false;     // discarded for a non-finite loss or gradient: its stats are not counted
+  double seconds;           // Strategy::train_step, whole, and the read after it, if any
+  const StepTimes& phases;  // where train_step's time went
+  bool read = false;        // the figures of every step so far were read after it (StepObserver::step_read)
 };
 
 // Told what the loop does, in order; every call comes from the loop's thread.
@@ -49,7 +49,20 @@ class StepObserver {
  public:
   virtual ~StepObserver() = default;
   virtual void begin_epoch(const TrainState& state) { (void)state; }
-  // After every step; `state` counts it. True ends the run at once: no epoch report follows.
+  // Whether the figures of the steps so far must be read once the step `state` counts is
+  // queued (a line of progress, a checkpoint): the loop reads them then, and also at an
+  // epoch's end and every StepLedger::kCapacity steps. The answer must depend on `state`
+  // alone, the same on every worker: a read is collective.
+  virtual bool needs_figures(const TrainState& state) const {
+    (void)state;
+    return false;
+  }
+  // Each step's figures as they are read, in order, before the after_step of the step
+  // whose read brought them. `skipped`: discarded for a non-finite loss or gradient, not
+  // counted in the epoch's figures.
+  virtual void step_read(const StepResult& result, bool skipped) { (void)result, (void)skipped; }
+  // After every step; `state` counts it, its epoch_stats the steps read so far. True ends
+  // the run at once: no epoch report follows.
   virtual bool after_step(const TrainState& state, const StepDone& step) = 0;
   // The epoch ended, or the step cap ended the run inside it; `lr`: the last step's rate.
   virtual void end_epoch(const TrainState& state, double lr) { (void)state, (void)lr; }
@@ -72,6 +85,7 @@ class StepLoop {
  private:
   double run_epoch_steps();
   void step(const Batch& batch, double lr);
+  void read_figures();
   bool end_epoch(double lr);
 
   Strategy& strategy_;

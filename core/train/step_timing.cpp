@@ -14,6 +14,8 @@ class StepTimer final : public StepObserver {
         clock_(clock) {
     times_.reserve(static_cast<size_t>(steps));
   }
+  // Every step waits for its figures, so that its time is the device's, not the launches'.
+  bool needs_figures(const TrainState&) const override { return true; }
   bool after_step(const TrainState&, const StepDone& step) override {
     const CommTraffic data = strategy_.data_traffic(), tensor = strategy_.tensor_traffic();
     times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0, data - data_, tensor - tensor_,

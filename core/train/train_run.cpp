@@ -33,20 +33,29 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
 
 void TrainRun::begin_epoch(const TrainState& state) { progress_.begin_epoch(state.epoch); }
 
+// A line of progress, a checkpoint (its TrainState carries the epoch's figures), and the
+// simulated crash: after it, the figures it reports as the last step's are read.
+bool TrainRun::needs_figures(const TrainState& state) const {
+  return progress_.wants_figures(state.batch_in_epoch) || checkpoint_due(state) || state.step == options_.crash_after_step;
+}
+
+void TrainRun::step_read(const StepResult& result, bool skipped) {
+  if (skipped) {
+    log::info("step {}: the {} not finite; the step was skipped (train.on_nonfinite = \"skip_step\")", result.step,
+              std::isfinite(result.stats.loss_sum) ? "gradients are" : "loss is");
+    ++summary_.skipped_steps;
+    return;
+  }
+  trained_examples_ += result.stats.count;
+  if (tensorboard_) tensorboard_->step(result.step, result.stats);
+}
+
 bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
   train_seconds_ += step.seconds;
-  if (step.skipped) {
-    log::info("step {}: the {} not finite; the step was skipped (train.on_nonfinite = \"skip_step\")", state.step,
-              std::isfinite(step.stats.loss_sum) ? "gradients are" : "loss is");
-    ++summary_.skipped_steps;
-  } else {
-    trained_examples_ += step.stats.count;
-    if (tensorboard_) tensorboard_->step(state.step, step.stats);
-  }
-  progress_.update(state.batch_in_epoch, state.epoch_stats, per_second(state.epoch_stats.count, state.epoch_seconds),
-                   state.epoch_seconds);
-  if (recipe_.checkpoint.every_steps && state.step % recipe_.checkpoint.every_steps == 0 && state.step < plan_.total_steps)
-    save(state);
+  if (step.read)
+    progress_.update(state.batch_in_epoch, state.epoch_stats, per_second(state.epoch_stats.count, state.epoch_seconds),
+                     state.epoch_seconds);
+  if (checkpoint_due(state)) save(state);
   if (state.step == options_.crash_after_step) {
     summary_.steps = state.step;
     crashed_ = true;
@@ -91,6 +100,11 @@ TrainSummary TrainRun::finish(const TrainState& end) {
   summary_.images_per_sec = per_second(trained_examples_, train_seconds_);
   if (writer_) write_summary(fs::path(run_dir_) / "summary.json", recipe_.name, summary_);
   return summary_;
+}
+
+bool TrainRun::checkpoint_due(const TrainState& state) const {
+  const int64_t every = recipe_.checkpoint.every_steps;
+  return every && state.step % every == 0 && state.step < plan_.total_steps;
 }
 
 void TrainRun::save(const TrainState& state) {

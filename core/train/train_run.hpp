@@ -21,6 +21,8 @@ class TrainRun final : public StepObserver {
            const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed);
 
   void begin_epoch(const TrainState& state) override;
+  bool needs_figures(const TrainState& state) const override;
+  void step_read(const StepResult& result, bool skipped) override;
   bool after_step(const TrainState& state, const StepDone& step) override;
   void end_epoch(const TrainState& state, double lr) override;
   void next_epoch(const TrainState& state, bool last) override;
@@ -30,6 +32,8 @@ class TrainRun final : public StepObserver {
   TrainSummary finish(const TrainState& end);
 
  private:
+  // checkpoint.every_steps says to save after the step `state` counts.
+  bool checkpoint_due(const TrainState& state) const;
   void save(const TrainState& state);
 
   const Recipe& recipe_;
