@@ -2,7 +2,8 @@
 //                       [--steps N] [--warmup N] [--json] [--csv FILE] [--svg FILE] [--profile]
 // Training-step throughput (forward, backward, gradient reduction, update) on a fixed
 // synthetic batch of the recipe's input shape, so figures do not depend on disk or data
-// loading: the median step after warm-up. The steps are the Trainer's own (StepLoop, via
+// loading: the median step after warm-up (on a GPU, the median of 16-step windows' means, as
+// the device runs ahead of the host between reads of the steps' figures). The steps are the Trainer's own (StepLoop, via
 // time_steps in core/train/step_timing.hpp), so what bench times is what trains. With --replicas, one point per replica count
 // and a scaling table; multi_worker_mirrored points are run by `mpirun -np N` of this
 // executable. With --profile, one point's step per layer (core/train/step_profile.hpp).
@@ -30,6 +31,8 @@
 namespace distrain::cli {
 
 namespace {
+
+constexpr int64_t kGpuReadEvery = 16;  // steps per window of GPU timing (TimingPlan::read_every)
 
 struct Args {
   std::string recipe, strategy, replicas, mode = "weak", csv, svg;
@@ -151,7 +154,11 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank,
   Backend& first_device = strategy->model().params().backend();
   LayerClock clock(strategy->model().layers().size(), [&first_device] { first_device.synchronize(); });
   const bool timed = profile && why_not_profiled(*strategy).empty();
-  const std::vector<StepTime> times = time_steps(recipe, *strategy, batch, warmup + steps, timed ? &clock : nullptr);
+  // A GPU runs ahead of the host as in training (figures read every kGpuReadEvery steps);
+  // a CPU step is done when its calls return, so each is timed alone. A profile syncs anyway.
+  const int64_t read_every = timed || first_device.device().is_cpu() ? 1 : kGpuReadEvery;
+  const std::vector<StepTime> times =
+      time_steps(recipe, *strategy, batch, TimingPlan{warmup, steps, read_every}, timed ? &clock : nullptr);
   take_figures(times, warmup, m);
   if (profile) m.profile = profile_steps(*strategy, times, warmup);
   return m;

@@ -9,13 +9,16 @@ namespace {
 
 class StepTimer final : public StepObserver {
  public:
-  StepTimer(Strategy& strategy, int64_t steps, int64_t per_replica_batch, LayerClock* clock)
-      : strategy_(strategy), data_(strategy.data_traffic()), tensor_(strategy.tensor_traffic()), batch_(per_replica_batch),
-        clock_(clock) {
-    times_.reserve(static_cast<size_t>(steps));
+  StepTimer(Strategy& strategy, const TimingPlan& plan, int64_t per_replica_batch, LayerClock* clock)
+      : strategy_(strategy), plan_(plan), data_(strategy.data_traffic()), tensor_(strategy.tensor_traffic()),
+        batch_(per_replica_batch), clock_(clock) {
+    times_.reserve(static_cast<size_t>(plan.warmup + plan.steps));
   }
-  // Every step waits for its figures, so that its time is the device's, not the launches'.
-  bool needs_figures(const TrainState&) const override { return true; }
+  // Every warm-up step, then every read_every-th: the steps between run as training runs
+  // them, the device ahead of the host, and share the time their window took.
+  bool needs_figures(const TrainState& state) const override {
+    return state.step <= plan_.warmup || (state.step - plan_.warmup) % plan_.read_every == 0;
+  }
   bool after_step(const TrainState&, const StepDone& step) override {
     const CommTraffic data = strategy_.data_traffic(), tensor = strategy_.tensor_traffic();
     times_.push_back(StepTime{step.seconds * 1000.0, step.phases.reduce * 1000.0, data - data_, tensor - tensor_,
@@ -23,22 +26,37 @@ class StepTimer final : public StepObserver {
                               clock_ ? clock_->take() : LayerMillis{}});
     data_ = data;
     tensor_ = tensor;
+    if (step.read) share_window();
     return false;
   }
   std::vector<StepTime>& times() { return times_; }
 
  private:
+  // The steps since the last read each take their window's mean time.
+  void share_window() {
+    const auto first = times_.begin() + static_cast<std::ptrdiff_t>(window_start_);
+    double total = 0;
+    for (auto t = first; t != times_.end(); ++t) total += t->ms;
+    for (auto t = first; t != times_.end(); ++t) t->ms = total / static_cast<double>(times_.end() - first);
+    window_start_ = times_.size();
+  }
+
   Strategy& strategy_;
+  TimingPlan plan_;
   CommTraffic data_, tensor_;  // as the last step ended
   int64_t batch_;
   LayerClock* clock_;  // or null
   std::vector<StepTime> times_;
+  size_t window_start_ = 0;
 };
 
 }  // namespace
 
-std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const Batch& batch, int64_t steps,
+std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const Batch& batch, const TimingPlan& timing,
                                  LayerClock* clock) {
+  DT_CHECK(timing.read_every >= 1 && timing.read_every <= StepLedger::kCapacity, "figures read every {} steps",
+           timing.read_every);
+  const int64_t steps = timing.warmup + timing.steps;
   LoopPlan plan;  // one epoch of `steps` batches
   plan.batches_per_epoch = steps;
   plan.total_steps = steps;
@@ -46,7 +64,7 @@ std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const
   plan.on_nonfinite = OnNonFinite::ignore;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
   RepeatedBatch batches(batch);
-  StepTimer timer(strategy, steps, recipe.strategy.per_replica_batch, clock);
+  StepTimer timer(strategy, timing, recipe.strategy.per_replica_batch, clock);
   strategy.model().set_layer_clock(clock);
   StepLoop(strategy, batches, plan, schedule, timer).run(TrainState{});
   strategy.model().set_layer_clock(nullptr);

@@ -11,6 +11,7 @@
 #include "core/strategy/step_ledger.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/step_loop.hpp"
+#include "core/train/step_timing.hpp"
 #include "core/train/trainer.hpp"
 #include "tests/unit/helpers.hpp"
 
@@ -206,6 +207,24 @@ TEST_CASE("reading step figures every step or only at a full ledger and epoch en
     }
     CHECK(lazy.weights == every.weights);
   }
+}
+
+TEST_CASE("bench timing in windows: warm-up steps alone, then each window's steps share its mean time") {
+  const Recipe recipe = parse_recipe(loop_recipe("one_device", "\"cpu:0\""), "ledger.toml");
+  auto strategy = make_strategy(recipe);
+  strategy->model_state().initialize(recipe.seed);
+  DrawnBatches batches(1, 4, 1);
+  batches.start(0, 0);
+  const Batch batch = *batches.next();
+  const std::vector<StepTime> times = time_steps(recipe, *strategy, batch, TimingPlan{3, 10, 4});
+  REQUIRE(times.size() == 13);
+  for (const auto& [first, last] : {std::pair{3, 6}, {7, 10}, {11, 12}}) {  // steps 4-7, 8-11, 12-13
+    CAPTURE(first);
+    for (int i = first; i <= last; ++i) CHECK(times[static_cast<size_t>(i)].ms == times[static_cast<size_t>(first)].ms);
+    CHECK(times[static_cast<size_t>(first)].ms > 0);
+  }
+  CHECK(strategy->unread_steps() == 0);
+  CHECK_THROWS_AS(time_steps(recipe, *strategy, batch, TimingPlan{0, 1, StepLedger::kCapacity + 1}), Error);
 }
 
 TEST_CASE("a non-finite step found at a later read is named, and no checkpoint holds it or a step after it") {
