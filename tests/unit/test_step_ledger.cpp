@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "core/backend/cuda_plugin.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/step_ledger.hpp"
@@ -19,6 +20,15 @@ namespace distrain::test {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The GPU cases run where a GPU is (their CPU twins everywhere): there the finiteness
+// check is a device-side column sum, read later.
+bool have_gpu() {
+  const GpuInfo g = gpu_info();
+  if (g.built && !g.devices.empty()) return true;
+  MESSAGE("[skipped] no usable GPU here: " << g.problem);
+  return false;
+}
 
 void write_losses(Tensor slot, float loss, float correct) { from_host({loss, correct}, slot); }
 
@@ -176,36 +186,77 @@ TEST_CASE("step ledger: rows in order, sources summed in order, empty slices not
   CHECK(ledger.read().size() == static_cast<size_t>(StepLedger::kCapacity));
 }
 
+namespace {
+
+// Reads after every step and reads left to the loop give the same figures and weights.
+void check_read_patterns(const std::string& name, const std::string& devices, int replicas) {
+  CAPTURE(name);
+  CAPTURE(devices);
+  LoopRun every{Recorder(true), {}}, lazy{Recorder(false), {}};
+  run_loop(loop_recipe(name, devices), replicas, every);
+  run_loop(loop_recipe(name, devices), replicas, lazy);
+  CHECK(every.recorder.reads == 140);
+  CHECK(lazy.recorder.reads == 4);  // at 64 and 70 in each epoch
+  REQUIRE(every.recorder.results.size() == 140);
+  REQUIRE(lazy.recorder.results.size() == 140);
+  for (size_t i = 0; i < 140; ++i) {
+    CAPTURE(i);
+    const StepResult &a = every.recorder.results[i], &b = lazy.recorder.results[i];
+    CHECK(a.step == static_cast<int64_t>(i) + 1);
+    CHECK(b.step == a.step);
+    CHECK(b.stats.loss_sum == a.stats.loss_sum);
+    CHECK(b.stats.correct == a.stats.correct);
+    CHECK(b.stats.count == 4 * replicas);
+    CHECK(b.finite);
+  }
+  REQUIRE(lazy.recorder.epochs.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(lazy.recorder.epochs[e].loss_sum == every.recorder.epochs[e].loss_sum);
+    CHECK(lazy.recorder.epochs[e].count == 280 * replicas);
+  }
+  CHECK(lazy.weights == every.weights);
+}
+
+}  // namespace
+
 TEST_CASE("reading step figures every step or only at a full ledger and epoch ends gives the same figures and weights") {
-  const std::vector<std::tuple<std::string, std::string, int>> strategies = {
-      {"one_device", "\"cpu:0\"", 1},
-      {"mirrored", "\"cpu:0\", \"cpu:1\"", 2},
-      {"central_storage", "\"cpu:0\", \"cpu:1\"", 2},
-      {"zero", "\"cpu:0\", \"cpu:1\"", 2}};
-  for (const auto& [name, devices, replicas] : strategies) {
-    CAPTURE(name);
-    LoopRun every{Recorder(true), {}}, lazy{Recorder(false), {}};
-    run_loop(loop_recipe(name, devices), replicas, every);
-    run_loop(loop_recipe(name, devices), replicas, lazy);
-    CHECK(every.recorder.reads == 140);
-    CHECK(lazy.recorder.reads == 4);  // at 64 and 70 in each epoch
-    REQUIRE(every.recorder.results.size() == 140);
-    REQUIRE(lazy.recorder.results.size() == 140);
-    for (size_t i = 0; i < 140; ++i) {
-      CAPTURE(i);
-      const StepResult &a = every.recorder.results[i], &b = lazy.recorder.results[i];
-      CHECK(a.step == static_cast<int64_t>(i) + 1);
-      CHECK(b.step == a.step);
-      CHECK(b.stats.loss_sum == a.stats.loss_sum);
-      CHECK(b.stats.correct == a.stats.correct);
-      CHECK(b.stats.count == 4 * replicas);
-    }
-    REQUIRE(lazy.recorder.epochs.size() == 2);
-    for (size_t e = 0; e < 2; ++e) {
-      CHECK(lazy.recorder.epochs[e].loss_sum == every.recorder.epochs[e].loss_sum);
-      CHECK(lazy.recorder.epochs[e].count == 280 * replicas);
-    }
-    CHECK(lazy.weights == every.weights);
+  check_read_patterns("one_device", "\"cpu:0\"", 1);
+  check_read_patterns("mirrored", "\"cpu:0\", \"cpu:1\"", 2);
+  check_read_patterns("central_storage", "\"cpu:0\", \"cpu:1\"", 2);
+  check_read_patterns("zero", "\"cpu:0\", \"cpu:1\"", 2);
+}
+
+TEST_CASE("cuda: reading step figures every step or in batches gives the same figures and weights") {
+  if (!have_gpu()) return;
+  check_read_patterns("one_device", "\"cuda:0\"", 1);
+  check_read_patterns("mirrored", "\"cuda:0\", \"cuda:0\"", 2);
+}
+
+TEST_CASE("cuda: the step ledger's finiteness check on the device, read later") {
+  if (!have_gpu()) return;
+  Backend& gpu = backend_for(Device{DeviceType::cuda, 0});
+  StepLedger ledger;
+  ledger.add_source(gpu);
+  const std::vector<int64_t> sizes = {48, 48, 47, 47, 5000, 5000};  // 47: one column
+  std::vector<Buffer> grads;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<float> g = random_vector(static_cast<size_t>(sizes[i]), i + 1);
+    if (i % 2 == 1) g[static_cast<size_t>(sizes[i]) - 2] = i == 3 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+    grads.emplace_back(gpu, Shape{sizes[i]});
+    gpu.upload(g.data(), grads.back().view());
+    ledger.begin_step();
+    const float losses[2] = {0.5f, 1.0f};
+    gpu.upload(losses, ledger.loss_slot(0, 2));
+    ledger.check(gpu, grads.back().view());
+    ledger.commit(static_cast<int64_t>(i) + 1);
+  }
+  const std::vector<StepResult> got = ledger.read();
+  REQUIRE(got.size() == sizes.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].finite == (i % 2 == 0));
+    CHECK(got[i].stats.loss_sum == 0.5);
+    CHECK(got[i].stats.correct == 1);
   }
 }
 
@@ -227,16 +278,18 @@ TEST_CASE("bench timing in windows: warm-up steps alone, then each window's step
   CHECK_THROWS_AS(time_steps(recipe, *strategy, batch, TimingPlan{0, 1, StepLedger::kCapacity + 1}), Error);
 }
 
-TEST_CASE("a non-finite step found at a later read is named, and no checkpoint holds it or a step after it") {
-  for (const std::string strategy : {"name = \"one_device\"", "name = \"mirrored\"\ndevices = [\"cpu:0\", \"cpu:1\"]"}) {
-    CAPTURE(strategy);
-    const std::string dir = (fs::temp_directory_path() / "distrain_test_late_nonfinite").string();
-    fs::remove_all(dir);
-    // One sane epoch with checkpoints every 10 steps, then a learning rate that diverges
-    // within a few dozen steps; progress off, so the figures are read only at checkpoints
-    // and epoch ends.
-    auto recipe = [&](double lr, int epochs) {
-      return parse_recipe(fmt::format(R"(
+namespace {
+
+// A run that diverges after its first epoch: the step named, and no checkpoint from it on.
+void check_late_nonfinite(const std::string& strategy) {
+  CAPTURE(strategy);
+  const std::string dir = (fs::temp_directory_path() / "distrain_test_late_nonfinite").string();
+  fs::remove_all(dir);
+  // One sane epoch with checkpoints every 10 steps, then a learning rate that diverges
+  // within a few dozen steps; progress off, so the figures are read only at checkpoints
+  // and epoch ends.
+  auto recipe = [&](double lr, int epochs) {
+    return parse_recipe(fmt::format(R"(
 name = "diverge"
 [data]
 dataset = "synthetic"
@@ -260,36 +313,48 @@ tensorboard = false
 every_steps = 10
 keep = 100
 )",
-                                      lr, strategy, epochs),
-                          dir + ".toml");
-    };
-    TrainOptions o;
-    o.run_dir = dir;
-    o.out = std::fopen("/dev/null", "w");
-    o.progress.style = ProgressStyle::none;
-    const int64_t sane = train(recipe(0.01, 1), o).steps;
-    int64_t named = 0;
-    try {
-      train(recipe(1e30, 2), o);
-      FAIL("a learning rate of 1e30 trained");
-    } catch (const UserError& e) {
-      const std::string what = e.what();
-      CAPTURE(what);
-      REQUIRE(what.rfind("step ", 0) == 0);
-      named = std::stoll(what.substr(5));
-      CHECK(what.find("not finite") != std::string::npos);
-    }
-    CHECK(named > sane + 1);  // its first step has a finite loss (and an absurd update)
-    // Every checkpoint before that step was written, none at or after it: the read before
-    // the next checkpoint found it.
-    int64_t checkpoints = 0;
-    for (const auto& f : fs::directory_iterator(dir)) {
-      if (f.path().extension() != ".h5") continue;
-      ++checkpoints;
-      CHECK(read_checkpoint_header(f.path().string()).state.step < named);
-    }
-    CHECK(checkpoints == (named - 1) / 10);
+                                    lr, strategy, epochs),
+                        dir + ".toml");
+  };
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  o.progress.style = ProgressStyle::none;
+  const int64_t sane = train(recipe(0.01, 1), o).steps;
+  int64_t named = 0;
+  try {
+    train(recipe(1e30, 2), o);
+    FAIL("a learning rate of 1e30 trained");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    REQUIRE(what.rfind("step ", 0) == 0);
+    named = std::stoll(what.substr(5));
+    CHECK(what.find("not finite") != std::string::npos);
   }
+  CHECK(named > sane + 1);  // its first step has a finite loss (and an absurd update)
+  // Every checkpoint before that step was written, none at or after it: the read before
+  // the next checkpoint found it.
+  int64_t checkpoints = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".h5") continue;
+    ++checkpoints;
+    CHECK(read_checkpoint_header(f.path().string()).state.step < named);
+  }
+  CHECK(checkpoints == (named - 1) / 10);
+}
+
+}  // namespace
+
+TEST_CASE("a non-finite step found at a later read is named, and no checkpoint holds it or a step after it") {
+  check_late_nonfinite("name = \"one_device\"\ndevices = [\"cpu:0\"]");
+  check_late_nonfinite("name = \"mirrored\"\ndevices = [\"cpu:0\", \"cpu:1\"]");
+}
+
+TEST_CASE("cuda: a non-finite step found at a later read on the GPU is named, and never saved") {
+  if (!have_gpu()) return;
+  check_late_nonfinite("name = \"one_device\"\ndevices = [\"cuda:0\"]");
+  check_late_nonfinite("name = \"mirrored\"\ndevices = [\"cuda:0\", \"cuda:0\"]");
 }
 
 }  // namespace distrain::test
