@@ -1,6 +1,7 @@
 #include "core/strategy/multi_replica.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/ranges.h>
@@ -158,6 +159,9 @@ void MultiReplicaStrategy::maybe_check_consistency() {
   std::vector<double> sums(static_cast<size_t>(num_replicas()), 0.0);
   threads_->run([&](int r) { sums[static_cast<size_t>(first_local_replica() + r)] = checksum(replica(r).model()); });
   if (world_) world_->all_reduce_f64(sums.data(), static_cast<int>(sums.size()));  // each slot has one writer
+  // A non-finite step's update (applied on a GPU until its figures are read) leaves NaN
+  // everywhere: that read reports it, naming the step.
+  if (!std::all_of(sums.begin(), sums.end(), [](double s) { return std::isfinite(s); })) return;
   for (size_t r = 1; r < sums.size(); ++r)
     if (sums[r] != sums[0])
       throw Error(fmt::format("replica {} (worker {}) diverged from replica 0 at step {}: parameter checksum {:.17g} vs {:.17g}",

@@ -36,6 +36,7 @@ void StepLedger::record_losses(const LossStats& stats) {
 void StepLedger::check(bool finite) {
   DT_CHECK(open_, "a check outside a step");
   rows_.back().check = finite ? Check::finite : Check::not_finite;
+  known_failure_ = known_failure_ || !finite;
 }
 
 void StepLedger::check(Backend& backend, const Tensor& grads) {
@@ -47,6 +48,12 @@ void StepLedger::check(Backend& backend, const Tensor& grads) {
   }
   finiteness_sums(backend, grads, check_slots_.view().range((unread() - 1) * kFinitenessColumns, kFinitenessColumns));
   rows_.back().check = Check::on_device;
+}
+
+void StepLedger::drop_open_step() {
+  if (!open_) return;
+  rows_.pop_back();
+  open_ = false;
 }
 
 LossStats StepLedger::losses_now() {
@@ -105,6 +112,7 @@ std::vector<StepResult> StepLedger::read() {
     out.push_back(StepResult{r.step, row_losses(i, losses), finite});
   }
   rows_.clear();
+  known_failure_ = false;
   return out;
 }
 

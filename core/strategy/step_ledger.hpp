@@ -45,8 +45,12 @@ class StepLedger {
   // whether to apply the step before it updates.
   LossStats losses_now();
   void commit(int64_t step);
+  // Forgets the open row: the step did not complete (an exception left it).
+  void drop_open_step();
 
   int64_t unread() const { return static_cast<int64_t>(rows_.size()); }
+  // Whether an unread step is known on the host to be non-finite already.
+  bool holds_known_failure() const { return known_failure_; }
   // The committed steps since the last read, in order (one download per device).
   std::vector<StepResult> read();
 
@@ -63,14 +67,14 @@ class StepLedger {
     Backend* backend;
     Buffer slots;  // (kCapacity, 2)
   };
-  static constexpr int64_t kColumns = 16;
   LossStats row_losses(size_t row, const std::vector<std::vector<float>>& losses) const;
 
   std::vector<Source> sources_;
   Backend* check_backend_ = nullptr;
-  Buffer check_slots_;  // (kCapacity, kColumns) on check_backend_
+  Buffer check_slots_;  // (kCapacity, kFinitenessColumns) on check_backend_
   std::vector<Row> rows_;
   bool open_ = false;
+  bool known_failure_ = false;
 };
 
 }  // namespace distrain

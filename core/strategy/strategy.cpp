@@ -31,9 +31,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 void Strategy::train_step(const Batch& batch, const StepInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   ledger_.begin_step();
-  compute_gradients(batch, info);
-  times_.compute = seconds_since(t0);
-  reduce_check_update(info);
+  try {
+    compute_gradients(batch, info);
+    times_.compute = seconds_since(t0);
+    reduce_check_update(info);
+  } catch (...) {
+    ledger_.drop_open_step();
+    throw;
+  }
   ledger_.commit(info.step + 1);
   times_.update = seconds_since(t0) - times_.compute - times_.reduce;
 }
@@ -41,8 +46,10 @@ void Strategy::train_step(const Batch& batch, const StepInfo& info) {
 // The reduction, the check and the update, timed as reduce (with the check) and update.
 void Strategy::reduce_check_update(const StepInfo& info) {
   const auto t1 = std::chrono::steady_clock::now();
+  // On a GPU the check is read later, the loop stopping there if need be; on the CPU the
+  // figures are at hand, so the step is decided before its update as on the host path.
   const ReducedGradients on_device = reduced_gradients();
-  if (on_device.backend && !info.skip_nonfinite) {  // checked when read; the loop stops there if need be
+  if (on_device.backend && !on_device.grads.device.is_cpu() && !info.skip_nonfinite) {
     reduce_gradients();
     ledger_.check(*on_device.backend, on_device.grads);
     times_.reduce = seconds_since(t1);

@@ -127,20 +127,22 @@ class Strategy {
 
   // The whole step, queued: gradients, reduction, update. Its loss sums and finiteness
   // are read later (read_steps), so a GPU need not wait for the host. A step whose loss
-  // or reduced gradients are not finite is wrong: with info.skip_nonfinite, or where the
-  // gradients can only be checked on the host (reduced_gradients() empty), the strategy
-  // decides before the update and does not apply it (every replica and worker agrees, as
-  // the verdict comes from the losses of all and the reduced gradients, the same
-  // everywhere), and with info.skip_nonfinite undoes its effect on non-trainable state
-  // too, so that training can go on as if it never ran. Otherwise the update is applied
-  // and the step's read says it was not finite: the run must stop there, before anything
-  // saves the variables (StepLoop does).
+  // or reduced gradients are not finite is wrong. With info.skip_nonfinite, on the CPU, or
+  // where the gradients can only be checked on the host (reduced_gradients() empty), the
+  // strategy decides before the update and does not apply it (every replica and worker
+  // agrees, as the verdict comes from the losses of all and the reduced gradients, the
+  // same everywhere; unread_failure() says so at once), and with info.skip_nonfinite undoes
+  // its effect on non-trainable state too, so that training can go on as if it never ran.
+  // On a GPU otherwise, the update is applied and the step's read says it was not finite:
+  // the run must stop there, before anything saves the variables (StepLoop does).
   void train_step(const Batch& batch, const StepInfo& info);
   // The steps queued since the last read, in order, with their figures over every replica
   // of every worker: waits for the devices. Collective where workers are: every worker
   // reads after the same steps.
   std::vector<StepResult> read_steps();
   int64_t unread_steps() const { return ledger_.unread(); }
+  // Whether an unread step was already found non-finite as it ran (decided on the host).
+  bool unread_failure() const { return ledger_.holds_known_failure(); }
   // Loss and accuracy of model() on this process's share of a batch, summed over workers.
   virtual LossStats evaluate(const Batch& batch) = 0;
   // An epoch's training metrics over all workers, from this process's (strategies whose

@@ -74,7 +74,8 @@ void StepLoop::step(const Batch& batch, double lr) {
   ++state_.step;  // a skipped step's batch is used up too: a rerun goes on with the next, as this run does
   ++state_.batch_in_epoch;
   const bool read = observer_.needs_figures(state_) || state_.batch_in_epoch == plan_.batches_per_epoch ||
-                    state_.step == plan_.total_steps || strategy_.unread_steps() == StepLedger::kCapacity;
+                    state_.step == plan_.total_steps || strategy_.unread_steps() == StepLedger::kCapacity ||
+                    strategy_.unread_failure();  // reported (or counted as skipped) at once
   if (read) read_figures();
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   state_.epoch_seconds += dt;

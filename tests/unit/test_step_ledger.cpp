@@ -35,7 +35,8 @@ void write_losses(Tensor slot, float loss, float correct) { from_host({loss, cor
 // Steps of distinct batches drawn from a seed, so that each step's figures differ.
 class DrawnBatches final : public BatchSource {
  public:
-  DrawnBatches(int replicas, int64_t per_replica, int64_t steps) {
+  // poisoned: the 1-based step whose first image gets a NaN pixel (0: none).
+  DrawnBatches(int replicas, int64_t per_replica, int64_t steps, int64_t poisoned = 0) {
     for (int64_t s = 0; s < steps; ++s) {
       Batch b;
       b.index = s;
@@ -45,6 +46,7 @@ class DrawnBatches final : public BatchSource {
         slice.count = per_replica;
         slice.images = random_vector(static_cast<size_t>(per_replica * 36), static_cast<uint64_t>(100 * s + r), 0.0, 255.0);
         for (int64_t i = 0; i < per_replica; ++i) slice.labels.push_back(static_cast<int32_t>((s * 7 + r * 3 + i) % 10));
+        if (s + 1 == poisoned && r == 0) slice.images[7] = std::numeric_limits<float>::quiet_NaN();
         b.replicas.push_back(std::move(slice));
       }
       batches_.push_back(std::move(b));
@@ -69,13 +71,14 @@ class Recorder final : public StepObserver {
   }
   bool after_step(const TrainState&, const StepDone& step) override {
     reads += step.read;
+    ++steps;
     return false;
   }
   void end_epoch(const TrainState& state, double) override { epochs.push_back(state.epoch_stats); }
 
   std::vector<StepResult> results;
   std::vector<LossStats> epochs;
-  int reads = 0;
+  int reads = 0, steps = 0;
 
  private:
   bool every_step_;
@@ -257,6 +260,26 @@ TEST_CASE("cuda: the step ledger's finiteness check on the device, read later") 
     CHECK(got[i].finite == (i % 2 == 0));
     CHECK(got[i].stats.loss_sum == 0.5);
     CHECK(got[i].stats.correct == 1);
+  }
+}
+
+TEST_CASE("a step decided non-finite as it ran (CPU, zero) stops the loop at once, not at the next read") {
+  for (const auto& [name, devices, replicas] : {std::tuple{"one_device", "\"cpu:0\"", 1},
+                                                {"zero", "\"cpu:0\", \"cpu:1\"", 2}}) {
+    CAPTURE(name);
+    const Recipe recipe = parse_recipe(loop_recipe(name, devices), "ledger.toml");
+    auto strategy = make_strategy(recipe);
+    strategy->model_state().initialize(recipe.seed);
+    strategy->sync_replicas();
+    LoopPlan plan;
+    plan.batches_per_epoch = plan.total_steps = 20;
+    DrawnBatches batches(replicas, 4, 20, 5);
+    const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, 4 * replicas, plan.total_steps);
+    Recorder lazy(false);
+    CHECK_THROWS_WITH_AS(StepLoop(*strategy, batches, plan, schedule, lazy).run(TrainState{}),
+                         doctest::Contains("step 5: the gradients are not finite"), UserError);
+    CHECK(lazy.steps == 4);
+    CHECK(lazy.results.size() == 4);
   }
 }
 
