@@ -12,7 +12,7 @@
 #   tests     the CUDA unit tests (parity with the CPU, logical devices, NCCL with one rank)
 #   train     the default recipe on cuda:0 and the GPU recipe, per-epoch metrics and time
 #             to 91%; the last checkpoint evaluated on the CPU
-#   bench     distrain bench on cuda:0 at batch 64, 512 and 4096
+#   bench     distrain bench on cuda:0 at batch 64, 512 and 4096, figures read every 16 steps and every step
 #   profile   bench --profile on cuda:0 at batch 64 and 4096 (profile.txt)
 #   refs      PyTorch eager, torch.compile(mode="reduce-overhead") and JAX jit, same batches
 #   cpu       mirrored and multi_worker_mirrored (the bundle's bin/mpirun) on 1, 2, 4, 8
@@ -79,10 +79,15 @@ part_train() {
   timeout 120 "$exe" eval --ckpt "$ckpt" --data "$data" >>"$out/train.txt" 2>&1
   echo "eval exit $?" >>"$out/train.txt"
 }
+# Each size twice: the figures read every 16 steps (the default on a GPU, as training
+# reads them) and after every step (each step waiting for the device, as before the
+# step ledger), side by side in one command.
 part_bench() {
   for batch in $batches; do
-    timeout 120 "$exe" bench $recipe "${on_gpu[@]}" --set strategy.per_replica_batch=$batch \
-      --steps 200 --warmup 30 --json >>"$results" 2>>"$errors"
+    for every in 16 1; do
+      timeout 120 "$exe" bench $recipe "${on_gpu[@]}" --set strategy.per_replica_batch=$batch \
+        --steps 200 --warmup 30 --read-every $every --json >>"$results" 2>>"$errors"
+    done
   done
 }
 # Where a step's time goes on the GPU (each layer followed by a stream sync).

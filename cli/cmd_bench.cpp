@@ -38,6 +38,7 @@ struct Args {
   std::string recipe, strategy, replicas, mode = "weak", csv, svg;
   std::vector<std::string> overrides;
   int64_t steps = 50, warmup = 5;
+  int64_t read_every = 0;  // 0: kGpuReadEvery on a GPU, 1 on the CPU
   bool json = false;
   bool profile = false;
 };
@@ -46,7 +47,7 @@ struct Measured {
   MemoryUse memory;  // per replica
   std::string strategy;
   int replicas = 1, threads = 1;
-  int64_t global_batch = 0, steps = 0;
+  int64_t global_batch = 0, steps = 0, read_every = 1;
   double images_per_sec = 0, min_ms = 0, median_ms = 0, max_ms = 0, comm_share = 0;
   // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
   double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
@@ -127,7 +128,7 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
 
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
 // loop on a synthetic batch.
-Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank, bool profile = false) {
+Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
   rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing
@@ -153,14 +154,14 @@ Measured measure(const Recipe& recipe, int64_t steps, int64_t warmup, int& rank,
     m.pipeline = fmt::format("{} stages, {} micro-batch(es), schedule {}", s.mesh_pipeline, s.micro_batches, s.schedule);
   Backend& first_device = strategy->model().params().backend();
   LayerClock clock(strategy->model().layers().size(), [&first_device] { first_device.synchronize(); });
-  const bool timed = profile && why_not_profiled(*strategy).empty();
+  const bool timed = a.profile && why_not_profiled(*strategy).empty();
   // A GPU runs ahead of the host as in training (figures read every kGpuReadEvery steps);
   // a CPU step is done when its calls return, so each is timed alone. A profile syncs anyway.
-  const int64_t read_every = timed || first_device.device().is_cpu() ? 1 : kGpuReadEvery;
+  m.read_every = a.read_every ? a.read_every : timed || first_device.device().is_cpu() ? 1 : kGpuReadEvery;
   const std::vector<StepTime> times =
-      time_steps(recipe, *strategy, batch, TimingPlan{warmup, steps, read_every}, timed ? &clock : nullptr);
-  take_figures(times, warmup, m);
-  if (profile) m.profile = profile_steps(*strategy, times, warmup);
+      time_steps(recipe, *strategy, batch, TimingPlan{a.warmup, a.steps, m.read_every}, timed ? &clock : nullptr);
+  take_figures(times, a.warmup, m);
+  if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
 
@@ -174,6 +175,7 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
           {"step_ms", {{"min", m.min_ms}, {"median", m.median_ms}, {"max", m.max_ms}}},
           {"comm_share", m.comm_share},
           {"steps", m.steps},
+          {"read_every", m.read_every},
           {"sent_per_step",
            {{"data_bytes", m.data_bytes},
             {"data_collectives", m.data_collectives},
@@ -205,6 +207,7 @@ Measured measured_from_json(const Json& j) {
   m.max_ms = j.at("step_ms").at("max").get<double>();
   m.comm_share = j.at("comm_share").get<double>();
   m.steps = j.at("steps").get<int64_t>();
+  m.read_every = j.at("read_every").get<int64_t>();
   const Json& sent = j.at("sent_per_step");
   m.data_bytes = sent.at("data_bytes").get<double>();
   m.data_collectives = sent.at("data_collectives").get<double>();
@@ -264,7 +267,9 @@ Measured measure_with_mpirun(const Args& a, const std::vector<std::string>& over
   std::string cmd = fmt::format("OMP_NUM_THREADS={} mpirun {}--oversubscribe --bind-to none -np {} {} bench {}", threads,
                                 ::geteuid() == 0 ? "--allow-run-as-root " : "", n, shell_quote(self_path()), shell_quote(a.recipe));
   for (const auto& o : overrides) cmd += " --set " + shell_quote(o);
-  cmd += fmt::format(" --steps {} --warmup {} --json 2>&1", a.steps, a.warmup);
+  cmd += fmt::format(" --steps {} --warmup {}", a.steps, a.warmup);
+  if (a.read_every) cmd += fmt::format(" --read-every {}", a.read_every);
+  cmd += " --json 2>&1";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   DT_CHECK(p, "cannot run {}", cmd);
   std::string out;
@@ -323,7 +328,7 @@ std::vector<ScalingPoint> scaling_points(const Args& a, const std::string& name,
     const std::vector<std::string> o = point_overrides(a, name, base_batch, counts.front(), n);
     int rank = 0;
     const Measured m = name == "multi_worker_mirrored" ? measure_with_mpirun(a, o, n)
-                                                       : measure(load_recipe(a.recipe, o), a.steps, a.warmup, rank);
+                                                       : measure(load_recipe(a.recipe, o), a, rank);
     points.push_back(ScalingPoint{n, m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share});
   }
   for (auto& p : points) {
@@ -422,8 +427,9 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
     fmt::print("{}\n", dump_line(j));
     return;
   }
-  fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up\n", recipe_name, m.replicas, m.strategy,
-             m.global_batch, m.steps, warmup);
+  fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up{}\n", recipe_name, m.replicas,
+             m.strategy, m.global_batch, m.steps, warmup,
+             m.read_every > 1 ? fmt::format(", figures read every {} steps", m.read_every) : "");
   fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
              m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
@@ -447,6 +453,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--read-every", a->read_every,
+                  "Read the steps' figures every N timed steps, each step of the N timed at their mean "
+                  "(default: 16 on a GPU, which runs ahead of the host meanwhile, as in training; 1 on the CPU)")
+      ->check(CLI::Range(int64_t{1}, StepLedger::kCapacity));
   cmd->add_flag("--json", a->json, "Print JSON: one object, or a list of points with --replicas");
   cmd->add_option("--csv", a->csv, "Write the scaling points as CSV");
   cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
@@ -461,7 +471,7 @@ void register_bench(CLI::App& app) {
     }
     const Recipe recipe = load_recipe(a->recipe, a->overrides);
     int rank = 0;
-    const Measured m = measure(recipe, a->steps, a->warmup, rank, a->profile);
+    const Measured m = measure(recipe, *a, rank);
     if (rank == 0) print_point(m, recipe.name, a->warmup, a->json);  // under mpirun, worker 0 reports
   });
 }

@@ -198,6 +198,11 @@ train_eval)
   "$distrain" bench "$tiny" --steps 5 --warmup 1 --json >"$work/bench.json"
   json_true 'J[0]["images_per_sec"] > 0 and J[0]["step_ms"]["min"] <= J[0]["step_ms"]["median"] and J[0]["global_batch"] == 32' "$work/bench.json" &&
     ok "bench --json" || bad "bench --json: $(cat "$work/bench.json")"
+  "$distrain" bench "$tiny" --steps 8 --warmup 1 --read-every 4 >"$work/bench_windows.log" 2>&1 &&
+    grep -q "8 timed steps after 1 warm-up, figures read every 4 steps" "$work/bench_windows.log" &&
+    ok "bench --read-every reads the figures in windows" || bad "bench --read-every: $(cat "$work/bench_windows.log")"
+  "$distrain" bench "$tiny" --read-every 0 >"$work/out" 2>"$work/err"
+  [ $? -ne 0 ] && grep -q "read-every" "$work/err" && ok "bench --read-every 0 is refused" || bad "bench --read-every 0: $(cat "$work/err")"
   "$distrain" check "$tiny" | grep -q "global batch 32" && ok "check prints the plan" || bad "check"
   "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' >"$work/check2.log"
   grep -q "2 replica(s) x 32 per replica = global batch 64" "$work/check2.log" && grep -q "0.002 = 0.001 x linear rule for global batch 64 / base batch 32" "$work/check2.log" &&
@@ -216,7 +221,7 @@ train_eval)
   cat >fake/mpirun <<'SH'
 #!/bin/sh
 echo "a launcher notice"
-echo '{"recipe":"tiny","strategy":"multi_worker_mirrored","replicas":2,"global_batch":64,"threads":1,"images_per_sec":1234.5,"step_ms":{"min":1,"median":2,"max":3},"comm_share":0.25,"steps":3,"sent_per_step":{"data_bytes":10,"data_collectives":1,"tensor_bytes":0,"theory":"all_reduce: 2(N-1)/N x G","theory_bytes":10},"memory_per_replica":{"parameters":1,"gradients":1,"optimizer":1,"activations":1}}'
+echo '{"recipe":"tiny","strategy":"multi_worker_mirrored","replicas":2,"global_batch":64,"threads":1,"images_per_sec":1234.5,"step_ms":{"min":1,"median":2,"max":3},"comm_share":0.25,"steps":3,"read_every":1,"sent_per_step":{"data_bytes":10,"data_collectives":1,"tensor_bytes":0,"theory":"all_reduce: 2(N-1)/N x G","theory_bytes":10},"memory_per_replica":{"parameters":1,"gradients":1,"optimizer":1,"activations":1}}'
 echo "[rank 1] a last word"
 SH
   chmod +x fake/mpirun
