@@ -192,6 +192,15 @@ TEST_CASE("cuda parity: conv2d valid, same, same with stride 2 (asymmetric paddi
       gop->backward_weights(x.gv(), dy.gv(), Tensor{}, dw.gv(), s.bias ? db.gv() : no_bias);
       check_pair(dw, "backward weights (accumulated)");
       if (s.bias) check_pair(db, "bias gradient (accumulated)");
+      if (!s.relu) continue;
+      // A layer without an input gradient gives the op its fused ReLU's output, and the op
+      // masks dy itself (dy is spent afterwards; only the weights' gradients compare).
+      Pair dy_pre(Shape{n, s.out_h, s.out_w, s.out_c}, 38), dw_masked(Shape{s.kernel_h, s.kernel_w, s.in_c, s.out_c}, 39),
+          db_masked(Shape{s.out_c}, 40);
+      cop->backward_weights(x.cv(), dy_pre.cv(), y.cv(), dw_masked.cv(), db_masked.cv());
+      gop->backward_weights(x.gv(), dy_pre.gv(), y.gv(), dw_masked.gv(), db_masked.gv());
+      check_pair(dw_masked, "backward weights through the fused ReLU's mask");
+      check_pair(db_masked, "bias gradient through the fused ReLU's mask");
     }
   }
   unsetenv("DISTRAIN_CUDA_FILTER_GRAD");
@@ -219,6 +228,33 @@ TEST_CASE("cuda parity: max and average pooling with padding and overlapping win
     cop->backward(dy.cv(), dx.cv());
     gop->backward(dy.gv(), dx.gv());
     check_pair(dx, "backward");
+  }
+}
+
+// Ties go to a window's first cell and a window of -inf still has a winner, on both
+// devices: the outputs and the routed gradients are equal, not merely close.
+TEST_CASE("cuda parity: max pooling with ties and windows of -inf") {
+  SKIP_WITHOUT_GPU();
+  for (const Pool2DSpec& s : {Pool2DSpec{PoolKind::max, 8, 8, 3, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0},
+                              Pool2DSpec{PoolKind::max, 9, 9, 2, 4, 4, 3, 3, 2, 2, 0, 0, 0, 0}}) {
+    INFO("kernel " << s.kernel_h << " stride " << s.stride_h);
+    const int64_t n = 2;
+    std::vector<float> values = random_vector(static_cast<size_t>(n * s.in_h * s.in_w * s.channels), 44, 0.0, 2.0);
+    for (float& v : values) v = std::floor(v);  // 0 or 1: ties everywhere
+    for (int64_t r = 0; r < 3; ++r)             // the first image's top-left window, every channel: -inf
+      for (int64_t c = 0; c < 3 * s.channels; ++c) values[static_cast<size_t>(r * s.in_w * s.channels + c)] = -INFINITY;
+    Pair x(Shape{n, s.in_h, s.in_w, s.channels}, values), y(Shape{n, s.out_h, s.out_w, s.channels}, 45),
+        dy(Shape{n, s.out_h, s.out_w, s.channels}, 46), dx(Shape{n, s.in_h, s.in_w, s.channels}, 47);
+    auto cop = cpu().make_pool2d(s);
+    auto gop = gpu().make_pool2d(s);
+    cop->forward(x.cv(), y.cv(), true);
+    gop->forward(x.gv(), y.gv(), true);
+    CHECK(to_host(y.cv()) == from_gpu(y.gv()));
+    CHECK(std::isinf(to_host(y.cv())[0]));
+    cop->backward(dy.cv(), dx.cv());
+    gop->backward(dy.gv(), dx.gv());
+    check_pair(dx, "backward");
+    if (s.kernel_h == s.stride_h) CHECK(to_host(dx.cv()) == from_gpu(dx.gv()));  // each cell gets one window's gradient
   }
 }
 

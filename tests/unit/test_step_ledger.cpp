@@ -2,6 +2,7 @@
 // once. Reading them after every step or only when the ledger is full or an epoch ends
 // must change nothing: not a figure, not a weight; a non-finite step is still named and
 // never saved.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -221,6 +222,25 @@ void check_read_patterns(const std::string& name, const std::string& devices, in
 }
 
 }  // namespace
+
+TEST_CASE("finiteness sums: any NaN or infinity makes a column's sum non-finite; 16 columns, or 1") {
+  for (const int64_t n : {48, 47, 16, 5, 0}) {
+    CAPTURE(n);
+    for (const int64_t bad : {int64_t{-1}, n - 1, n / 2}) {
+      if (bad >= n) continue;
+      CAPTURE(bad);
+      std::vector<float> v = random_vector(static_cast<size_t>(n), 7, -1e30, 1e30);
+      if (bad >= 0) v[static_cast<size_t>(bad)] = bad % 2 ? std::numeric_limits<float>::quiet_NaN() : -INFINITY;
+      std::vector<float> sums(kFinitenessColumns, 99.0f);
+      finiteness_sums(cpu(), host_tensor(v.data(), n), host_tensor(sums.data(), kFinitenessColumns));
+      const bool finite = std::all_of(sums.begin(), sums.end(), [](float x) { return std::isfinite(x); });
+      CHECK(finite == (bad < 0));
+      CHECK(finite == all_finite(cpu(), host_tensor(v.data(), n)));
+      if (n % kFinitenessColumns != 0)
+        for (size_t c = 1; c < sums.size(); ++c) CHECK(sums[c] == 0.0f);  // one column used, the rest cleared
+    }
+  }
+}
 
 TEST_CASE("reading step figures every step or only at a full ledger and epoch ends gives the same figures and weights") {
   check_read_patterns("one_device", "\"cpu:0\"", 1);
