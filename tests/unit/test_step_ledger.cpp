@@ -223,7 +223,7 @@ void check_read_patterns(const std::string& name, const std::string& devices, in
 
 }  // namespace
 
-TEST_CASE("finiteness sums: any NaN or infinity makes a column's sum non-finite; 16 columns, or 1") {
+TEST_CASE("finiteness sums: any NaN or infinity makes a column's sum non-finite, in 16 columns or 1") {
   for (const int64_t n : {48, 47, 16, 5, 0}) {
     CAPTURE(n);
     for (const int64_t bad : {int64_t{-1}, n - 1, n / 2}) {
