@@ -45,7 +45,6 @@ class CentralStorage final : public MultiReplicaStrategy {
     }
   }
 
-  bool gradients_finite() override { return all_finite(host_, grads_.view()); }
   ReducedGradients reduced_gradients() override { return {&host_, grads_.view()}; }
 
   void apply_update(const StepInfo& info) override {

@@ -105,10 +105,6 @@ void MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo&
   });
 }
 
-bool MultiReplicaStrategy::gradients_finite() {
-  return all_finite(replica(0).backend(), replica(0).model().params().grads());
-}
-
 MultiReplicaStrategy::ReducedGradients MultiReplicaStrategy::reduced_gradients() {
   return {&replica(0).backend(), replica(0).model().params().grads()};
 }

@@ -48,7 +48,6 @@ class MultiReplicaStrategy : public Strategy {
   void discard_step() override;
   // Replica 0's gradient arena, which the reduction made every replica's (strategies that
   // reduce elsewhere say where).
-  bool gradients_finite() override;
   ReducedGradients reduced_gradients() override;
   bool finite_on_every_worker(bool local) override { return !max_over_workers(local ? 0 : 1); }
   void sum_steps_over_workers(std::vector<StepResult>& steps) override {

@@ -40,7 +40,6 @@ class OneDevice final : public Strategy {
                               ledger().loss_slot(0, slice.count));
   }
   void reduce_gradients() override {}  // one replica: its gradients are the global ones
-  bool gradients_finite() override { return all_finite(replica_.backend(), replica_.model().params().grads()); }
   ReducedGradients reduced_gradients() override { return {&replica_.backend(), replica_.model().params().grads()}; }
   void discard_step() override { replica_.restore_state(); }
   void apply_update(const StepInfo& info) override {

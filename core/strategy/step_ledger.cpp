@@ -15,7 +15,7 @@ int StepLedger::add_source(Backend& backend) {
 
 void StepLedger::begin_step() {
   DT_CHECK(!open_ && unread() < kCapacity, "a step ledger with {} unread steps{}", unread(), open_ ? " and one open" : "");
-  rows_.push_back(Row{0, std::vector<int64_t>(sources_.size(), 0), false, {}, Check::none});
+  rows_.push_back(Row{0, std::vector<int64_t>(sources_.size(), 0), std::nullopt, Check::none});
   open_ = true;
 }
 
@@ -29,14 +29,16 @@ Tensor StepLedger::loss_slot(int source, int64_t examples) {
 
 void StepLedger::record_losses(const LossStats& stats) {
   DT_CHECK(open_, "losses recorded outside a step");
-  rows_.back().host_losses = true;
-  rows_.back().losses = stats;
+  rows_.back().host_losses = stats;
 }
 
 void StepLedger::check(bool finite) {
   DT_CHECK(open_, "a check outside a step");
   rows_.back().check = finite ? Check::finite : Check::not_finite;
-  known_failure_ = known_failure_ || !finite;
+}
+
+bool StepLedger::holds_known_failure() const {
+  return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.check == Check::not_finite; });
 }
 
 void StepLedger::check(Backend& backend, const Tensor& grads) {
@@ -56,35 +58,32 @@ void StepLedger::drop_open_step() {
   open_ = false;
 }
 
+// In source order, as float32 values widened: the sums each replica's kernel made.
+template <class PairOf>
+LossStats StepLedger::row_losses(const Row& row, PairOf pair) {
+  if (row.host_losses) return *row.host_losses;
+  LossStats total;
+  for (size_t s = 0; s < row.examples.size(); ++s)
+    if (row.examples[s] > 0) {
+      const float* v = pair(s);
+      total += LossStats{v[0], static_cast<int64_t>(v[1]), row.examples[s]};
+    }
+  return total;
+}
+
 LossStats StepLedger::losses_now() {
   DT_CHECK(open_, "losses read outside a step");
-  const Row& row = rows_.back();
-  if (row.host_losses) return row.losses;
-  LossStats total;
-  for (size_t s = 0; s < sources_.size(); ++s) {
-    if (row.examples[s] == 0) continue;
-    float v[2];
+  float v[2];
+  return row_losses(rows_.back(), [&](size_t s) {
     sources_[s].backend->download(sources_[s].slots.view().range((unread() - 1) * 2, 2), v);
-    total += LossStats{v[0], static_cast<int64_t>(v[1]), row.examples[s]};
-  }
-  return total;
+    return v;
+  });
 }
 
 void StepLedger::commit(int64_t step) {
   DT_CHECK(open_ && rows_.back().check != Check::none, "step {} committed {}", step, open_ ? "unchecked" : "twice");
   rows_.back().step = step;
   open_ = false;
-}
-
-// In source order, as float32 values widened: the sums each replica's kernel made.
-LossStats StepLedger::row_losses(size_t row, const std::vector<std::vector<float>>& losses) const {
-  const Row& r = rows_[row];
-  if (r.host_losses) return r.losses;
-  LossStats total;
-  for (size_t s = 0; s < sources_.size(); ++s)
-    if (r.examples[s] > 0)
-      total += LossStats{losses[s][2 * row], static_cast<int64_t>(losses[s][2 * row + 1]), r.examples[s]};
-  return total;
 }
 
 std::vector<StepResult> StepLedger::read() {
@@ -109,10 +108,9 @@ std::vector<StepResult> StepLedger::read() {
       const auto first = sums.begin() + static_cast<int64_t>(i) * kFinitenessColumns;
       finite = std::all_of(first, first + kFinitenessColumns, [](float x) { return std::isfinite(x); });
     }
-    out.push_back(StepResult{r.step, row_losses(i, losses), finite});
+    out.push_back(StepResult{r.step, row_losses(r, [&](size_t s) { return &losses[s][2 * i]; }), finite});
   }
   rows_.clear();
-  known_failure_ = false;
   return out;
 }
 

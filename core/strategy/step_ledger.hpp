@@ -6,6 +6,7 @@
 // host has at once (a strategy that reduces through the host) are recorded as they are.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/model/loss.hpp"
@@ -50,7 +51,7 @@ class StepLedger {
 
   int64_t unread() const { return static_cast<int64_t>(rows_.size()); }
   // Whether an unread step is known on the host to be non-finite already.
-  bool holds_known_failure() const { return known_failure_; }
+  bool holds_known_failure() const;
   // The committed steps since the last read, in order (one download per device).
   std::vector<StepResult> read();
 
@@ -58,23 +59,24 @@ class StepLedger {
   enum class Check { none, finite, not_finite, on_device };
   struct Row {
     int64_t step = 0;
-    std::vector<int64_t> examples;  // per source
-    bool host_losses = false;
-    LossStats losses;  // with host_losses
+    std::vector<int64_t> examples;        // per source
+    std::optional<LossStats> host_losses;  // recorded instead of slots
     Check check = Check::none;
   };
   struct Source {
     Backend* backend;
     Buffer slots;  // (kCapacity, 2)
   };
-  LossStats row_losses(size_t row, const std::vector<std::vector<float>>& losses) const;
+  // The row's losses: recorded, or its sources' slots in source order, pair(s) pointing at
+  // source s's two values (read to the host).
+  template <class PairOf>
+  static LossStats row_losses(const Row& row, PairOf pair);
 
   std::vector<Source> sources_;
   Backend* check_backend_ = nullptr;
   Buffer check_slots_;  // (kCapacity, kFinitenessColumns) on check_backend_
   std::vector<Row> rows_;
   bool open_ = false;
-  bool known_failure_ = false;
 };
 
 }  // namespace distrain

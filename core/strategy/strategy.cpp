@@ -67,6 +67,12 @@ void Strategy::reduce_check_update(const StepInfo& info) {
   else if (info.skip_nonfinite) discard_step();
 }
 
+bool Strategy::gradients_finite() {
+  const ReducedGradients g = reduced_gradients();
+  DT_CHECK(g.backend, "strategy {} neither checks its gradients nor says where they are", name());
+  return all_finite(*g.backend, g.grads);
+}
+
 std::vector<StepResult> Strategy::read_steps() {
   std::vector<StepResult> steps = ledger_.read();
   sum_steps_over_workers(steps);

@@ -171,17 +171,17 @@ class Strategy {
   virtual void compute_gradients(const Batch& batch, const StepInfo& info) = 0;
   virtual void reduce_gradients() = 0;
   virtual void apply_update(const StepInfo& info) = 0;
-  // Whether the reduced gradients are all finite, decided now on the host: the same answer
-  // on every replica and worker.
-  virtual bool gradients_finite() = 0;
-  // The reduced gradients where they can be checked without waiting, the same on every
-  // replica and worker (one arena on one device); empty (no backend) where only
-  // gradients_finite() can tell (sharded, or reduced through the host).
+  // The reduced gradients, the same on every replica and worker (one arena on one
+  // device), where they can be checked without waiting; empty (no backend) where only
+  // gradients_finite() can tell (sharded, or pushed to servers).
   struct ReducedGradients {
     Backend* backend = nullptr;
     Tensor grads;
   };
   virtual ReducedGradients reduced_gradients() { return {}; }
+  // Whether the reduced gradients are all finite, decided now on the host: the same answer
+  // on every replica and worker. By default a scan of reduced_gradients().
+  virtual bool gradients_finite();
   // Whether a step's losses are finite on every worker, from this process's verdict.
   virtual bool finite_on_every_worker(bool local) { return local; }
   // Turns this process's figures of `steps` (read from the ledger) into sums over every
