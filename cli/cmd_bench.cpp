@@ -20,6 +20,7 @@
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
 #include "core/base/rng.hpp"
+#include "core/base/stop_signal.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
@@ -270,7 +271,11 @@ Measured measure_with_mpirun(const Args& a, const std::vector<std::string>& over
   cmd += fmt::format(" --steps {} --warmup {}", a.steps, a.warmup);
   if (a.read_every) cmd += fmt::format(" --read-every {}", a.read_every);
   cmd += " --json 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
+  std::FILE* p = nullptr;
+  {
+    const StopSignalsUnblocked for_the_child;  // mpirun and its ranks must stop on SIGTERM and Ctrl-C
+    p = ::popen(cmd.c_str(), "r");
+  }
   DT_CHECK(p, "cannot run {}", cmd);
   std::string out;
   char buf[4096];

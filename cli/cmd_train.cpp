@@ -46,7 +46,7 @@ void register_train(CLI::App& app) {
     const Recipe recipe = load_recipe(*recipe_path, *overrides);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
-    install_stop_handlers();
+    enable_graceful_stop();
     const TrainSummary s = train(recipe, *options);
     if (s.served) {
       fmt::print("[server {}] {} updates of {} parameters; workers were at most {} step(s) apart\n", s.served->server,

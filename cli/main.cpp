@@ -8,10 +8,14 @@
 
 #include "cli/commands.hpp"
 #include "core/base/error.hpp"
+#include "core/base/h5_id.hpp"
 #include "core/base/log.hpp"
+#include "core/base/stop_signal.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 int main(int argc, char** argv) {
+  distrain::start_signal_watcher();  // before any thread: every later one inherits the blocked stop signals
+  distrain::quiet_hdf5();            // before any other HDF5 call
   CLI::App app{"distrain: train neural networks from TOML recipes on one device or many"};
   app.set_version_flag("--version", std::string("distrain ") + DISTRAIN_VERSION);
   app.require_subcommand(1);

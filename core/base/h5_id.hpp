@@ -25,8 +25,14 @@ class H5Id {
   herr_t (*close_)(hid_t);
 };
 
+// Also keeps HDF5 from closing files at exit. A write that fails on a full disk makes
+// H5Fclose fail half-way: HDF5 1.10 frees the file but keeps its id, and its exit handler
+// then closed the freed file again (SIGSEGV after the error was reported). Every file is
+// closed by its H5Id, so nothing is left for that handler. main calls this before any other
+// HDF5 call (H5dont_atexit has no effect after one).
 inline void quiet_hdf5() {
   static const bool once = [] {
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();

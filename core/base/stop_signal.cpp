@@ -1,44 +1,70 @@
 #include "core/base/stop_signal.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
+#include <thread>
 
 namespace distrain {
 
 namespace {
 
-// Written by the handler on whichever thread the signal lands, read by the training
-// thread: a lock-free atomic is both async-signal-safe and free of data races.
+std::atomic<bool> graceful{false};
 std::atomic<int> caught{0};
-static_assert(std::atomic<int>::is_always_lock_free);
+sigset_t watched;  // written once by start_signal_watcher, before the watcher starts
 
-void on_stop_signal(int sig) {
-  int none = 0;
-  if (caught.compare_exchange_strong(none, sig)) return;
-  // The second one: the default action (termination) now, as if no handler were installed.
-  // The signal is blocked while its handler runs, so it is delivered as the handler returns.
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+bool ignored_at_start(int sig) {
+  struct sigaction current {};
+  sigaction(sig, nullptr, &current);
+  return current.sa_handler == SIG_IGN;
 }
 
-// A signal ignored when we start stays ignored: a shell starts background jobs with
-// SIGINT ignored, so that Ctrl-C reaches only the foreground one.
-void handle_unless_ignored(int sig) {
-  struct sigaction action {}, previous {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // reads and writes in flight go on instead of failing with EINTR
-  sigaction(sig, &action, &previous);
-  if (previous.sa_handler == SIG_IGN) sigaction(sig, &previous, nullptr);
+// The default action (termination by the signal) from the watcher: unblocked in this thread
+// and raised here, the signal ends the whole process with status 128 + sig.
+[[noreturn]] void terminate_by(int sig) {
+  std::signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  std::raise(sig);
+  _exit(128 + sig);  // not reached: the default action of SIGTERM and SIGINT terminates
+}
+
+void watch() {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&watched, &sig) != 0) continue;
+    int none = 0;
+    if (graceful.load() && caught.compare_exchange_strong(none, sig)) continue;
+    terminate_by(sig);
+  }
 }
 
 }  // namespace
 
-void install_stop_handlers() {
-  handle_unless_ignored(SIGTERM);
-  handle_unless_ignored(SIGINT);
+void start_signal_watcher() {
+  sigemptyset(&watched);
+  for (int sig : {SIGTERM, SIGINT})
+    if (!ignored_at_start(sig)) sigaddset(&watched, sig);
+  pthread_sigmask(SIG_BLOCK, &watched, nullptr);
+  std::thread watcher(watch);
+  pthread_setname_np(watcher.native_handle(), "dt-signals");  // found by name in tests and debuggers
+  watcher.detach();
 }
 
+void enable_graceful_stop() { graceful.store(true); }
+
 int stop_signal() { return caught.load(); }
+
+StopSignalsUnblocked::StopSignalsUnblocked() {
+  unblocked_ = pthread_sigmask(SIG_UNBLOCK, &watched, nullptr) == 0;
+}
+
+StopSignalsUnblocked::~StopSignalsUnblocked() {
+  if (unblocked_) pthread_sigmask(SIG_BLOCK, &watched, nullptr);
+}
 
 }  // namespace distrain

@@ -221,6 +221,11 @@ int64_t checkpoint_bytes(ModelState& model, OptimizerState& optimizer, const std
 // file still held its share) tell a full disk apart. Otherwise rethrows what was thrown.
 [[noreturn]] void explain_save_failure(const std::string& path, int err, int64_t needed, int64_t free_before) {
   const fs::path dir = fs::path(path).parent_path();
+  if (err == ENOSPC && free_before >= needed)  // bytes to spare: the file system has no file (inode) left
+    throw UserError(fmt::format("{}: not saved: the disk is full: no file can be created in {} (no free inodes; see df -i), "
+                                "though {} are free; free some files or choose another run folder with --run-dir; "
+                                "earlier checkpoints are kept",
+                                path, dir.empty() ? "." : dir.string(), format_bytes(free_before)));
   if (err == ENOSPC || err == EDQUOT || (free_before >= 0 && free_before < needed))
     throw UserError(fmt::format("{}: not saved: the disk is full (a checkpoint needs about {}, {} free in {}); free space "
                                 "or choose another run folder with --run-dir; earlier checkpoints are kept",
@@ -230,6 +235,14 @@ int64_t checkpoint_bytes(ModelState& model, OptimizerState& optimizer, const std
     throw UserError(fmt::format("{}: not saved: {}; make the run folder writable or choose another with --run-dir", path,
                                 std::strerror(err)));
   throw;
+}
+
+// Never leaves the disk full: emptied first, the file gives its space back even where a
+// failed HDF5 close still holds it open.
+void discard_partial_save(const std::string& tmp) {
+  ::truncate(tmp.c_str(), 0);
+  std::error_code ignored;
+  fs::remove(tmp, ignored);
 }
 
 // A checkpoint is what a run resumes from, and rotation deletes older ones for it: one
@@ -245,7 +258,7 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
                            const TrainState& state, const std::string& recipe_text) {
   const ParamArena& arena = model.layout();
   H5Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  DT_USER_CHECK(f.ok(), "{}: cannot create (is the folder writable?)", tmp);
+  if (!f.ok()) throw std::system_error(errno, std::generic_category(), tmp + ": cannot create");  // explained by the caller
   write_attr_str(f, "format", kFormat);
   write_attr_i64(f, "format_version", kFormatVersion);
   write_attr_i64(f, "step", state.step);
@@ -317,14 +330,17 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
     write_checkpoint_file(path, tmp, model, optimizer, state, recipe_text);
     if (const int err = fsync_path(tmp, O_RDONLY)) throw std::system_error(err, std::generic_category(), "fsync " + tmp);
     fs::rename(tmp, path);
-  } catch (const UserError&) {  // not finite, or the file could not be created: already explained
-    fs::remove(tmp);
+  } catch (const UserError&) {  // not finite: already explained
+    discard_partial_save(tmp);
     throw;
-  } catch (...) {
+  } catch (const std::system_error& e) {  // creating, syncing or renaming: the error says why
+    const int64_t free_before = free_bytes(dir);
+    discard_partial_save(tmp);
+    explain_save_failure(path, e.code().value(), checkpoint_bytes(model, optimizer, recipe_text), free_before);
+  } catch (...) {  // a failed HDF5 write leaves only errno
     const int err = errno;
     const int64_t free_before = free_bytes(dir);
-    std::error_code ignored;
-    fs::remove(tmp, ignored);  // never leave the disk full
+    discard_partial_save(tmp);
     explain_save_failure(path, err, checkpoint_bytes(model, optimizer, recipe_text), free_before);
   }
   fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);

@@ -213,7 +213,10 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
   s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
   s.timeout_seconds = c.get_float("timeout_seconds", 300.0);
-  if (s.timeout_seconds < 0) c.fail("timeout_seconds", "must be >= 0 (0 = wait forever)");
+  // Deadlines are int64 nanoseconds from now: a year is far inside them, and far beyond any collective.
+  if (!(s.timeout_seconds >= 0 && s.timeout_seconds <= StrategySpec::kMaxTimeoutSeconds))
+    c.fail("timeout_seconds", fmt::format("must be between 0 (wait forever) and {:.0f} (a year), got {}",
+                                          StrategySpec::kMaxTimeoutSeconds, s.timeout_seconds));
   s.per_replica_batch = c.get_int("per_replica_batch", 64);
   // Bounded so that a global batch (times replicas) and batch arithmetic stay inside int64.
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));

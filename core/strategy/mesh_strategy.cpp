@@ -61,6 +61,14 @@ class MeshOptimizerState final : public OptimizerState {
   MeshStrategy& m_;
 };
 
+// The world with the job's timeout already set: the mesh's axis communicators split from it
+// copy it, so that a stopped rank ends a tensor or pipeline exchange as it ends the world's.
+std::unique_ptr<MpiCommunicator> world_with_timeout(double seconds) {
+  auto world = std::make_unique<MpiCommunicator>();
+  world->set_timeout(seconds);
+  return world;
+}
+
 MeshShape shape_of(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
@@ -79,9 +87,8 @@ ModelSeams data_axis_seams(bool shard_optimizer, Communicator& data) {
 class MeshStrategy final : public Strategy {
  public:
   explicit MeshStrategy(const Recipe& recipe)
-      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(std::make_unique<MpiCommunicator>()),
+      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(world_with_timeout(spec_.timeout_seconds)),
         mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
-    world_->set_timeout(spec_.timeout_seconds);
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams(),

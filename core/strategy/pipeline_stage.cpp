@@ -126,7 +126,9 @@ void PipelineStage::forward(int micro, const Micro& m, const ReplicaSlice& slice
   Model& copy = *copies_[c];
   Slot& slot = slots_[c];
   const Tensor x = input_of(slot, m, slice, copy);
-  if (place_.pipe) waiting([&] { place_.pipe->wait_send(slot.act_send); });  // before the output is written again
+  // copy.forward() rewrites the copy's output and, for a micro-batch of another size (an
+  // uneven split), reallocates its input gradient too: both of its sends must be done first.
+  if (place_.pipe) waiting([&] { place_.pipe->wait_send(slot.act_send), place_.pipe->wait_send(slot.grad_send); });
   Ctx ctx{backend_, true, derive_seed(seed, static_cast<uint64_t>(micro)), nullptr, tensor_};
   const Tensor out = copy.forward(ctx, x);
   if (!last()) {

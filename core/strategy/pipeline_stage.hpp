@@ -7,7 +7,7 @@
 // 0 owns them, as the strategy's seams say) but keep their own activations and what
 // layers remember between forward and backward. Activations go to the next stage and
 // input gradients to the previous one as messages on the pipeline axis; receives block,
-// sends return at once and are waited for before their buffer is written again.
+// sends return at once and are waited for before their buffer is written again or reallocated.
 //
 // Every micro-batch's loss is divided by the global batch (the caller's grad_scale), so
 // the accumulated gradients are one_device's; the loss and metrics are the last stage's

@@ -451,6 +451,19 @@ pipeline)
       done
     done
   done
+  # Micro-batches that do not divide the batch (64 = 22 + 21 + 21, 13 x 4 + 12): a forward
+  # of another size reallocates a copy's buffers, which under 1F1B once happened while the
+  # copy's input gradient was still being sent (NaN or silently wrong gradients).
+  # MALLOC_PERTURB_ fills freed memory with NaN bytes, so a send from freed memory shows.
+  "$distrain" train "$recipe" --set train.steps=8 --set strategy.per_replica_batch=64 --run-dir "$work/one64" >/dev/null 2>&1
+  for schedule in gpipe 1f1b; do
+    for m in 3 5; do
+      MALLOC_PERTURB_=255 pipe_case "pipeline 2 $schedule M=$m of 64" one64 2 --set strategy.pipeline=2 --set strategy.schedule=$schedule \
+        --set strategy.micro_batches=$m --set strategy.per_replica_batch=64
+    done
+  done
+  MALLOC_PERTURB_=255 pipe_case "pipeline 4 1f1b M=3 of 64" one64 4 --set strategy.pipeline=4 --set strategy.schedule=1f1b \
+    --set strategy.micro_batches=3 --set strategy.per_replica_batch=64
   [ "$(final "$work/pipeline 4 1f1b M=4.log")" = "$(final "$work/one.log")" ] &&
     ok "evaluation through 4 stages gives one_device's $(final "$work/one.log")" ||
     bad "evaluation: '$(final "$work/pipeline 4 1f1b M=4.log")' vs '$(final "$work/one.log")'"
@@ -533,6 +546,18 @@ hung)
   named=$(grep -m 1 -E '^\[rank [01]\] error: rank [01]: .*(the slowest, rank 2,|\(rank 2\) did not complete|did not complete within 10 s: rank 2 \(it is at collective)' "$work/hps.log")
   [ -n "$named" ] && ok "parameter_server: the stopped worker is named: $named" ||
     bad "parameter_server: no server message naming rank 2: $(grep -m 3 'error' "$work/hps.log")"
+  # The mesh's tensor and pipeline exchanges run on communicators split from the world:
+  # they carry its timeout too (they once waited forever).
+  stop_rank_and_expect 1 '^\[rank 0\] error: rank 0: .*within 5 s' \
+    "${mpirun[@]}" -np 2 "$distrain" train "$recipe" --set strategy.name=mesh --set strategy.tensor=2 \
+    --set strategy.timeout_seconds=5 --set train.epochs=400 --run-dir "$work/htensor"
+  stop_rank_and_expect 1 '^\[rank 0\] error: rank 0: .*within 5 s' \
+    "${mpirun[@]}" -np 2 "$distrain" train "$recipe" --set strategy.name=mesh --set strategy.pipeline=2 \
+    --set strategy.micro_batches=2 --set strategy.timeout_seconds=5 --set train.epochs=400 --run-dir "$work/hpipe"
+  "$distrain" check "$recipe" --set strategy.timeout_seconds=1e10 >"$work/huge.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "timeout_seconds: must be between 0" "$work/huge.log" &&
+    ok "strategy.timeout_seconds beyond a year is refused" || bad "timeout_seconds = 1e10: exit $rc: $(tail -n 2 "$work/huge.log")"
   "$distrain" train "$recipe" --set strategy.timeout_seconds=-1 >"$work/neg.log" 2>&1
   rc=$?
   [ "$rc" -eq 2 ] && grep -q "timeout_seconds" "$work/neg.log" && ok "a negative strategy.timeout_seconds is refused" ||

@@ -174,6 +174,24 @@ if mount_tmpfs "$work/full" size=1m; then
 else
   skip "disk full: cannot mount a tmpfs here (not root?)"
 fi
+# Disk full where every variable fits HDF5's 64 KiB sieve buffer (an MLP of 20 units): the
+# failed close once left HDF5 a freed file to close at exit (SIGSEGV after the message).
+if mount_tmpfs "$work/full_mlp" size=256k; then
+  run "$distrain" train "$tiny" --set model.layers.1.units=20 --set train.epochs=200 --set checkpoint.every_steps=1 \
+    --set checkpoint.keep=1000 --set train.tensorboard=false --run-dir "$work/full_mlp/run" --progress none
+  classify "disk full, small variables" 2 "disk is full" 'no_tmp "$work/full_mlp/run" && [ -f "$work/full_mlp/run/ckpt-000001.h5" ]'
+else
+  skip "disk full, small variables: cannot mount a tmpfs here (not root?)"
+fi
+# No file can be created (no inodes left) though bytes are free: named as such, not as an
+# unwritable folder.
+if mount_tmpfs "$work/no_inodes" size=1m,nr_inodes=3; then
+  run "$distrain" train "$tiny" --set checkpoint.every_steps=1 --set train.tensorboard=false --run-dir "$work/no_inodes/run" \
+    --progress none
+  classify "no inodes left for the checkpoint" 2 "no free inodes" 'no_tmp "$work/no_inodes/run"'
+else
+  skip "no inodes: cannot mount a tmpfs here (not root?)"
+fi
 # metrics.jsonl that cannot be written (here a folder of that name): the run stops at the
 # first epoch's line, naming the file, rather than going on with epochs missing from it.
 mkdir -p "$work/nometrics/metrics.jsonl"
