@@ -1,9 +1,11 @@
 // distrain compare A.h5 B.h5 [--rtol R] [--scale variable|model]: do two checkpoints hold
 // the same weights? For each variable of A: the largest absolute difference relative to
 // the largest magnitude in that variable of A, or (--scale model) in the whole model of A,
-// which suits small variables such as biases whose own scale is rounding noise (NaN or
-// infinity on either side differs). Exit 0 when every variable is within rtol, 1 otherwise
-// (as diff).
+// which suits small variables such as biases whose own scale is rounding noise. Exit 0
+// when every variable is within rtol, 1 otherwise (as diff); a checkpoint holding NaN or
+// infinity is refused on reading (exit 2), as everywhere.
+#include <cmath>
+
 #include "cli/commands.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
@@ -26,6 +28,7 @@ void register_compare(CLI::App& app) {
       ->check(CLI::IsMember({"variable", "model"}))
       ->capture_default_str();
   cmd->callback([args] {
+    DT_USER_CHECK(std::isfinite(args->rtol) && args->rtol >= 0, "--rtol: must be a number >= 0, got {}", args->rtol);
     Recipe recipe = parse_recipe(read_checkpoint_header(args->a).recipe, args->a + " (stored recipe)");
     recipe.strategy = StrategySpec{};
     auto sa = make_strategy(recipe), sb = make_strategy(recipe);

@@ -22,6 +22,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
   cmd->callback([a] {
+    const Device device = Device::parse(a->device, "--device");
+    // CPU devices are logical replicas; evaluation has one (a GPU index is checked when its backend starts).
+    DT_USER_CHECK(!device.is_cpu() || device.index == 0, "--device {}: evaluation runs on one device; use cpu:0 or cuda:N",
+                  a->device);
     const CheckpointHeader header = read_checkpoint_header(a->ckpt);
     Recipe recipe = parse_recipe(header.recipe, a->ckpt + " (stored recipe)");
     recipe.strategy.name = "one_device";

@@ -64,7 +64,11 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
     const std::string hint = spec.dataset == "fashion_mnist" ? "apt-get install dataset-fashion-mnist" : "download the MNIST IDX files";
     throw UserError(fmt::format("data.path: folder {} does not exist ({} or set data.path to a folder of IDX files)", dir, hint));
   }
-  return Splits{read_idx_split(dir, "train"), read_idx_split(dir, "t10k")};
+  Splits splits{read_idx_split(dir, "train"), read_idx_split(dir, "t10k")};
+  DT_USER_CHECK(splits.test.example_shape == splits.train.example_shape,
+                "{} has images of {}, the training images ({}) {}; both splits must have one image size",
+                splits.test.source, splits.test.example_shape.str(), splits.train.source, splits.train.example_shape.str());
+  return splits;
 }
 
 }  // namespace distrain

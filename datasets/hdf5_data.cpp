@@ -1,11 +1,15 @@
 #include "datasets/hdf5_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 
+#include <fmt/ranges.h>
+
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
+#include "core/base/host_memory.hpp"
 
 namespace distrain {
 
@@ -21,6 +25,7 @@ struct Source {
 
 H5Id open_file(const std::string& path) {
   quiet_hdf5();
+  DT_USER_CHECK(!std::filesystem::is_directory(path), "{}: a folder, not an HDF5 file (data.path)", path);
   DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: not found (data.path)", path);
   DT_USER_CHECK(H5Fis_hdf5(path.c_str()) > 0, "{}: not an HDF5 file (data.path)", path);
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
@@ -50,11 +55,23 @@ H5Id open_dataset(hid_t file, const Source& src) {
   return ds;
 }
 
-Shape shape_of(hid_t ds) {
+// The dataset's shape, refused where its element count overflows or where holding it
+// (as `bytes_per_element`) would take more memory than the machine has: a corrupt or
+// hostile header must be named, not met with a failed allocation.
+Shape shape_of(hid_t ds, const Source& src, int64_t bytes_per_element) {
   H5Id space(H5Dget_space(ds), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
   H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  const std::string claimed = fmt::format("({})", fmt::join(dims, ", "));
+  int64_t bytes = bytes_per_element;
+  for (hsize_t d : dims)
+    DT_USER_CHECK(d <= static_cast<hsize_t>(std::numeric_limits<int64_t>::max()) &&
+                      !__builtin_mul_overflow(bytes, static_cast<int64_t>(d), &bytes),
+                  "{} has shape {}, too many elements to address; the file is corrupt", src.str(), claimed);
+  const std::optional<int64_t> available = available_host_memory();
+  DT_USER_CHECK(!available || bytes <= *available, "{} has shape {}: {} in memory, more than the {} this machine has free",
+                src.str(), claimed, format_bytes(bytes), format_bytes(available.value_or(0)));
   return Shape(std::vector<int64_t>(dims.begin(), dims.end()));
 }
 
@@ -75,7 +92,7 @@ void read_all(hid_t ds, hid_t memory_type, void* out, const Source& src) {
 
 Dataset read_images(hid_t file, const Source& src) {
   H5Id ds = open_dataset(file, src);
-  const Shape shape = shape_of(ds);
+  const Shape shape = shape_of(ds, src, sizeof(float));
   DT_USER_CHECK(shape.rank() >= 2 && shape.rank() <= 4,
                 "{} has shape {}; images must be (N, H, W, C), (N, H, W) or (N, features)", src.str(), shape.str());
   DT_USER_CHECK(shape.numel() > 0, "{} has shape {}: no examples", src.str(), shape.str());
@@ -101,7 +118,7 @@ Dataset read_images(hid_t file, const Source& src) {
 // Labels (N) or (N, 1) of any integer type, as int32.
 std::vector<int32_t> read_labels(hid_t file, const Source& src) {
   H5Id ds = open_dataset(file, src);
-  const Shape shape = shape_of(ds);
+  const Shape shape = shape_of(ds, src, sizeof(int64_t) + sizeof(int32_t));
   DT_USER_CHECK(shape.rank() == 1 || (shape.rank() == 2 && shape[1] == 1), "{} has shape {}; labels must be (N,) or (N, 1)",
                 src.str(), shape.str());
   H5Id type(H5Dget_type(ds), H5Tclose);
@@ -127,6 +144,15 @@ Dataset read_split(hid_t file, const Source& images, const Source& labels) {
   return d;
 }
 
+// Test examples must be finite: a NaN makes its evaluation batch's loss NaN, which would
+// be reported as a validation loss. (A training batch with one is the step policy's to
+// handle: train.on_nonfinite stops or skips the step.)
+void check_finite(const Dataset& d, const Source& src) {
+  const auto bad = std::find_if(d.floats.begin(), d.floats.end(), [](float v) { return !std::isfinite(v); });
+  DT_USER_CHECK(bad == d.floats.end(), "{} holds {} at example {} (element {}); test examples must be finite numbers",
+                src.str(), *bad, (bad - d.floats.begin()) / d.example_shape.numel(), bad - d.floats.begin());
+}
+
 int32_t max_label(const Dataset& d) { return *std::max_element(d.labels.begin(), d.labels.end()); }
 
 }  // namespace
@@ -136,6 +162,7 @@ Splits read_hdf5_splits(const DataSpec& spec) {
   const Source train_images{spec.path, spec.train_images, "train_images"}, train_labels{spec.path, spec.train_labels, "train_labels"};
   const Source test_images{spec.path, spec.test_images, "test_images"}, test_labels{spec.path, spec.test_labels, "test_labels"};
   Splits s{read_split(file, train_images, train_labels), read_split(file, test_images, test_labels)};
+  check_finite(s.test, test_images);
   DT_USER_CHECK(s.test.example_shape == s.train.example_shape, "{} has examples of shape {}, '{}' (data.train_images) {}",
                 test_images.str(), s.test.example_shape.str(), train_images.name, s.train.example_shape.str());
   const int64_t classes = spec.num_classes ? spec.num_classes : std::max(max_label(s.train), max_label(s.test)) + 1;

@@ -175,10 +175,20 @@ void read_array(hid_t file, const std::string& file_path, const std::string& pat
   h5check(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, file_path,
           "cannot read " + path + " (file truncated or corrupt?)");
   int64_t stored_crc = 0;  // files written before checksums, or by other tools, have none
-  if (read_attr_i64(ds, kChecksumAttr, stored_crc) && stored_crc != checksum(host))
+  const bool has_crc = H5Aexists(ds, kChecksumAttr) > 0;
+  if (has_crc && !read_attr_i64(ds, kChecksumAttr, stored_crc))
+    throw UserError(fmt::format("{}: {} has a crc32c attribute that is not one integer (the file is corrupt, or was "
+                                "edited; delete the attribute to accept an edit)", file_path, path));
+  if (has_crc && stored_crc != checksum(host))
     throw UserError(fmt::format("{}: {} does not match its checksum (the file is corrupt: bit rot, or an edit; "
                                 "delete its crc32c attribute to accept an edit)",
                                 file_path, path));
+  // distrain never saves NaN or infinity; one read here was written by hand, and would make
+  // every loss NaN (or evaluate to a null loss) instead of being named.
+  const auto bad = std::find_if(host.begin(), host.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != host.end())
+    throw UserError(fmt::format("{}: {} holds {} at element {}; a checkpoint must hold finite numbers (the file was edited "
+                                "or is corrupt)", file_path, path, *bad, bad - host.begin()));
 }
 
 

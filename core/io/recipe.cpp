@@ -184,6 +184,9 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
   }
   s.shard_optimizer = c.get_bool("shard_optimizer", false);
   if (c.has("shard_optimizer") && s.name != "mesh") c.fail("shard_optimizer", "applies to strategy \"mesh\" only (zero shards by its stage)");
+  if (s.shard_optimizer && s.mesh_data == 1)
+    c.fail("shard_optimizer", "shards the optimizer state over the data axis, and data = 1 leaves nothing to shard over; "
+           "set strategy.data > 1 or leave shard_optimizer out");
   parse_pipeline(c, s);
   if (s.name != "mesh") return;
   if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -133,7 +134,17 @@ const std::regex& event_file_pattern() {
 int64_t file_time(const std::string& path) {
   std::smatch m;
   const std::string name = fs::path(path).filename().string();
-  return std::regex_match(name, m, event_file_pattern()) ? std::stoll(m[1]) : 0;
+  if (!std::regex_match(name, m, event_file_pattern())) return 0;
+  // Names order the files (a new one must sort after the others): a time no clock gives
+  // (beyond the year 5000) cannot be followed, so it is named rather than overflowed.
+  constexpr int64_t kLatest = 95'617'584'000;  // 5000-01-01, in seconds since 1970
+  int64_t t = 0;
+  const std::string digits = m[1];
+  const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), t);
+  DT_USER_CHECK(err == std::errc{} && end == digits.data() + digits.size() && t <= kLatest,
+                "{}: the time in this event file's name ({}) is beyond the year 5000; move the file out of the run folder",
+                path, digits);
+  return t;
 }
 
 std::string new_event_file(const std::string& dir) {

@@ -27,6 +27,20 @@ void write_text(const fs::path& file, const std::string& text, std::ios::openmod
                 errno ? std::strerror(errno) : "write failed");
 }
 
+// Replaces file atomically: a crash or a full disk leaves the old file (or none), never
+// half of the new one.
+void replace_text(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  try {
+    write_text(tmp, text, std::ios::trunc);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+  fs::rename(tmp, file);
+}
+
 }  // namespace
 
 void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
@@ -53,10 +67,7 @@ void trim_metrics(const fs::path& file, int64_t completed_epochs) {
       kept += line + "\n";
   }
   in.close();
-  // Replaced atomically: a crash now leaves the old file or the trimmed one, never half.
-  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
-  write_text(tmp, kept, std::ios::trunc);
-  fs::rename(tmp, file);
+  replace_text(file, kept);
 }
 
 void write_summary(const fs::path& file, const std::string& name, const TrainSummary& s) {
@@ -71,7 +82,7 @@ void write_summary(const fs::path& file, const std::string& name, const TrainSum
                         {"images_per_sec", s.images_per_sec},
                         {"skipped_steps", s.skipped_steps},
                         {"last_checkpoint", s.last_checkpoint}};
-  write_text(file, dump_line(summary) + "\n", std::ios::trunc);
+  replace_text(file, dump_line(summary) + "\n");
 }
 
 }  // namespace distrain

@@ -39,6 +39,32 @@ std::unique_ptr<RunLock> open_run_folder(const std::string& run_dir, bool writer
   return lock;
 }
 
+// A checkpoint resumes the run that wrote it. One trained on other data (a synthetic
+// run's folder reused for Fashion-MNIST) would go on silently as if it were this run's.
+void check_same_data(const Recipe& recipe, const CheckpointHeader& header) {
+  std::string stored;
+  try {
+    stored = parse_recipe(header.recipe, header.path).data.dataset;
+  } catch (const UserError&) {
+    return;  // a recipe this version no longer reads: its data cannot be compared
+  }
+  DT_USER_CHECK(stored == recipe.data.dataset,
+                "{}: trained on data.dataset = \"{}\", {} trains on \"{}\"; use another run folder (--run-dir), "
+                "--fresh, or checkpoint.init_from to start from its weights",
+                header.path, stored, recipe.file, recipe.data.dataset);
+}
+
+// Every epoch has between 1 and `examples` steps (a batch holds at least one example):
+// a state outside that was written by hand or corrupted, and would end the run at once
+// as "already complete" or index past the data.
+void check_reachable(const TrainState& state, int64_t examples, const std::string& resumed) {
+  int64_t most = 0;
+  const bool reachable = state.epoch <= state.step && !__builtin_mul_overflow(state.epoch + 1, examples, &most) &&
+                         state.step <= most;
+  DT_USER_CHECK(reachable, "{}: checkpoint state step {}, epoch {} cannot come from {} training examples (each epoch "
+                "takes 1 to {} steps); the file is corrupt or edited", resumed, state.step, state.epoch, examples, examples);
+}
+
 // Weights and optimizer from the newest checkpoint of the run folder (its state returned
 // in `state`), else weights from checkpoint.init_from, else from the seed; then every
 // replica and worker gets them. Returns the checkpoint resumed from, or "".
@@ -47,7 +73,9 @@ std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const
   std::string resumed;
   if (!existing.empty()) {
     resumed = existing.back();
-    state = read_checkpoint_header(resumed).state;
+    const CheckpointHeader header = read_checkpoint_header(resumed);
+    check_same_data(recipe, header);
+    state = header.state;
     load_weights(resumed, strategy.model_state());
     load_optimizer(resumed, strategy.model_state().layout(), strategy.optimizer_state());
     log::info("resuming from {} (step {}, epoch {}, batch {})", resumed, state.step, state.epoch + 1, state.batch_in_epoch);
@@ -90,11 +118,14 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
   spec.indices_only = place_data_on_devices(recipe, strategy, data.train, DataUse::training);
   Loader loader(data.train, spec);
   const int64_t per_epoch = loader.batches_per_epoch();
+  if (!resumed.empty()) check_reachable(state, data.train.size(), resumed);
   DT_USER_CHECK(state.batch_in_epoch <= per_epoch, "{}: the checkpoint is at batch {} of an epoch, which has {} batches "
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
   check_planned_steps(recipe, per_epoch);
   const LoopPlan plan = recipe_plan(recipe, per_epoch);
-  if (plan.complete(state)) return already_complete(run_dir, state, resumed);
+  if (plan.complete(state)) return already_complete(run_dir, state, resumed);  // its files stay as they are
+  // The epoch resumed in is redone: its earlier line (and any after it) goes.
+  if (strategy.rank() == 0 && !resumed.empty()) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
                             plan.total_steps);
   LoaderBatches batches(loader);
@@ -125,7 +156,6 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto lock = open_run_folder(run_dir, writer, options.fresh);
   TrainState state;
   const std::string resumed = resume_or_initialize(recipe, *strategy, existing(), state);
-  if (writer && !resumed.empty()) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
   return run_steps(recipe, options, *strategy, data, run_dir, state, resumed);
 }
 

@@ -14,6 +14,8 @@ passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+# seconds_since START: seconds from START (date +%s.%N) to now, with awk (a bare Debian has no bc).
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 
 # pid_of_rank RANK: the process of `distrain train $recipe` that mpirun started as RANK.
 pid_of_rank() {
@@ -77,7 +79,7 @@ stop_rank_and_expect() {
   start=$(date +%s.%N)
   [ -n "$victim" ] && kill -STOP "$victim"
   timeout 40 tail --pid="$job" -f /dev/null
-  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+  elapsed=$(seconds_since "$start")
   [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
   kill -9 "$job" 2>/dev/null
   wait "$job"
@@ -270,7 +272,7 @@ sigterm)
   long=("${mw[@]}" --set model.layers.1.filters=64 --set data.train_examples=64000 --set train.epochs=1 --set train.validate=false --progress-every 50)
   start=$(date +%s.%N)
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/full" >"$work/full.log" 2>&1
-  echo "uninterrupted 2-rank run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "uninterrupted 2-rank run: $(seconds_since "$start") s"
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${long[@]}" --run-dir "$work/s" >"$work/s.log" 2>&1 &
   job=$!
   victim=""
@@ -284,7 +286,7 @@ sigterm)
   timeout 60 tail --pid="$job" -f /dev/null
   wait "$job"
   rc=$?
-  echo "SIGTERM to rank 1 to job exit: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "SIGTERM to rank 1 to job exit: $(seconds_since "$start") s"
   step=$(sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p' "$work/s.log")
   ckpt=$work/s/$(printf 'ckpt-%06d.h5' "${step:-0}")
   if [ -n "$victim" ] && [ "$rc" -eq 3 ] && [ -n "$step" ] && [ $((step % 2000)) -ne 0 ] && [ -f "$ckpt" ]; then

@@ -82,7 +82,7 @@ epochs = 2
 dir = "runs/tiny"
 TOML
 ckpts() { find "$1" -maxdepth 1 -name 'ckpt-*.h5' 2>/dev/null | wc -l; }
-no_tmp() { [ -z "$(find "$1" -maxdepth 1 -name '*.tmp' 2>/dev/null)" ]; }
+no_tmp() { [ -z "$(find "$1" -maxdepth 1 -name '*.tmp*' 2>/dev/null)" ]; }  # ckpt-N.h5.tmp.PID
 
 # --- the recipe file itself ---
 mkdir -p "$work/folder.toml"
@@ -138,6 +138,18 @@ rc_train=$rc
 [ "$rc_train" -eq 0 ] && run "$distrain" eval --ckpt "$work/r_long/ckpt-000008.h5"
 classify "recipe text over HDF5's 64 KiB attribute limit trains, saves and evaluates" 0 "" \
   '[ "$rc_train" -eq 0 ] && [ "$(ckpts "$work/r_long")" -eq 2 ]'
+run "$distrain" eval --ckpt "$work/r_long/ckpt-000008.h5" --device cpu:7
+classify "eval --device cpu:7" 2 "--device cpu:7: evaluation runs on one device"
+for rtol in -1 nan; do
+  run "$distrain" compare "$work/r_long/ckpt-000008.h5" "$work/r_long/ckpt-000008.h5" --rtol "$rtol"
+  classify "compare --rtol $rtol" 2 "--rtol: must be a number >= 0"
+done
+
+# --- mesh keys that change nothing, limits that overflow ---
+run "$distrain" check "$tiny" --set strategy.name=mesh --set strategy.shard_optimizer=true
+classify "shard_optimizer with data = 1" 2 "strategy.shard_optimizer"
+run "$distrain" check "$tiny" --set strategy.timeout_seconds=1e10
+classify "timeout_seconds = 1e10 overflows a deadline" 2 "strategy.timeout_seconds"
 
 # --- the run folder ---
 mkdir -p "$work/r_stray"
@@ -198,12 +210,40 @@ mkdir -p "$work/nometrics/metrics.jsonl"
 run "$distrain" train "$tiny" --set train.tensorboard=false --run-dir "$work/nometrics" --progress none
 classify "metrics.jsonl cannot be written" 2 "metrics.jsonl: cannot write"
 
+# A finished train.steps run rerun: "already complete", its files as they were.
+run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --progress none
+before=$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum)
+run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --progress none
+classify "rerun of a finished train.steps run" 0 "" '[ "$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum)" = "$before" ]'
+# An event file whose name's time overflows int64 ("internal error: stoll" once).
+mkdir -p "$work/r_events"
+: >"$work/r_events/events.out.tfevents.99999999999999999999.host.1.distrain"
+run "$distrain" train "$tiny" --run-dir "$work/r_events" --progress none
+classify "event file time beyond int64" 2 "beyond the year 5000"
+
 # --- the data ---
 idx_recipe() { sed -e 's/dataset = "synthetic"/dataset = "mnist"/' -e '/train_examples\|test_examples\|image_shape = /d' \
   -e 's/input_shape = \[12, 12, 1\]/input_shape = [28, 28, 1]/' "$tiny"; }
 idx_recipe >"$work/idx.toml"
 run "$distrain" check "$work/idx.toml" --set "data.path=\"$work/a_file\""
 classify "data.path is a file" 2 "not a folder"
+# A test split of 20x20 images beside 28x28 training images: named by check and train.
+python3 - "$work/idx_sizes" <<'PY'
+import os, struct, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+def write(name, magic, dims, data):
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + data)
+write("train-images-idx3-ubyte", 0x803, [4, 28, 28], bytes(4 * 28 * 28))
+write("train-labels-idx1-ubyte", 0x801, [4], bytes([0, 1, 0, 1]))
+write("t10k-images-idx3-ubyte", 0x803, [2, 20, 20], bytes(2 * 20 * 20))
+write("t10k-labels-idx1-ubyte", 0x801, [2], bytes([1, 0]))
+PY
+idx_recipe | sed 's/per_replica_batch = 32/per_replica_batch = 2/' >"$work/idx_sizes.toml"
+run "$distrain" check "$work/idx_sizes.toml" --set "data.path=\"$work/idx_sizes\""
+classify "test images 20x20, training 28x28 (check)" 2 "t10k-images-idx3-ubyte has images of (20, 20, 1)"
+run "$distrain" train "$work/idx_sizes.toml" --set "data.path=\"$work/idx_sizes\"" --run-dir "$work/r_sizes" --progress none
+classify "test images 20x20, training 28x28 (train)" 2 "t10k-images-idx3-ubyte has images of (20, 20, 1)"
 mkdir -p "$work/idx_dirs/train-images-idx3-ubyte" "$work/idx_dirs/train-labels-idx1-ubyte"
 run "$distrain" check "$work/idx.toml" --set "data.path=\"$work/idx_dirs\""
 classify "IDX files that are folders" 2 "train-images-idx3-ubyte"

@@ -13,6 +13,8 @@ failed=0
 
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+# seconds_since START: seconds from START (date +%s.%N) to now, with awk (a bare Debian has no bc).
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 
 # expect_error NAME SUBSTRING CMD...: exit code 2, exactly one line on stderr containing SUBSTRING.
 expect_error() {
@@ -292,7 +294,7 @@ sigterm)
   long=("${base[@]}" --progress-every 10)
   start=$(date +%s.%N)
   "$distrain" train "$tiny" "${long[@]}" --run-dir full >/dev/null 2>&1
-  echo "uninterrupted run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "uninterrupted run: $(seconds_since "$start") s"
   "$distrain" train "$tiny" "${long[@]}" --run-dir stopped >"$work/stop.out" 2>"$work/stop.err" &
   pid=$!
   for _ in $(seq 1 600); do
@@ -303,7 +305,7 @@ sigterm)
   kill -TERM "$pid"
   wait "$pid"
   rc=$?
-  echo "SIGTERM to exit: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "SIGTERM to exit: $(seconds_since "$start") s"
   line=$(grep -c '' "$work/stop.err")
   msg=$(grep '^stopped by' "$work/stop.out")
   step=$(echo "$msg" | sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p')
@@ -321,7 +323,7 @@ sigterm)
   start=$(date +%s.%N)
   "$distrain" train "$tiny" "${long[@]}" --run-dir stopped >"$work/resume.log" 2>&1
   rc=$?
-  echo "resumed run: $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "resumed run: $(seconds_since "$start") s"
   [ "$rc" -eq 0 ] && grep -q "resuming from $ckpt" "$work/resume.log" && ok "rerun resumes from $ckpt" || bad "resume (exit $rc): $(tail -n 3 "$work/resume.log")"
   "$distrain" compare full/ckpt-002000.h5 stopped/ckpt-002000.h5 --rtol 0 >"$work/cmp.log" 2>&1 &&
     ok "resumed run ends bitwise where the uninterrupted one does" || bad "compare: $(tail -n 3 "$work/cmp.log")"

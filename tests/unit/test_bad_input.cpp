@@ -141,6 +141,41 @@ TEST_CASE("checkpoint: a flipped bit in a variable or a dataset of another type 
     H5Fclose(f);
   }
   CHECK_THROWS_WITH_AS(load_weights(ints, t->model()), doctest::Contains("/model/dense_1/kernel is not float32"), UserError);
+
+  // Edited as an editor would leave it: NaN written and the checksum deleted, or the
+  // checksum replaced by a string. Both once loaded (eval exit 0 with a null loss; resume).
+  auto edited = [&](const std::string& name, auto&& edit) {
+    const std::string copy = (dir / name).string();
+    fs::copy_file(path, copy);
+    const hid_t f = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t ds = H5Dopen2(f, kernel, H5P_DEFAULT);
+    edit(ds);
+    H5Dclose(ds);
+    H5Fclose(f);
+    return copy;
+  };
+  const std::string with_nan = edited("nan.h5", [&](hid_t ds) {
+    std::vector<float> w(n, 0.5f);
+    w[12] = std::numeric_limits<float>::quiet_NaN();
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data()) >= 0);
+    REQUIRE(H5Adelete(ds, "crc32c") >= 0);
+  });
+  CHECK_THROWS_WITH_AS(load_weights(with_nan, t->model()),
+                       doctest::Contains("/model/dense_1/kernel holds nan at element 12; a checkpoint must hold finite numbers"),
+                       UserError);
+  const std::string string_crc = edited("string_crc.h5", [&](hid_t ds) {
+    REQUIRE(H5Adelete(ds, "crc32c") >= 0);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 8);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t attr = H5Acreate2(ds, "crc32c", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(H5Awrite(attr, type, "12345678") >= 0);
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+  });
+  CHECK_THROWS_WITH_AS(load_weights(string_crc, t->model()),
+                       doctest::Contains("/model/dense_1/kernel has a crc32c attribute that is not one integer"), UserError);
   fs::remove_all(dir);
 }
 

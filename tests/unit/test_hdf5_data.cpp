@@ -1,6 +1,7 @@
 // A user's HDF5 data (data.dataset = "hdf5"): files written here with the HDF5 C API, as
 // h5py would write NumPy arrays. Shapes and types that read, each bad file's one-line
 // error, and a model trained on such a file.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -30,6 +31,7 @@ class H5Writer {
     REQUIRE(H5Dwrite(ds, memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
     return *this;
   }
+  hid_t id() const { return file_; }
   H5Writer& u8(const std::string& name, std::vector<hsize_t> dims) {
     return add(name, H5T_STD_U8LE, H5T_NATIVE_UINT8, dims, std::vector<uint8_t>(count(dims), 7));
   }
@@ -185,6 +187,27 @@ TEST_CASE("hdf5 data: every bad file is a one-line error naming the file, the da
               }),
               "every label is 0");
   check_error(with([](H5Writer& w) { w.u8("x_train", {0, 2}); }), "'x_train' (data.train_images) has shape (0, 2): no examples");
+  // Found by the bad-input corpus: a folder given as the file, a NaN test pixel, shapes
+  // whose size overflows or exceeds the machine's memory.
+  const fs::path folder = temp_file("folder.h5");
+  fs::create_directories(folder);
+  check_error(spec_for(folder), "folder.h5: a folder, not an HDF5 file (data.path)");
+  check_error(with([](H5Writer& w) {
+                w.u8("x_train", {2, 2}).labels("y_train", {0, 1});
+                w.add("x_test", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2, 2}, std::vector<float>{1, 2, std::nanf(""), 4});
+                w.labels("y_test", {0, 1});
+              }),
+              "'x_test' (data.test_images) holds nan at example 1 (element 2); test examples must be finite");
+  auto huge = [&](std::vector<hsize_t> dims) {  // a dataset whose header claims `dims`, never written
+    H5Writer w(file);
+    H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    H5Id ds(H5Dcreate2(w.id(), "x_train", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    REQUIRE(ds.ok());
+  };
+  huge({hsize_t{1} << 40, 28, 28, 1});
+  check_error(spec_for(file), "'x_train' (data.train_images) has shape (1099511627776, 28, 28, 1): 3.06 PiB in memory, more than");
+  huge({hsize_t{1} << 40, hsize_t{1} << 40, 1});
+  check_error(spec_for(file), "'x_train' (data.train_images) has shape (1099511627776, 1099511627776, 1), too many elements");
   DataSpec two = with([](H5Writer& w) { valid(w); });
   two.num_classes = 2;
   check_error(two, "'y_train' (data.train_labels) has label 2, outside 0..1 (data.num_classes = 2)");

@@ -161,6 +161,50 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
   CHECK_THROWS_WITH_AS(read_checkpoint_header((dir / "none.h5").string()), doctest::Contains("checkpoint not found"), UserError);
 }
 
+TEST_CASE("resume: a state no run of this data reaches, or a checkpoint of other data, is refused; a finished run's "
+          "rerun leaves its files as they were") {
+  const Recipe recipe = parse_recipe(kRecipe, "resume.toml");
+  const fs::path dir = fs::temp_directory_path() / "distrain_resume_checks";
+  auto fresh_dir_with = [&](const Recipe& writer, const TrainState& st) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto s = make_strategy(writer);
+    s->model_state().initialize(1);
+    save_checkpoint((dir / checkpoint_name(st.step)).string(), s->model_state(), s->optimizer_state(), st,
+                    writer.resolved_text());
+  };
+  // 300 examples: every epoch takes 1 to 300 steps.
+  for (const TrainState& impossible : {TrainState{5, 1000001, 0, LossStats{}, 0.0},
+                                       TrainState{int64_t{1} << 62, 1, 0, LossStats{}, 0.0}}) {
+    fresh_dir_with(recipe, impossible);
+    CHECK_THROWS_WITH_AS(train(recipe, quiet(dir.string())), doctest::Contains("cannot come from 300 training examples"),
+                         UserError);
+  }
+  // The same layers on other data: a synthetic run's folder reused for Fashion-MNIST.
+  const std::string mlp = "\n[model]\ninput_shape = [28, 28, 1]\nlayers = [{ type = \"flatten\" }, { type = \"dense\", units = 10 }]\n";
+  const Recipe synthetic = parse_recipe("name = \"a\"\n[data]\ndataset = \"synthetic\"\nimage_shape = [28, 28, 1]" + mlp, "a.toml");
+  const Recipe fashion = parse_recipe("name = \"a\"\n[data]\ndataset = \"fashion_mnist\"" + mlp, "b.toml");
+  fresh_dir_with(synthetic, TrainState{4, 0, 4, LossStats{}, 0.0});
+  CHECK_THROWS_WITH_AS(train(fashion, quiet(dir.string())),
+                       doctest::Contains("trained on data.dataset = \"synthetic\", b.toml trains on \"fashion_mnist\""),
+                       UserError);
+  // A run ended by train.steps mid-epoch: rerunning it changes neither metrics.jsonl nor summary.json.
+  fs::remove_all(dir);
+  Recipe capped = recipe;
+  capped.train.steps = 5;
+  train(capped, quiet(dir.string()));
+  auto text = [&](const char* name) {
+    std::ifstream in(dir / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string metrics = text("metrics.jsonl"), summary = text("summary.json");
+  REQUIRE(metrics.find("\"complete\":false") != std::string::npos);
+  CHECK(train(capped, quiet(dir.string())).steps == 5);
+  CHECK(text("metrics.jsonl") == metrics);
+  CHECK(text("summary.json") == summary);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("recipe: --set overrides, unknown keys, wrong types, bad values, all with file and line") {
   const fs::path p = fs::temp_directory_path() / "distrain_recipe.toml";
   std::ofstream(p) << kRecipe;
