@@ -161,7 +161,7 @@ TEST_CASE("checkpoint: layout, optimizer round trip, init_from, errors name the 
   CHECK_THROWS_WITH_AS(read_checkpoint_header((dir / "none.h5").string()), doctest::Contains("checkpoint not found"), UserError);
 }
 
-TEST_CASE("resume: a state no run of this data reaches, or a checkpoint of other data, is refused; a finished run's "
+TEST_CASE("resume: a state no run of this data reaches, or a checkpoint of other data, is refused, and a finished run's "
           "rerun leaves its files as they were") {
   const Recipe recipe = parse_recipe(kRecipe, "resume.toml");
   const fs::path dir = fs::temp_directory_path() / "distrain_resume_checks";
