@@ -75,6 +75,18 @@ TEST_CASE("crc32c: Castagnoli check values, masked as TensorFlow masks them") {
   CHECK(masked_crc32c("123456789") == ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
+TEST_CASE("crc32c: the crc32 instruction's path equals the table's at every length and alignment") {
+  std::string bytes(4096 + 64, '\0');
+  uint32_t x = 12345;
+  for (char& b : bytes) b = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  for (size_t offset = 0; offset < 9; ++offset)
+    for (size_t length : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{63}, size_t{1000}, size_t{4096}}) {
+      const std::string_view v(bytes.data() + offset, length);
+      CHECK(crc32c(v) == crc32c_portable(v));
+    }
+  CHECK(crc32c_portable("123456789") == 0xE3069283u);
+}
+
 TEST_CASE("tfrecord: records read back, a record cut short at the end is dropped, a corrupt one is an error") {
   const fs::path file = fs::temp_directory_path() / "distrain_test.tfrecord";
   const std::string frames = tfrecord_frame("first") + tfrecord_frame("") + tfrecord_frame(std::string(300, 'x'));
