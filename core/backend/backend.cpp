@@ -31,6 +31,8 @@ void set_cpu_threads(int threads) {
 
 int cpu_threads() { return g_cpu_threads > 0 ? g_cpu_threads : omp_get_max_threads(); }
 
+int cpu_cores() { return omp_get_num_procs(); }
+
 void check_same_numel(const Tensor& a, const Tensor& b) {
   DT_CHECK(a.numel() == b.numel(), "element counts differ: {} vs {}", a.shape.str(), b.shape.str());
 }

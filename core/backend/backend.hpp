@@ -167,6 +167,8 @@ Backend& backend_for(const Device& device);
 // Threads the CPU backend uses (0 = OMP_NUM_THREADS or all cores). Call before first use.
 void set_cpu_threads(int threads);
 int cpu_threads();
+// The cores this process may run on (its affinity mask), whatever the thread setting.
+int cpu_cores();
 
 // Whether GPU matrix products and convolutions may round inputs to TF32 (the recipe's
 // train.allow_tf32). Off by default: results then match the CPU to float32 precision.

@@ -62,6 +62,11 @@ int launcher_size() {
   return env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", env_int("SLURM_STEP_NUM_TASKS", 1)));
 }
 
+int launcher_local_size() {
+  // Slurm writes "2(x3)" for 2 tasks on each of 3 nodes: the leading count is this node's.
+  return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", env_int("SLURM_NTASKS_PER_NODE", 1))));
+}
+
 void ensure_mpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);

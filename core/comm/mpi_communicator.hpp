@@ -28,6 +28,8 @@ void ensure_mpi();
 // The world rank and size when launched by MPI (0 and 1 otherwise), without initialising it.
 int launcher_rank();
 int launcher_size();
+// The ranks the launcher started on this host (1 without a launcher).
+int launcher_local_size();
 // Ends the whole job from any rank, so that no rank hangs waiting for a failed one.
 [[noreturn]] void mpi_abort(int code);
 void mpi_finalize();

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/backend/backend.hpp"
+#include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/central_storage.hpp"
 #include "core/strategy/mesh_strategy.hpp"
@@ -105,6 +107,22 @@ int max_over(int local, MpiCommunicator& world) {
 
 namespace {
 
+// Ranks on one host share its cores. Without a choice (strategy.threads, OMP_NUM_THREADS)
+// each takes its share, not all of them: 4 ranks of all the threads each on 2 cores ran a
+// multi-worker job 14x slower than 4 of one thread.
+void choose_cpu_threads(const Recipe& recipe) {
+  if (recipe.strategy.threads > 0) {
+    set_cpu_threads(recipe.strategy.threads);
+    return;
+  }
+  const int local = launcher_local_size();
+  if (local <= 1 || std::getenv("OMP_NUM_THREADS")) return;
+  const int cores = cpu_cores(), share = std::max(1, cores / local);
+  set_cpu_threads(share);
+  log::info("{} ranks share this host's {} core(s): {} thread(s) each (strategy.threads or OMP_NUM_THREADS sets another count)",
+            local, cores, share);
+}
+
 std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
@@ -113,7 +131,7 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
                 "{}: strategy '{}' runs in one process but {} were launched; use strategy.name = \"multi_worker_mirrored\" "
                 "(or zero, parameter_server) under mpirun/srun",
                 recipe.file, name, launcher_size());
-  if (recipe.strategy.threads > 0) set_cpu_threads(recipe.strategy.threads);
+  choose_cpu_threads(recipe);
   set_allow_tf32(recipe.train.allow_tf32);
   if (name == "one_device") return make_one_device(recipe);
   if (name == "mirrored") return make_mirrored(recipe, false);

@@ -185,6 +185,16 @@ equivalence)
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" --run-dir "$work/wrong" >"$work/wrong.log" 2>&1
   grep -q "runs in one process but 2 were launched" "$work/wrong.log" && ok "a one-process strategy under mpirun is refused" ||
     bad "one_device under mpirun: $(tail -n 3 "$work/wrong.log")"
+  # Without OMP_NUM_THREADS or strategy.threads, 4 ranks on this host split its cores and say so.
+  cores=$(env -u OMP_NUM_THREADS nproc)  # nproc itself honours OMP_NUM_THREADS
+  env -u OMP_NUM_THREADS "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=1 --run-dir "$work/split" \
+    >"$work/split.log" 2>&1
+  grep -q "^4 ranks share this host's $cores core(s): $(((cores / 4) > 1 ? cores / 4 : 1)) thread(s) each" "$work/split.log" &&
+    ok "4 ranks split the host's $cores cores" || bad "core split: $(head -n 3 "$work/split.log")"
+  env -u OMP_NUM_THREADS "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=1 --set strategy.threads=1 \
+    --run-dir "$work/chosen" >"$work/chosen.log" 2>&1
+  ! grep -q "ranks share this host" "$work/chosen.log" && grep -q "^done" "$work/chosen.log" &&
+    ok "strategy.threads is taken as given" || bad "threads = 1: $(head -n 3 "$work/chosen.log")"
   ;;
 portability)
   # Checkpoints have one layout: a run saved under 2 MPI workers continues under
