@@ -1,48 +1,77 @@
-// distrain eval --ckpt FILE [--data PATH] [--json]: rebuilds the model from the recipe
-// stored in the checkpoint, loads its weights, and evaluates the test split.
+// distrain eval --ckpt CKPT|RUN_DIR [--data PATH] [--set KEY=VALUE]... [--device D] [--json]:
+// the loss and accuracy of a checkpoint on the test split of its recipe's data (or of
+// --data), on one device in one process.
+#include <filesystem>
+
 #include "cli/commands.hpp"
 #include "core/base/json.hpp"
+#include "core/comm/mpi_communicator.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
+#include "core/train/preflight.hpp"
 
 namespace distrain::cli {
 
+namespace {
+
+struct EvalArgs {
+  std::string ckpt, data, device = "cpu:0";
+  std::vector<std::string> overrides;
+  bool json = false;
+};
+
+// --data names an HDF5 file or a folder of IDX files; the recipe's data.dataset follows it,
+// so that a synthetic or HDF5 run can be evaluated on IDX files and the other way round.
+void point_data_at(Recipe& recipe, const std::string& path) {
+  recipe.data.path = path;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    if (recipe.data.dataset != "hdf5") recipe.data.num_classes = 0;  // from the labels, as an HDF5 recipe's default
+    recipe.data.dataset = "hdf5";
+  } else if (recipe.data.dataset == "hdf5" || recipe.data.dataset == "synthetic") recipe.data.dataset = "fashion_mnist";
+}
+
+void evaluate_checkpoint(const EvalArgs& a) {
+  DT_USER_CHECK(launcher_size() <= 1, "eval runs in one process on one device; run it without mpirun or srun ({} were "
+                "launched)", launcher_size());
+  const Device device = Device::parse(a.device, "--device");
+  // CPU devices are logical replicas; evaluation has one (a GPU index is checked when its backend starts).
+  DT_USER_CHECK(!device.is_cpu() || device.index == 0, "--device {}: evaluation runs on one device; use cpu:0 or cuda:N",
+                a.device);
+  const std::string ckpt = find_checkpoint(a.ckpt);
+  const CheckpointHeader header = read_checkpoint_header(ckpt);
+  Recipe recipe = parse_recipe(header.recipe, ckpt + " (stored recipe)", a.overrides);
+  recipe.strategy.name = "one_device";
+  recipe.strategy.devices = {a.device};
+  if (!a.data.empty()) point_data_at(recipe, a.data);
+  const Splits data = load_dataset(recipe.data, recipe.seed);
+  check_data_fits(recipe, data.test);
+  auto strategy = make_strategy(recipe);
+  load_weights(ckpt, strategy->model());
+  strategy->sync_replicas();
+  const bool on_device = place_data_on_devices(recipe, *strategy, data.test, DataUse::evaluation);
+  const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch, on_device);
+  if (a.json)
+    fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
+  else
+    fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", ckpt, header.state.step,
+               s.mean_loss(), s.accuracy(), s.count, data.test.source);
+}
+
+}  // namespace
+
 void register_eval(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the test split of its dataset");
-  struct Args {
-    std::string ckpt, data, device = "cpu:0";
-    bool json = false;
-  };
-  auto a = std::make_shared<Args>();
-  cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5)")->required();
-  cmd->add_option("--data", a->data, "Folder of IDX files, or HDF5 file (data.dataset = hdf5), to evaluate on (default: the recipe's data.path)");
+  auto a = std::make_shared<EvalArgs>();
+  cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
+  cmd->add_option("--data", a->data, "An HDF5 file or a folder of IDX files to evaluate on (default: the recipe's data)");
+  cmd->add_option("--set", a->overrides, "Override a key of the stored recipe: --set train.eval_batch=256 (repeatable)");
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
-  cmd->callback([a] {
-    const Device device = Device::parse(a->device, "--device");
-    // CPU devices are logical replicas; evaluation has one (a GPU index is checked when its backend starts).
-    DT_USER_CHECK(!device.is_cpu() || device.index == 0, "--device {}: evaluation runs on one device; use cpu:0 or cuda:N",
-                  a->device);
-    const CheckpointHeader header = read_checkpoint_header(a->ckpt);
-    Recipe recipe = parse_recipe(header.recipe, a->ckpt + " (stored recipe)");
-    recipe.strategy.name = "one_device";
-    recipe.strategy.devices = {a->device};
-    if (!a->data.empty()) recipe.data.path = a->data;
-    const Splits data = load_dataset(recipe.data, recipe.seed);
-    auto strategy = make_strategy(recipe);
-    load_weights(a->ckpt, strategy->model());
-    strategy->sync_replicas();
-    const bool on_device = place_data_on_devices(recipe, *strategy, data.test, DataUse::evaluation);
-    const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch, on_device);
-    if (a->json)
-      fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
-    else
-      fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", a->ckpt, header.state.step,
-                 s.mean_loss(), s.accuracy(), s.count, data.test.source);
-  });
+  cmd->callback([a] { evaluate_checkpoint(*a); });
 }
 
 }  // namespace distrain::cli

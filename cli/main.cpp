@@ -41,26 +41,26 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "[rank {}] error: {} (see distrain --help)\n", distrain::log::rank(), e.what());
+    fmt::print(stderr, "{}error: {} (see distrain --help)\n", distrain::log::prefix(), e.what());
     return fail(distrain::cli::kExitUsage);
   } catch (const distrain::cli::ExitCode& e) {
     distrain::mpi_finalize();
     return e.code;
   } catch (const distrain::UserError& e) {
-    fmt::print(stderr, "[rank {}] error: {}\n", distrain::log::rank(), e.what());
+    fmt::print(stderr, "{}error: {}\n", distrain::log::prefix(), e.what());
     return fail(distrain::cli::kExitUsage);
   } catch (const std::bad_alloc&) {  // the batch or model is too large for this machine: the user's to change
-    fmt::print(stderr, "[rank {}] error: out of memory; lower strategy.per_replica_batch or train.eval_batch, or make the "
-               "model smaller\n", distrain::log::rank());
+    fmt::print(stderr, "{}error: out of memory; lower strategy.per_replica_batch or train.eval_batch, or make the "
+               "model smaller\n", distrain::log::prefix());
     return fail(distrain::cli::kExitUsage);
   } catch (const std::filesystem::filesystem_error& e) {
     // A full disk, a path through a file, a folder without permission: the machine's state, not a bug.
     const bool user = distrain::cli::is_user_condition(e.code());
-    fmt::print(stderr, "[rank {}] {}: {}{}\n", distrain::log::rank(), user ? "error" : "internal error", e.what(),
+    fmt::print(stderr, "{}{}: {}{}\n", distrain::log::prefix(), user ? "error" : "internal error", e.what(),
                user ? "; check the path, its permissions and free space" : "");
     return fail(user ? distrain::cli::kExitUsage : distrain::cli::kExitInternal);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "[rank {}] internal error: {}\n", distrain::log::rank(), e.what());
+    fmt::print(stderr, "{}internal error: {}\n", distrain::log::prefix(), e.what());
     return fail(distrain::cli::kExitInternal);
   }
   distrain::mpi_finalize();

@@ -7,12 +7,15 @@ namespace distrain::log {
 namespace {
 std::atomic<int> g_rank{0};
 std::atomic<bool> g_leader{true};
+std::atomic<bool> g_ranked{false};
 }  // namespace
 
 void set_rank(int r) {
   g_rank = r;
   g_leader = r == 0;
+  g_ranked = true;
 }
+std::string prefix() { return g_ranked ? fmt::format("[rank {}] ", g_rank.load()) : ""; }
 int rank() { return g_rank; }
 void set_leader(bool leader) { g_leader = leader; }
 bool leader() { return g_leader; }

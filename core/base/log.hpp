@@ -4,11 +4,15 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
 
 namespace distrain::log {
 
+// Under a launcher (mpirun, srun): this process's rank, which messages then carry.
 void set_rank(int rank);
 int rank();
+// "[rank N] " once set_rank was called, else "": a one-process run has no ranks to tell apart.
+std::string prefix();
 void set_leader(bool leader);
 bool leader();
 
@@ -22,7 +26,7 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
 // Something the user should know that is not an error, from any rank, on stderr.
 template <typename... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "[rank {}] warning: {}\n", rank(), fmt::format(f, std::forward<Args>(args)...));
+  fmt::print(stderr, "{}warning: {}\n", prefix(), fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace distrain::log

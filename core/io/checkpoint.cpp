@@ -14,6 +14,8 @@
 #include <system_error>
 #include <utility>
 
+#include <fmt/ranges.h>
+
 #include "core/base/crc32c.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
@@ -436,6 +438,22 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
 }
 
 std::string checkpoint_name(int64_t step) { return fmt::format("ckpt-{:06d}.h5", step); }
+
+std::string find_checkpoint(const std::string& file_or_run_dir) {
+  const fs::path path(file_or_run_dir);
+  std::error_code ec;
+  const bool folder = fs::is_directory(path, ec);
+  const fs::path dir = folder ? path : path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::vector<std::string> found = list_checkpoints(dir.string());
+  if (folder) {
+    DT_USER_CHECK(!found.empty(), "{}: a folder without checkpoints (ckpt-<step>.h5)", file_or_run_dir);
+    return found.back();
+  }
+  if (fs::exists(path, ec) || found.empty()) return file_or_run_dir;  // read_checkpoint_header says what is wrong
+  std::vector<std::string> names;
+  for (const std::string& f : found) names.push_back(fs::path(f).filename().string());
+  throw UserError(fmt::format("{}: checkpoint not found; the folder has {}", file_or_run_dir, fmt::join(names, ", ")));
+}
 
 bool is_partial_save(const std::string& path) {
   const std::string name = fs::path(path).filename().string();

@@ -47,6 +47,10 @@ void load_optimizer(const std::string& path, const ParamArena& layout, Optimizer
 
 // ckpt-<step>.h5 files of a run folder, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// What a user names with --ckpt: a checkpoint file, or a run folder (its newest checkpoint).
+// A missing file is a UserError listing the checkpoints beside where it was looked for.
+std::string find_checkpoint(const std::string& file_or_run_dir);
 std::string checkpoint_name(int64_t step);
 // A file a save cut short left behind: <name>.tmp.<pid> (or <name>.tmp, as TensorBoard's
 // trim and earlier versions name theirs).

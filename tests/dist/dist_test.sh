@@ -185,6 +185,9 @@ equivalence)
   "${mpirun[@]}" -np 2 "$distrain" train "$recipe" --run-dir "$work/wrong" >"$work/wrong.log" 2>&1
   grep -q "runs in one process but 2 were launched" "$work/wrong.log" && ok "a one-process strategy under mpirun is refused" ||
     bad "one_device under mpirun: $(tail -n 3 "$work/wrong.log")"
+  "${mpirun[@]}" -np 2 "$distrain" eval --ckpt "$work/wrong" >"$work/eval2.log" 2>&1
+  grep -q "^\[rank 0\] error: eval runs in one process" "$work/eval2.log" && ok "eval under mpirun says it runs in one process" ||
+    bad "eval under mpirun: $(head -n 3 "$work/eval2.log")"
   # Without OMP_NUM_THREADS or strategy.threads, 4 ranks on this host split its cores and say so.
   cores=$(env -u OMP_NUM_THREADS nproc)  # nproc itself honours OMP_NUM_THREADS
   env -u OMP_NUM_THREADS "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=1 --run-dir "$work/split" \

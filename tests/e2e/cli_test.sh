@@ -121,6 +121,16 @@ errors)
   ckpt=$(ls "$work"/runs/tiny/ckpt-*.h5 | tail -n 1)
   head -c 3000 "$ckpt" >"$work/truncated.h5"
   expect_error "checkpoint truncated" "truncated.h5:" "$distrain" eval --ckpt "$work/truncated.h5"
+  # eval as sturdy as train: a run folder, a missing file beside others, a shape mismatch, one process.
+  expect_error "eval: a missing checkpoint lists those present" "ckpt-000005.h5: checkpoint not found; the folder has ckpt-" \
+    "$distrain" eval --ckpt "$work/runs/tiny/ckpt-000005.h5"
+  expect_error "eval: a folder without checkpoints" "a folder without checkpoints" "$distrain" eval --ckpt "$work/idx"
+  expect_error "eval: data of another image size, one line" "model.input_shape (12, 12, 1) does not match the data's examples (10, 10, 1)" \
+    "$distrain" eval --ckpt "$work/runs/tiny" --set 'data.image_shape=[10,10,1]'
+  grep -q '^error: ' "$work/err" && ok "one process: errors without a [rank N] prefix" || bad "prefix: $(cat "$work/err")"
+  "$distrain" eval --ckpt "$work/runs/tiny" --set train.eval_batch=7 --json >"$work/dir_eval.json" 2>&1 &&
+    json_true 'J[0]["examples"] == 128' "$work/dir_eval.json" && ok "eval --ckpt RUN_DIR takes the newest, --set applies" ||
+    bad "eval --ckpt RUN_DIR: $(cat "$work/dir_eval.json")"
   sed 's/filters = 4/filters = 5/' "$tiny" >"$work/other.toml"
   expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
     "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
@@ -187,7 +197,7 @@ train_eval)
   "$distrain" train "$tiny" --run-dir div --set train.epochs=1 >/dev/null 2>&1
   expect_error "a non-finite loss stops training" "the loss is not finite (" \
     "$distrain" train "$tiny" --run-dir div --set optimizer.learning_rate=1e20
-  grep -qE '^\[rank 0\] error: step (9|1[0-9]|2[0-4]): the loss is not finite \((nan|inf)\); lower optimizer.learning_rate .*; the last finite checkpoint is div/ckpt-000008.h5$' "$work/err" &&
+  grep -qE '^error: step (9|1[0-9]|2[0-4]): the loss is not finite \((nan|inf)\); lower optimizer.learning_rate .*; the last finite checkpoint is div/ckpt-000008.h5$' "$work/err" &&
     ok "the error names the step and the last finite checkpoint" || bad "divergence message: $(cat "$work/err")"
   [ "$(ls div | grep -c '\.h5')" -eq 1 ] && "$distrain" eval --ckpt div/ckpt-000008.h5 --json >"$work/div_eval.json" &&
     json_true 'math.isfinite(J[0]["loss"])' "$work/div_eval.json" &&
