@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <new>
 
 #include "cli/commands.hpp"
@@ -12,6 +14,27 @@
 #include "core/base/log.hpp"
 #include "core/base/stop_signal.hpp"
 #include "core/comm/mpi_communicator.hpp"
+
+namespace {
+
+// A recipe key given as a flag (--epochs 1, as Keras and PyTorch scripts take it): the
+// --set that says it, when CLI11 found the flag unexpected.
+std::string recipe_flag_hint(const std::string& parse_error, int argc, char** argv) {
+  static const std::map<std::string, std::string> kKeys{
+      {"--epochs", "train.epochs"},          {"--lr", "optimizer.learning_rate"},
+      {"--learning-rate", "optimizer.learning_rate"}, {"--learning_rate", "optimizer.learning_rate"},
+      {"--batch-size", "strategy.per_replica_batch"}, {"--batch_size", "strategy.per_replica_batch"},
+      {"--seed", "seed"},                    {"--devices", "strategy.devices"}};
+  if (parse_error.find("not expected") == std::string::npos) return "";
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value = i + 1 < argc ? argv[i + 1] : "VALUE";
+    if (const size_t eq = flag.find('='); eq != std::string::npos) value = flag.substr(eq + 1), flag.resize(eq);
+    if (const auto it = kKeys.find(flag); it != kKeys.end()) return fmt::format("; use --set {}={}", it->second, value);
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   distrain::start_signal_watcher();  // before any thread: every later one inherits the blocked stop signals
@@ -41,7 +64,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "{}error: {} (see distrain --help)\n", distrain::log::prefix(), e.what());
+    fmt::print(stderr, "{}error: {}{} (see distrain --help)\n", distrain::log::prefix(), e.what(),
+               recipe_flag_hint(e.what(), argc, argv));
     return fail(distrain::cli::kExitUsage);
   } catch (const distrain::cli::ExitCode& e) {
     distrain::mpi_finalize();

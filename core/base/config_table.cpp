@@ -1,6 +1,9 @@
 #include "core/base/config_table.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include "core/base/error.hpp"
 
@@ -152,10 +155,46 @@ ConfigTable ConfigTable::sub(const std::string& key) {
   return ConfigTable(n ? *n->as_table() : empty_table(), file_, prefix_ + key + ".");
 }
 
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substituted = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substituted});
+    }
+  }
+  return row[b.size()];
+}
+
+// The key a user coming from Keras or PyTorch (lr, batch_size) or making a typo most
+// likely meant, among the keys this table takes; "" when none is close.
+std::string closest_key(const std::string& key, const std::set<std::string>& known) {
+  static const std::map<std::string, std::string> kOtherNames{
+      {"lr", "learning_rate"}, {"batch_size", "per_replica_batch"}, {"batch", "per_replica_batch"},
+      {"num_epochs", "epochs"}, {"n_epochs", "epochs"},             {"wd", "weight_decay"},
+      {"optimizer", "type"},   {"units_out", "units"},              {"kernel", "kernel_size"}};
+  if (const auto it = kOtherNames.find(key); it != kOtherNames.end() && known.count(it->second)) return it->second;
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const std::string& k : known)
+    if (const size_t d = edit_distance(key, k); d < best_distance) best = k, best_distance = d;
+  return best;
+}
+
+}  // namespace
+
 void ConfigTable::finish() const {
   for (const auto& [k, v] : table_) {
     const std::string key(k.str());
-    if (!used_.count(key)) fail(key, "unknown key");
+    if (used_.count(key)) continue;
+    const std::string meant = closest_key(key, used_);
+    fail(key, meant.empty() ? "unknown key" : fmt::format("unknown key; did you mean {}{}?", prefix_, meant));
   }
 }
 

@@ -135,6 +135,10 @@ errors)
   expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
     "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
   expect_error "bad flag" "--nope" "$distrain" train "$tiny" --nope
+  expect_error "a recipe key as a flag gets its --set" "use --set train.epochs=1" "$distrain" train "$tiny" --epochs 1
+  expect_error "a Keras name gets the recipe's" "optimizer.lr: unknown key; did you mean optimizer.learning_rate?" \
+    "$distrain" check "$tiny" --set optimizer.lr=0.1
+  expect_error "a typo gets the near key" "train.epoch: unknown key; did you mean train.epochs?" "$distrain" check "$tiny" --set train.epoch=3
   expect_error "unknown --progress style" "--progress: fancy not in {auto,bar,line,none}" "$distrain" train "$tiny" --progress fancy
   sed 's/train_examples = 256/train_examples = 257/; s/type = "max_pool2d"/type = "batch_norm"\n[[model.layers]]\ntype = "max_pool2d"/' "$tiny" >"$work/bn.toml"
   expect_error "sync_batch_norm with a replica left without examples" "set data.drop_remainder = true" \
