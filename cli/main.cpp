@@ -55,6 +55,13 @@ int main(int argc, char** argv) {
     distrain::ensure_mpi();
     distrain::log::set_rank(distrain::launcher_rank());
   }
+  try {
+    distrain::check_launch();
+  } catch (const distrain::UserError& e) {
+    fmt::print(stderr, "{}error: {}\n", distrain::log::prefix(), e.what());
+    distrain::mpi_finalize();  // each process alone in its world: no abort needed
+    return distrain::cli::kExitUsage;
+  }
   auto fail = [&](int code) {
     if (mpi && distrain::launcher_size() > 1) distrain::mpi_abort(code);
     distrain::mpi_finalize();

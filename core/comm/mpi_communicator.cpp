@@ -76,6 +76,19 @@ void ensure_mpi() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
 
+void check_launch() {
+  if (!launched_by_mpi()) {
+    DT_USER_CHECK(env_int("WORLD_SIZE", 1) <= 1, "WORLD_SIZE={} (torchrun's variables) starts no distrain workers: launch "
+                  "them with mpirun -np N (or srun --mpi=pmix) and strategy.name = \"multi_worker_mirrored\"",
+                  env_int("WORLD_SIZE", 1));
+    return;
+  }
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  DT_USER_CHECK(size == launcher_size(), "the launcher started {} tasks but MPI sees {} process(es) in its world: with "
+                "srun, use srun --mpi=pmix (or mpirun -np {})", launcher_size(), size, launcher_size());
+}
+
 void mpi_abort(int code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -25,6 +25,10 @@ namespace distrain {
 bool launched_by_mpi();
 // Initialises MPI once (thread level: funneled); later calls do nothing.
 void ensure_mpi();
+// Under a launcher: MPI's world must be the size the launcher started (srun without a PMI
+// plugin starts N singletons of size 1), and torchrun's variables alone launch nothing
+// distrain can join. UserError saying how to launch otherwise.
+void check_launch();
 // The world rank and size when launched by MPI (0 and 1 otherwise), without initialising it.
 int launcher_rank();
 int launcher_size();

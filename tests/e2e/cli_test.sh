@@ -135,6 +135,10 @@ errors)
   expect_error "checkpoint of another model" "/model/conv2d_1/kernel has shape (3, 3, 1, 4), the model expects (3, 3, 1, 5)" \
     "$distrain" train "$work/other.toml" --set checkpoint.init_from="\"$ckpt\"" --run-dir "$work/r2"
   expect_error "bad flag" "--nope" "$distrain" train "$tiny" --nope
+  expect_error "torchrun's variables without MPI" "launch them with mpirun -np N" env WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 \
+    "$distrain" train "$tiny" --run-dir "$work/r_torchrun"
+  expect_error "srun without PMI: N singletons" "use srun --mpi=pmix" env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 \
+    "$distrain" train "$tiny" --run-dir "$work/r_srun"
   expect_error "a recipe key as a flag gets its --set" "use --set train.epochs=1" "$distrain" train "$tiny" --epochs 1
   expect_error "a Keras name gets the recipe's" "optimizer.lr: unknown key; did you mean optimizer.learning_rate?" \
     "$distrain" check "$tiny" --set optimizer.lr=0.1
