@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 namespace distrain {
 
@@ -54,16 +55,44 @@ std::string fit_bar_line(const std::string& head, int64_t done, int64_t total, c
   return head + " " + bar(done, total, std::min(room, kBarWidth)) + tail;
 }
 
-Progress::Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch)
+namespace {
+
+// The running bar's figures, shortened until a bar of at least kMinBarWidth cells fits
+// beside them: the img/s go first, then "accuracy" becomes Keras's "acc". At 80 columns the
+// full set left no room, and the bar showed only from about 100.
+std::string bar_figures(const std::string& head, const std::string& eta, const LossStats& running, double images_per_sec,
+                        int columns) {
+  const std::string loss = fmt::format(" ETA {} - loss: {:.4f}", eta, running.mean_loss());
+  const std::vector<std::string> figures{
+      fmt::format("{} - accuracy: {:.4f} - {:.0f} img/s", loss, running.accuracy(), images_per_sec),
+      fmt::format("{} - accuracy: {:.4f}", loss, running.accuracy()), fmt::format("{} - acc: {:.4f}", loss, running.accuracy())};
+  for (const std::string& f : figures)
+    if (columns - static_cast<int>(head.size() + f.size()) - 3 >= kMinBarWidth) return f;
+  return figures.front();  // no bar fits anyway: all the figures
+}
+
+}  // namespace
+
+Progress::Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch, int64_t total_steps)
     : out_(options.style == ProgressStyle::none ? nullptr : out),
       style_(options.style),
       every_(options.every > 0 ? options.every : std::max<int64_t>(1, (batches_per_epoch + kLinesPerEpoch - 1) / kLinesPerEpoch)),
-      epochs_(epochs),
-      batches_(batches_per_epoch) {}
+      epochs_(total_steps > 0 && batches_per_epoch > 0 ? std::min(epochs, (total_steps + batches_per_epoch - 1) / batches_per_epoch)
+                                                       : epochs),
+      batches_(batches_per_epoch),
+      total_steps_(total_steps) {}
 
 void Progress::begin_epoch(int64_t epoch) {
   epoch_ = epoch;
+  epoch_batches_ = total_steps_ > 0 ? std::clamp<int64_t>(total_steps_ - epoch * batches_, 0, batches_) : batches_;
   last_draw_ = {};
+}
+
+void Progress::interrupt() {
+  if (!out_ || !bar_open_) return;
+  fmt::print(out_, "\n");
+  std::fflush(out_);
+  bar_open_ = false;
 }
 
 bool Progress::wants_figures(int64_t done) const {
@@ -73,29 +102,29 @@ bool Progress::wants_figures(int64_t done) const {
 
 void Progress::update(int64_t done, const LossStats& running, double images_per_sec, double seconds) {
   if (!out_) return;
-  const double eta = done ? seconds / static_cast<double>(done) * static_cast<double>(batches_ - done) : 0.0;
+  const double eta = done ? seconds / static_cast<double>(done) * static_cast<double>(epoch_batches_ - done) : 0.0;
   if (style_ == ProgressStyle::bar) {
     draw_bar(done, running, images_per_sec, eta);
     return;
   }
-  if (done % every_ != 0 || done == batches_) return;  // the epoch's own line follows the last batch
+  if (done % every_ != 0 || done == epoch_batches_) return;  // the epoch's own line follows the last batch
   fmt::print(out_, "epoch {}/{} batch {}/{} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s - ETA {}\n", epoch_ + 1, epochs_,
-             done, batches_, running.mean_loss(), running.accuracy(), images_per_sec, format_duration(eta));
+             done, epoch_batches_, running.mean_loss(), running.accuracy(), images_per_sec, format_duration(eta));
   std::fflush(out_);
 }
 
 void Progress::draw_bar(int64_t done, const LossStats& running, double images_per_sec, double eta) {
   const auto now = std::chrono::steady_clock::now();
-  if (done < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;  // redraw at most 10 times a second
+  if (done < epoch_batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;  // redraw at most 10 times a second
   last_draw_ = now;
   const int width = line_width(out_);
-  std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", epoch_ + 1, epochs_, done, batches_), done, batches_,
-                                  fmt::format(" ETA {} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s", format_duration(eta),
-                                              running.mean_loss(), running.accuracy(), images_per_sec),
-                                  width);
+  const std::string head = fmt::format("Epoch {}/{}  {}/{}", epoch_ + 1, epochs_, done, epoch_batches_);
+  std::string line = fit_bar_line(head, done, epoch_batches_,
+                                  bar_figures(head, format_duration(eta), running, images_per_sec, width), width);
   line.resize(std::min(line.size(), static_cast<size_t>(width)));  // \r goes back to the start of the last row only
   fmt::print(out_, "\r\033[K{}", line);
   std::fflush(out_);
+  bar_open_ = true;
 }
 
 void Progress::end_epoch(const EpochReport& r) {
@@ -103,11 +132,13 @@ void Progress::end_epoch(const EpochReport& r) {
   const std::string val = validation_figures(r.validation);
   if (style_ == ProgressStyle::bar) {
     // The epoch's last line stays, so it may wrap: only the bar gives way to the figures.
-    const std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", r.epoch, epochs_, r.batches, batches_), r.batches, batches_,
+    const std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", r.epoch, epochs_, r.batches, epoch_batches_), r.batches,
+                                          epoch_batches_,
                                           fmt::format(" {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s", format_duration(r.seconds),
                                                       r.train.mean_loss(), r.train.accuracy(), val, r.images_per_sec),
                                           line_width(out_));
     fmt::print(out_, "\r\033[K{}\n", line);
+    bar_open_ = false;
   } else {
     fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} img/s - {:.1f}s\n",
                r.epoch, epochs_, r.step, r.train.mean_loss(), r.train.accuracy(), val, r.learning_rate, r.images_per_sec,

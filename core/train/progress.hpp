@@ -31,8 +31,9 @@ struct EpochReport {
 
 class Progress {
  public:
-  // out == nullptr: print nothing (workers other than rank 0).
-  Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch);
+  // out == nullptr: print nothing (workers other than rank 0). total_steps (train.steps,
+  // when it ends the run early) bounds the epochs and batches shown and the ETA.
+  Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int64_t batches_per_epoch, int64_t total_steps = 0);
   void begin_epoch(int64_t epoch);  // 0-based
   // Whether the figures up to `batches_done` are wanted (a line is due, or a bar's redraw):
   // the same on every rank, printing or not, as the read of figures is collective.
@@ -40,14 +41,19 @@ class Progress {
   // After a batch whose figures were read: batches done in the epoch, the epoch's running metrics.
   void update(int64_t batches_done, const LossStats& running, double images_per_sec, double seconds);
   void end_epoch(const EpochReport& report);
+  // The run stops before its epoch's end (a stop signal): a bar's open line is ended, so
+  // that what is printed next starts a line of its own.
+  void interrupt();
 
  private:
   void draw_bar(int64_t done, const LossStats& running, double images_per_sec, double eta);
   std::FILE* out_;
   ProgressStyle style_;
   int64_t every_;
-  int64_t epochs_, batches_;
+  int64_t epochs_, batches_, total_steps_;
   int64_t epoch_ = 0;
+  int64_t epoch_batches_ = 0;  // the batches this epoch runs: batches_, or fewer where total_steps_ ends it
+  bool bar_open_ = false;      // a bar is drawn and its line not yet ended
   std::chrono::steady_clock::time_point last_draw_{};
 };
 

@@ -25,7 +25,7 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
     : recipe_(recipe), options_(options), strategy_(strategy), test_(test),
       test_on_devices_(recipe.train.validate && place_data_on_devices(recipe, strategy, test, DataUse::evaluation)),
       run_dir_(run_dir), plan_(plan), writer_(strategy.rank() == 0),
-      progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch),
+      progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch, plan.total_steps),
       last_saved_(resumed) {
   summary_.run_dir = run_dir;
   if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps);
@@ -95,7 +95,10 @@ TrainSummary TrainRun::finish(const TrainState& end) {
   summary_.last_checkpoint = last_saved_;
   summary_.steps = end.step;
   summary_.epochs = end.epoch;
-  if (summary_.stopped_by) return summary_;  // not over: no summary.json (TensorBoard's file closes as we return)
+  if (summary_.stopped_by) {  // not over: no summary.json (TensorBoard's file closes as we return)
+    progress_.interrupt();
+    return summary_;
+  }
   summary_.train_seconds = train_seconds_;
   summary_.images_per_sec = per_second(trained_examples_, train_seconds_);
   if (writer_) write_summary(fs::path(run_dir_) / "summary.json", recipe_.name, summary_);

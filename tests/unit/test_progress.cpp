@@ -111,3 +111,28 @@ TEST_CASE("progress: none prints nothing, bar redraws in place within the width"
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+TEST_CASE("progress: at 80 columns the bar shows (img/s give way first), train.steps bounds epochs and batches, and a "
+          "stop ends the open bar's line") {
+  ScopedEnv columns("COLUMNS", "80");
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f);
+  Progress progress(f, {ProgressStyle::bar, 0}, 10, 938, 1000);  // train.steps = 1000: 2 epochs, the second of 62
+  const LossStats running{10.0, 3, 8};
+  progress.begin_epoch(1);
+  progress.update(31, running, 12345.0, 3.0);
+  progress.interrupt();
+  progress.interrupt();  // once only
+  std::string text(static_cast<size_t>(std::ftell(f)), '\0');
+  std::rewind(f);
+  REQUIRE(std::fread(text.data(), 1, text.size(), f) == text.size());
+  std::fclose(f);
+  CHECK(text.rfind("\r\033[KEpoch 2/2  31/62 [", 0) == 0);  // a bar at 80 columns
+  CHECK(text.find("img/s") == std::string::npos);
+  CHECK(text.find("ETA 0:03 - loss: 1.2500 - accuracy: 0.3750\n") != std::string::npos);  // 31 more batches at 0.1 s
+  CHECK(count(text, "\n") == 1);
+}
+
+}  // namespace distrain::test
