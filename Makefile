@@ -14,7 +14,10 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 # dist/distrain-<version>-linux-<arch>.tar.gz: the executable and the libraries it needs.
-bundle: build
+# Builds only what ships (the executable and the CUDA plugin), not the tests.
+bundle:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS) --target shipped
 	bash scripts/make-bundle.sh $(BUILD) dist
 
 # Debian 12 packages distrain builds and tests with (run as root).

@@ -26,6 +26,7 @@ mode=${1:?usage: gpu_session.sh prepare | run OUTDIR [PART...]}
 if [ "$mode" = prepare ]; then
   set -e
   make -s bundle >/dev/null
+  cmake --build build -j "$(nproc)" --target unit_tests >/dev/null
   rm -rf .gpu && mkdir -p .gpu/data .gpu/tests
   cp dist/distrain-*-linux-*.tar.gz .gpu/
   cp build/tests/unit_tests .gpu/tests/
