@@ -247,6 +247,10 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
   t.tensorboard = c.get_bool("tensorboard", true);
   t.tensorboard_every_steps = c.get_int("tensorboard_every_steps", 100);
   if (t.tensorboard_every_steps < 0) c.fail("tensorboard_every_steps", "must be >= 0 (0 = epoch metrics only)");
+  t.tensorboard_flush_seconds = c.get_float("tensorboard_flush_seconds", 10.0);
+  if (!(t.tensorboard_flush_seconds >= 0 && t.tensorboard_flush_seconds <= 86400))
+    c.fail("tensorboard_flush_seconds", fmt::format("must be in [0, 86400] (0: every step's loss at once), got {}",
+                                                    t.tensorboard_flush_seconds));
   t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
   if (t.skip_nonfinite_steps && strategy == "parameter_server")
     c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "

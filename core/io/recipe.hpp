@@ -44,6 +44,7 @@ struct TrainSpec {
   bool allow_tf32 = false;  // GPU matrix products and convolutions may round to TF32
   bool tensorboard = true;  // TensorBoard event files in the run folder
   int64_t tensorboard_every_steps = 100;  // also the loss of every N-th step; 0 = epoch metrics only
+  double tensorboard_flush_seconds = 10;  // step losses reach the file at least this often (0: each at once)
   // A step whose loss is NaN or infinite: stop the run (the default), or skip its update
   // (up to kMaxSkippedInARow in a row) and go on.
   bool skip_nonfinite_steps = false;

@@ -23,11 +23,16 @@ const std::string& trimmed(const std::string& run_dir, const TrainState& resumed
 
 }  // namespace
 
-TensorBoardLog::TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps)
-    : file_(trimmed(run_dir, resumed)), every_steps_(every_steps) {}
+TensorBoardLog::TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps, double flush_seconds)
+    : file_(trimmed(run_dir, resumed)), every_steps_(every_steps), flush_every_(flush_seconds) {}
 
 void TensorBoardLog::step(int64_t step, const LossStats& stats) {
-  if (every_steps_ > 0 && step % every_steps_ == 0) file_.add(step, {{kStepTag, mean_loss_f32(stats)}});
+  if (every_steps_ <= 0 || step % every_steps_ != 0) return;
+  file_.add(step, {{kStepTag, mean_loss_f32(stats)}});
+  const auto now = std::chrono::steady_clock::now();
+  if (now - flushed_ < flush_every_) return;
+  file_.flush();
+  flushed_ = now;
 }
 
 void TensorBoardLog::epoch(const EpochReport& report) {

@@ -28,7 +28,7 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
       progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch, plan.total_steps),
       last_saved_(resumed) {
   summary_.run_dir = run_dir;
-  if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps);
+  if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps, recipe.train.tensorboard_flush_seconds);
 }
 
 void TrainRun::begin_epoch(const TrainState& state) { progress_.begin_epoch(state.epoch); }

@@ -7,6 +7,7 @@
 
 #include "core/io/tensorboard.hpp"
 #include "core/io/tfrecord.hpp"
+#include "core/train/tensorboard_log.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -85,6 +86,24 @@ TEST_CASE("crc32c: the crc32 instruction's path equals the table's at every leng
       CHECK(crc32c(v) == crc32c_portable(v));
     }
   CHECK(crc32c_portable("123456789") == 0xE3069283u);
+}
+
+TEST_CASE("tensorboard: step losses reach the file within tensorboard_flush_seconds, before the epoch ends") {
+  const fs::path dir = fs::temp_directory_path() / "distrain_tb_flush";
+  auto batch_losses_on_disk = [&](double flush_seconds) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    TensorBoardLog log(dir.string(), TrainState{}, 1, flush_seconds);
+    log.step(1, LossStats{2.0, 1, 4});
+    log.step(2, LossStats{1.0, 1, 4});
+    int found = 0;
+    for (const std::string& record : read_tfrecords(list_event_files(dir.string()).at(0)).records)
+      for (const auto& [tag, value] : decode_event(record, "event").scalars) found += tag == "batch_loss";
+    return found;
+  };
+  CHECK(batch_losses_on_disk(0.0) == 2);  // each written at once
+  CHECK(batch_losses_on_disk(3600.0) == 0);  // buffered until an hour passes or the epoch ends
+  fs::remove_all(dir);
 }
 
 TEST_CASE("tfrecord: records read back, a record cut short at the end is dropped, a corrupt one is an error") {
