@@ -40,6 +40,13 @@ Dataset make_synthetic(const DataSpec& spec, int64_t count, uint64_t prototype_s
 
 }  // namespace
 
+std::string relative_note(const std::string& path) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return "";
+  std::error_code ec;
+  return fmt::format("; a relative data.path is taken from the current folder: {}",
+                     std::filesystem::absolute(path, ec).lexically_normal().string());
+}
+
 std::string default_data_path(const std::string& dataset) {
   if (dataset == "fashion_mnist") return "/usr/share/datasets/fashion-mnist";
   if (dataset == "mnist") return "/usr/share/datasets/mnist";
@@ -62,7 +69,8 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
                 "data.path: {} is a file, not a folder; set data.path to the folder of the IDX files", dir);
   if (!std::filesystem::is_directory(dir, ec)) {
     const std::string hint = spec.dataset == "fashion_mnist" ? "apt-get install dataset-fashion-mnist" : "download the MNIST IDX files";
-    throw UserError(fmt::format("data.path: folder {} does not exist ({} or set data.path to a folder of IDX files)", dir, hint));
+    throw UserError(fmt::format("data.path: folder {} does not exist ({} or set data.path to a folder of IDX files){}", dir,
+                                hint, relative_note(dir)));
   }
   Splits splits{read_idx_split(dir, "train"), read_idx_split(dir, "t10k")};
   DT_USER_CHECK(splits.test.example_shape == splits.train.example_shape,

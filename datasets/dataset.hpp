@@ -38,6 +38,9 @@ struct DataSpec {
 };
 
 std::string default_data_path(const std::string& dataset);
+// For messages about a data.path not found: where a relative one was looked for ("" for
+// an absolute one).
+std::string relative_note(const std::string& path);
 
 struct Splits {
   Dataset train, test;
