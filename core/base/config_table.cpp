@@ -22,7 +22,10 @@ ConfigTable::ConfigTable(const toml::table& table, std::string file, std::string
 void ConfigTable::fail(const std::string& key, const std::string& message) const {
   const toml::node* n = table_.get(key);
   const auto line = n ? n->source().begin.line : 0;
-  const std::string at = line ? fmt::format("{}:{}", file_, line) : file_;
+  const std::string* set_by = n ? n->source().path.get() : nullptr;  // "--set KEY=VALUE" for an override
+  const std::string at = set_by && set_by->starts_with("--set ") ? *set_by
+                         : line                                  ? fmt::format("{}:{}", file_, line)
+                                                                 : file_;
   throw UserError(fmt::format("{}: {}{}: {}", at, prefix_, key, message));
 }
 

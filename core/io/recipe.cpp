@@ -334,18 +334,35 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   return parse_recipe(text.str(), path, overrides);
 }
 
+namespace {
+
+// `text` as a TOML basic string: quotes, backslashes and control characters escaped.
+std::string toml_basic_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file) {
   const auto eq = assignment.find('=');
   DT_USER_CHECK(eq != std::string::npos && eq > 0, "--set {}: expected KEY=VALUE", assignment);
   const std::string key = assignment.substr(0, eq);
   const std::string value_text = assignment.substr(eq + 1);
+  // Parsed with the --set as its source, which the node keeps (moved, not copied): an
+  // error about the key then names the --set, not the recipe file.
+  const std::string source = "--set " + assignment;
   toml::table parsed;
-  toml::node_view<toml::node> value;
   check_toml_nesting("v = " + value_text, "--set " + key);
   try {
-    parsed = toml::parse("v = " + value_text);
-    value = parsed["v"];
-  } catch (const toml::parse_error&) {
+    parsed = toml::parse("v = " + value_text, source);
+  } catch (const toml::parse_error&) {  // not TOML: a plain string
+    parsed = toml::parse("v = " + toml_basic_string(value_text), source);
   }
 
   std::vector<std::string> parts;
@@ -375,10 +392,7 @@ void apply_override(toml::table& table, const std::string& assignment, const std
   toml::table* target = node->as_table();
   DT_USER_CHECK(target, "--set {}: {} is not a table in {}", assignment,
                 fmt::join(parts.begin(), parts.end() - 1, "."), file);
-  if (value)
-    target->insert_or_assign(parts.back(), *value.node());
-  else
-    target->insert_or_assign(parts.back(), value_text);  // not TOML: a plain string
+  target->insert_or_assign(parts.back(), std::move(*parsed.get("v")));
 }
 
 }  // namespace distrain

@@ -142,6 +142,8 @@ errors)
   expect_error "a recipe key as a flag gets its --set" "use --set train.epochs=1" "$distrain" train "$tiny" --epochs 1
   expect_error "a Keras name gets the recipe's" "optimizer.lr: unknown key; did you mean optimizer.learning_rate?" \
     "$distrain" check "$tiny" --set optimizer.lr=0.1
+  expect_error "an error about a --set names the --set" "--set train.epochs=-2: train.epochs: must be positive" \
+    "$distrain" check "$tiny" --set train.epochs=-2
   expect_error "a typo gets the near key" "train.epoch: unknown key; did you mean train.epochs?" "$distrain" check "$tiny" --set train.epoch=3
   expect_error "unknown --progress style" "--progress: fancy not in {auto,bar,line,none}" "$distrain" train "$tiny" --progress fancy
   sed 's/train_examples = 256/train_examples = 257/; s/type = "max_pool2d"/type = "batch_norm"\n[[model.layers]]\ntype = "max_pool2d"/' "$tiny" >"$work/bn.toml"
