@@ -4,11 +4,8 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/inference.hpp"
 #include "core/base/json.hpp"
-#include "core/comm/mpi_communicator.hpp"
-#include "core/io/checkpoint.hpp"
-#include "core/io/recipe.hpp"
-#include "core/strategy/strategy.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/preflight.hpp"
@@ -31,34 +28,25 @@ void point_data_at(Recipe& recipe, const std::string& path) {
   if (std::filesystem::is_regular_file(path, ec)) {
     if (recipe.data.dataset != "hdf5") recipe.data.num_classes = 0;  // from the labels, as an HDF5 recipe's default
     recipe.data.dataset = "hdf5";
-  } else if (recipe.data.dataset == "hdf5" || recipe.data.dataset == "synthetic") recipe.data.dataset = "fashion_mnist";
+  } else if (recipe.data.dataset == "hdf5" || recipe.data.dataset == "synthetic") {
+    recipe.data.dataset = "fashion_mnist";
+  }
 }
 
 void evaluate_checkpoint(const EvalArgs& a) {
-  DT_USER_CHECK(launcher_size() <= 1, "eval runs in one process on one device; run it without mpirun or srun ({} were "
-                "launched)", launcher_size());
-  const Device device = Device::parse(a.device, "--device");
-  // CPU devices are logical replicas; evaluation has one (a GPU index is checked when its backend starts).
-  DT_USER_CHECK(!device.is_cpu() || device.index == 0, "--device {}: evaluation runs on one device; use cpu:0 or cuda:N",
-                a.device);
-  const std::string ckpt = find_checkpoint(a.ckpt);
-  const CheckpointHeader header = read_checkpoint_header(ckpt);
-  Recipe recipe = parse_recipe(header.recipe, ckpt + " (stored recipe)", a.overrides);
-  recipe.strategy.name = "one_device";
-  recipe.strategy.devices = {a.device};
+  LoadedCheckpoint loaded = load_for_inference("eval", a.ckpt, a.overrides, a.device);
+  Recipe& recipe = loaded.recipe;
   if (!a.data.empty()) point_data_at(recipe, a.data);
   const Splits data = load_dataset(recipe.data, recipe.seed);
   check_data_fits(recipe, data.test);
-  auto strategy = make_strategy(recipe);
-  load_weights(ckpt, strategy->model());
-  strategy->sync_replicas();
+  auto strategy = strategy_with_weights(loaded);
   const bool on_device = place_data_on_devices(recipe, *strategy, data.test, DataUse::evaluation);
   const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch, on_device);
   if (a.json)
     fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
   else
-    fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", ckpt, header.state.step,
-               s.mean_loss(), s.accuracy(), s.count, data.test.source);
+    fmt::print("{} (step {}): test loss {:.4f}, accuracy {:.4f} over {} examples of {}\n", loaded.header.path,
+               loaded.header.state.step, s.mean_loss(), s.accuracy(), s.count, data.test.source);
 }
 
 }  // namespace

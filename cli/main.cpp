@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   distrain::cli::register_train(app);
   distrain::cli::register_eval(app);
+  distrain::cli::register_predict(app);
   distrain::cli::register_check(app);
   distrain::cli::register_info(app);
   distrain::cli::register_bench(app);

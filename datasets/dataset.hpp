@@ -3,6 +3,7 @@
 // bytes into float32 values in [0, 255] and passes floats as they are; scaling belongs
 // to the model (rescaling).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,8 +19,12 @@ struct Dataset {
   // size() * example_shape.numel() values, in exactly one of the two.
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
-  std::vector<int32_t> labels;  // in [0, num_classes)
+  std::vector<int32_t> labels;  // in [0, num_classes); empty for data to predict
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  // The examples held, labelled or not.
+  int64_t examples() const {
+    return static_cast<int64_t>(pixels.size() + floats.size()) / std::max<int64_t>(example_shape.numel(), 1);
+  }
 };
 
 struct DataSpec {

@@ -20,7 +20,9 @@ struct Source {
   const std::string& file;
   const std::string& name;
   std::string key;
-  std::string str() const { return fmt::format("{}: '{}' (data.{})", file, name, key); }
+  // The recipe key, or the command-line flag, that named the dataset.
+  std::string setting() const { return key.starts_with("--") ? key : "data." + key; }
+  std::string str() const { return fmt::format("{}: '{}' ({})", file, name, setting()); }
 };
 
 H5Id open_file(const std::string& path) {
@@ -48,8 +50,8 @@ std::string top_level_names(hid_t file) {
 
 H5Id open_dataset(hid_t file, const Source& src) {
   // H5Lexists fails (< 0) on a missing intermediate group: missing as well.
-  DT_USER_CHECK(H5Lexists(file, src.name.c_str(), H5P_DEFAULT) > 0, "{}: no dataset '{}' (data.{}); the file has {}",
-                src.file, src.name, src.key, top_level_names(file));
+  DT_USER_CHECK(H5Lexists(file, src.name.c_str(), H5P_DEFAULT) > 0, "{}: no dataset '{}' ({}); the file has {}",
+                src.file, src.name, src.setting(), top_level_names(file));
   H5Id ds(H5Dopen2(file, src.name.c_str(), H5P_DEFAULT), H5Dclose);
   DT_USER_CHECK(ds.ok(), "{} is not a dataset", src.str());
   return ds;
@@ -156,6 +158,13 @@ void check_finite(const Dataset& d, const Source& src) {
 int32_t max_label(const Dataset& d) { return *std::max_element(d.labels.begin(), d.labels.end()); }
 
 }  // namespace
+
+Dataset read_hdf5_images(const std::string& path, const std::string& name) {
+  const H5Id file = open_file(path);
+  Dataset d = read_images(file, Source{path, name, "--dataset"});
+  check_finite(d, Source{path, name, "--dataset"});
+  return d;
+}
 
 Splits read_hdf5_splits(const DataSpec& spec) {
   const H5Id file = open_file(spec.path);

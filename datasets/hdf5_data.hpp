@@ -13,5 +13,7 @@ namespace distrain {
 // range, examples and labels of different counts) is a one-line UserError naming the
 // file, the dataset and the recipe key.
 Splits read_hdf5_splits(const DataSpec& spec);
+// One dataset of images (or feature rows) alone, for prediction: a Dataset without labels.
+Dataset read_hdf5_images(const std::string& path, const std::string& name);
 
 }  // namespace distrain

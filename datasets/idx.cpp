@@ -58,8 +58,29 @@ Dataset read_idx_split(const std::string& dir, const std::string& prefix) {
   return parse_idx(images, labels, image_path, label_path);
 }
 
+Dataset read_idx_images(const std::string& path) {
+  DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: not found (an IDX image file or an HDF5 file)", path);
+  return parse_idx_images(read_all(path), path);
+}
+
 Dataset parse_idx(std::span<const uint8_t> images, std::span<const uint8_t> labels, const std::string& image_path,
                   const std::string& label_path) {
+  Dataset d = parse_idx_images(images, image_path);
+  const uint32_t n = be32(images, 4);
+  DT_USER_CHECK(labels.size() >= 8, "{}: truncated: {} bytes, an IDX label header has 8", label_path, labels.size());
+  DT_USER_CHECK(be32(labels, 0) == 0x801, "{}: not an IDX label file (magic 0x{:08x}, expected 0x00000801)", label_path,
+                be32(labels, 0));
+  DT_USER_CHECK(be32(labels, 4) == n, "{}: {} labels for {} images in {}", label_path, be32(labels, 4), n, image_path);
+  DT_USER_CHECK(labels.size() == 8 + size_t{n}, "{}: {} bytes, expected {} (truncated?)", label_path, labels.size(),
+                8 + size_t{n});
+  d.labels.assign(labels.begin() + 8, labels.end());
+  const int32_t max_label = *std::max_element(d.labels.begin(), d.labels.end());
+  d.num_classes = 10;  // MNIST and Fashion-MNIST
+  DT_USER_CHECK(max_label < d.num_classes, "{}: label {} outside 0..9", label_path, max_label);
+  return d;
+}
+
+Dataset parse_idx_images(std::span<const uint8_t> images, const std::string& image_path) {
   DT_USER_CHECK(images.size() >= 16, "{}: truncated: {} bytes, an IDX image header has 16", image_path, images.size());
   DT_USER_CHECK(be32(images, 0) == 0x803, "{}: not an IDX image file (magic 0x{:08x}, expected 0x00000803)", image_path,
                 be32(images, 0));
@@ -69,22 +90,10 @@ Dataset parse_idx(std::span<const uint8_t> images, std::span<const uint8_t> labe
   const size_t expected = 16 + size_t{n} * rows * cols;
   DT_USER_CHECK(images.size() == expected, "{}: {} bytes, expected {} for {} images of {}x{}{}", image_path,
                 images.size(), expected, n, rows, cols, images.size() < expected ? " (truncated)" : "");
-
-  DT_USER_CHECK(labels.size() >= 8, "{}: truncated: {} bytes, an IDX label header has 8", label_path, labels.size());
-  DT_USER_CHECK(be32(labels, 0) == 0x801, "{}: not an IDX label file (magic 0x{:08x}, expected 0x00000801)", label_path,
-                be32(labels, 0));
-  DT_USER_CHECK(be32(labels, 4) == n, "{}: {} labels for {} images in {}", label_path, be32(labels, 4), n, image_path);
-  DT_USER_CHECK(labels.size() == 8 + size_t{n}, "{}: {} bytes, expected {} (truncated?)", label_path, labels.size(),
-                8 + size_t{n});
-
   Dataset d;
   d.source = image_path;
   d.example_shape = Shape{rows, cols, 1};
   d.pixels.assign(images.begin() + 16, images.end());
-  d.labels.assign(labels.begin() + 8, labels.end());
-  const int32_t max_label = *std::max_element(d.labels.begin(), d.labels.end());
-  d.num_classes = 10;  // MNIST and Fashion-MNIST
-  DT_USER_CHECK(max_label < d.num_classes, "{}: label {} outside 0..9", label_path, max_label);
   return d;
 }
 

@@ -15,5 +15,8 @@ Dataset read_idx_split(const std::string& dir, const std::string& prefix);
 // The same checks on the files' bytes (after gunzip); the names are for messages.
 Dataset parse_idx(std::span<const uint8_t> images, std::span<const uint8_t> labels, const std::string& image_path,
                   const std::string& label_path);
+// One image file alone (plain or gzip), for prediction: a Dataset without labels.
+Dataset read_idx_images(const std::string& path);
+Dataset parse_idx_images(std::span<const uint8_t> images, const std::string& image_path);
 
 }  // namespace distrain

@@ -169,6 +169,46 @@ train_eval)
   fi
   json_true 'J[0]["accuracy"] == J[1][-1]["val_accuracy"] and J[0]["loss"] == J[1][-1]["val_loss"]' "$work/eval.json" runs/tiny/metrics.jsonl &&
     ok "eval agrees with the last validation" || bad "eval $(cat "$work/eval.json") vs $(tail -n 1 runs/tiny/metrics.jsonl)"
+  # predict on Fashion-MNIST's test images (an MLP, 30 steps): its classes give eval's accuracy
+  # against the test labels, in every output format, and its probabilities sum to 1.
+  fm=/usr/share/datasets/fashion-mnist
+  cat >"$work/fm.toml" <<'TOML'
+name = "fm"
+[model]
+input_shape = [28, 28, 1]
+layers = [{ type = "rescaling", scale = 0.00392156862745098 }, { type = "flatten" }, { type = "dense", units = 10 }]
+[strategy]
+per_replica_batch = 64
+TOML
+  python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack(">IIII", 0x803, 2, 12, 12) + bytes(288))' "$work/tiny12.idx"
+  "$distrain" train "$work/fm.toml" --set train.steps=30 --run-dir fm_run >"$work/fm.log" 2>&1
+  "$distrain" eval --ckpt fm_run --json >"$work/fm_eval.json" 2>&1
+  for out in csv npy h5; do
+    "$distrain" predict --ckpt fm_run --data "$fm/t10k-images-idx3-ubyte.gz" --out "$work/pred.$out" --probabilities 2>"$work/pred.err" ||
+      bad "predict --out .$out: $(tail -n 2 "$work/pred.err")"
+  done
+  python3 - "$work" "$fm/t10k-labels-idx1-ubyte.gz" <<'PY' && ok "predict: csv and npy classes give eval's accuracy, probabilities sum to 1" || bad "predict: $(cat "$work/fm_eval.json" "$work/fm.log" | tail -n 3)"
+import ast, csv, gzip, json, struct, sys
+work, labels_file = sys.argv[1], sys.argv[2]
+labels = gzip.open(labels_file).read()[8:]
+rows = list(csv.reader(open(f"{work}/pred.csv")))
+assert rows[0][:2] == ["index", "class"] and len(rows) == 1 + len(labels)
+classes = [int(r[1]) for r in rows[1:]]
+assert all(abs(sum(float(x) for x in r[2:]) - 1) < 1e-4 for r in rows[1:])
+raw = open(f"{work}/pred.npy", "rb").read()
+assert raw[:8] == b"\x93NUMPY\x01\x00"
+n = struct.unpack("<H", raw[8:10])[0]
+header = ast.literal_eval(raw[10:10 + n].decode())
+assert header["descr"] == "<f4" and header["shape"] == (len(labels), 10) and (10 + n) % 64 == 0
+probs = struct.unpack(f"<{len(labels) * 10}f", raw[10 + n:])
+npy_classes = [max(range(10), key=lambda c: probs[i * 10 + c]) for i in range(len(labels))]
+assert npy_classes == classes
+accuracy = sum(c == l for c, l in zip(classes, labels)) / len(labels)
+want = json.load(open(f"{work}/fm_eval.json"))["accuracy"]
+assert abs(accuracy - want) < 1e-9, (accuracy, want)
+PY
+  expect_error "predict: images of another shape" "examples of (12, 12, 1), the model" "$distrain" predict --ckpt fm_run \
+    --data "$work/tiny12.idx"
   # A name and a run folder with quotes, a backslash and non-ASCII letters come back intact.
   odd='odd "dé\jà" run'
   sed 's/^name = "tiny"/name = "dé\\"j\\\\à vu"/' "$tiny" >"$work/odd.toml"

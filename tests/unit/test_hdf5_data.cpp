@@ -290,6 +290,21 @@ Saved read_saved(const Recipe& recipe, const std::string& ckpt) {
 
 }  // namespace
 
+TEST_CASE("hdf5 data: one dataset of images alone, for predict, with the same checks") {
+  const fs::path file = temp_file("predict.h5");
+  {
+    H5Writer w(file);
+    valid(w);
+  }
+  const Dataset d = read_hdf5_images(file.string(), "x_test");
+  CHECK(d.examples() == 2);
+  CHECK(d.labels.empty());
+  CHECK(d.example_shape == Shape{2, 3, 2});
+  CHECK_THROWS_WITH_AS(read_hdf5_images(file.string(), "images"),
+                       doctest::Contains("no dataset 'images' (--dataset); the file has x_test, x_train, y_test, y_train"),
+                       UserError);
+}
+
 TEST_CASE("train.on_nonfinite = skip_step: a batch with a NaN pixel leaves weights, slots and batch-norm statistics as if "
           "it were not in the data") {
   DataSpec synthetic;

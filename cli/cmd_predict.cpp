@@ -1,0 +1,66 @@
+// distrain predict --ckpt CKPT|RUN_DIR --data FILE [--dataset NAME] [--out FILE.csv|.npy|.h5]
+//                  [--probabilities] [--set KEY=VALUE]... [--device D]:
+// each example's class (and its class probabilities) for new data: an IDX image file
+// (plain or gzip) or a dataset of an HDF5 file, of the shape the model takes. Without --out
+// the CSV goes to standard output; progress goes to standard error.
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "cli/inference.hpp"
+#include "core/base/h5_id.hpp"
+#include "core/train/predict.hpp"
+#include "datasets/hdf5_data.hpp"
+#include "datasets/idx.hpp"
+
+namespace distrain::cli {
+
+namespace {
+
+struct PredictArgs {
+  std::string ckpt, data, dataset = "x_test", out, device = "cpu:0";
+  std::vector<std::string> overrides;
+  bool probabilities = false;
+};
+
+// HDF5 files are told apart from IDX files by their signature, not by their name.
+Dataset read_inputs(const PredictArgs& a) {
+  std::error_code ec;
+  DT_USER_CHECK(std::filesystem::is_regular_file(a.data, ec), "--data {}: not found (an IDX image file or an HDF5 file)", a.data);
+  quiet_hdf5();
+  return H5Fis_hdf5(a.data.c_str()) > 0 ? read_hdf5_images(a.data, a.dataset) : read_idx_images(a.data);
+}
+
+void predict_classes(const PredictArgs& a) {
+  const LoadedCheckpoint loaded = load_for_inference("predict", a.ckpt, a.overrides, a.device);
+  const Dataset inputs = read_inputs(a);
+  auto strategy = strategy_with_weights(loaded);
+  Model& model = strategy->model();
+  DT_USER_CHECK(model.input_shape() == inputs.example_shape, "{}: examples of {}, the model ({}) takes {}", inputs.source,
+                inputs.example_shape.str(), loaded.header.path, model.input_shape().str());
+  int64_t next_report = 0;
+  const auto report = [&](int64_t done, int64_t total) {  // about ten lines, on stderr: stdout may hold the CSV
+    if (done < next_report && done < total) return;
+    fmt::print(stderr, "predicted {}/{} examples\n", done, total);
+    next_report = done + std::max<int64_t>(1, total / 10);
+  };
+  const Predictions p = predict(model, loaded.recipe.loss, inputs, loaded.recipe.train.eval_batch, a.probabilities, report);
+  if (a.out.empty()) write_predictions_csv(stdout, p);
+  else write_predictions(a.out, p);
+}
+
+}  // namespace
+
+void register_predict(CLI::App& app) {
+  auto* cmd = app.add_subcommand("predict", "Classes (and probabilities) of a checkpoint's model for new data");
+  auto a = std::make_shared<PredictArgs>();
+  cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
+  cmd->add_option("--data", a->data, "An IDX image file (plain or .gz) or an HDF5 file")->required();
+  cmd->add_option("--dataset", a->dataset, "The images' dataset in an HDF5 file")->capture_default_str();
+  cmd->add_option("--out", a->out, "Write to FILE.csv, FILE.npy or FILE.h5 (default: CSV on standard output)");
+  cmd->add_flag("--probabilities", a->probabilities, "Also each class's probability");
+  cmd->add_option("--set", a->overrides, "Override a key of the stored recipe: --set train.eval_batch=256 (repeatable)");
+  cmd->add_option("--device", a->device, "Device to predict on")->capture_default_str();
+  cmd->callback([a] { predict_classes(*a); });
+}
+
+}  // namespace distrain::cli

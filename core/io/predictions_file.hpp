@@ -1,0 +1,25 @@
+// Predictions written for other tools: CSV (a spreadsheet, pandas), NPY (numpy.load) or
+// HDF5 (h5py), chosen by the file's extension.
+//   .csv  index,class[,p0,...,p<C-1>]: a header, then one row per example
+//   .npy  the probabilities (N, C) float32 when they were asked for, else the classes (N,) int32
+//   .h5   datasets "classes" (N,) int32 and, when asked for, "probabilities" (N, C) float32
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace distrain {
+
+struct Predictions {
+  int64_t num_classes = 0;
+  std::vector<int32_t> classes;      // (N): each example's most likely class
+  std::vector<float> probabilities;  // (N, num_classes), empty unless asked for
+};
+
+// Throws UserError naming the file for an extension it does not know or a failed write.
+void write_predictions(const std::string& path, const Predictions& p);
+// The CSV form, to a stream (standard output when no file is named).
+void write_predictions_csv(std::FILE* out, const Predictions& p);
+
+}  // namespace distrain
