@@ -435,8 +435,10 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
   fmt::print("{}: {} replica(s) of {}, global batch {}, {} timed steps after {} warm-up{}\n", recipe_name, m.replicas,
              m.strategy, m.global_batch, m.steps, warmup,
              m.read_every > 1 ? fmt::format(", figures read every {} steps", m.read_every) : "");
-  fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}   gradient reduction {:.1f}%\n",
-             m.images_per_sec, m.min_ms, m.median_ms, m.max_ms, 100 * m.comm_share);
+  // One replica reduces nothing: no reduction share to show.
+  const bool reduces = m.replicas > 1 || m.data_bytes > 0 || m.tensor_bytes > 0;
+  fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}{}\n", m.images_per_sec, m.min_ms, m.median_ms,
+             m.max_ms, reduces ? fmt::format("   gradient reduction {:.1f}%", 100 * m.comm_share) : "");
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
