@@ -23,6 +23,13 @@ ProgressStyle progress_style(const std::string& name) {
   return ProgressStyle::line;
 }
 
+// `text` as a TOML string, so that a path such as "true" or "1e5" stays a string.
+std::string toml_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) out += (c == '"' || c == '\\') ? std::string{'\\', c} : std::string{c};
+  return out + "\"";
+}
+
 }  // namespace
 
 void register_train(CLI::App& app) {
@@ -35,6 +42,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--set", *overrides, "Override a recipe key: --set optimizer.learning_rate=0.01 (repeatable)");
   cmd->add_option("--run-dir", options->run_dir, "Run folder (default: the recipe's checkpoint.dir)");
   cmd->add_flag("--fresh", options->fresh, "Start over: delete the run folder's checkpoints and metrics first");
+  auto resume_from = std::make_shared<std::string>();
+  cmd->add_option("--resume-from", *resume_from,
+                  "Go on from this checkpoint (a file, a name in the run folder, or a folder's newest) instead of the newest");
   cmd->add_option("--progress", *progress,
                   "auto: a bar on an interactive terminal (never under mpirun/srun), else lines; bar: redrawn in place; "
                   "line: plain lines for logs; none: no progress")
@@ -43,7 +53,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--progress-every", options->progress.every, "Line progress: a line every N batches (default: about ten per epoch)")
       ->check(CLI::Range(1, 1000000));
   cmd->callback([=] {
-    const Recipe recipe = load_recipe(*recipe_path, *overrides);
+    std::vector<std::string> sets = *overrides;
+    if (!resume_from->empty()) sets.push_back("checkpoint.resume_from=" + toml_string(*resume_from));
+    const Recipe recipe = load_recipe(*recipe_path, sets);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
     enable_graceful_stop();

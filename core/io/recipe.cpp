@@ -265,6 +265,9 @@ void parse_checkpoint(ConfigTable c, CheckpointSpec& k, const std::string& name)
   k.every_steps = c.get_int("every_steps", 0);
   k.keep = c.get_int("keep", 3);
   k.init_from = c.get_string("init_from", "");
+  k.resume_from = c.get_string("resume_from", "");
+  if (!k.resume_from.empty() && !k.init_from.empty())
+    c.fail("resume_from", "and init_from both say where to start: keep one (init_from takes only the weights)");
   if (k.every_epochs < 0) c.fail("every_epochs", "must be >= 0 (0 = never)");
   if (k.every_steps < 0) c.fail("every_steps", "must be >= 0 (0 = never)");
   if (k.keep <= 0) c.fail("keep", "must be positive");

@@ -55,6 +55,7 @@ struct CheckpointSpec {
   std::string dir;  // default runs/<name>
   int64_t every_epochs = 1, every_steps = 0, keep = 3;
   std::string init_from;  // weights only, then train
+  std::string resume_from;  // a checkpoint to go on from instead of the run folder's newest
 };
 
 struct Recipe {

@@ -1,5 +1,6 @@
 #include "core/train/trainer.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/base/log.hpp"
@@ -68,11 +69,10 @@ void check_reachable(const TrainState& state, int64_t examples, const std::strin
 // Weights and optimizer from the newest checkpoint of the run folder (its state returned
 // in `state`), else weights from checkpoint.init_from, else from the seed; then every
 // replica and worker gets them. Returns the checkpoint resumed from, or "".
-std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const std::vector<std::string>& existing,
-                                 TrainState& state) {
+std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const std::string& from, TrainState& state) {
   std::string resumed;
-  if (!existing.empty()) {
-    resumed = existing.back();
+  if (!from.empty()) {
+    resumed = from;
     const CheckpointHeader header = read_checkpoint_header(resumed);
     check_same_data(recipe, header);
     state = header.state;
@@ -100,6 +100,36 @@ TrainSummary already_complete(const std::string& run_dir, const TrainState& stat
   summary.epochs = state.epoch;
   summary.last_checkpoint = resumed;
   return summary;
+}
+
+// checkpoint.resume_from (--resume-from): a file as given, else a name in the run folder,
+// or a folder's newest. Checkpoints of the run folder from after it belong to the run being
+// abandoned: kept, they would be rotated in among this run's (and a rerun would go on from
+// them), so they are refused rather than deleted.
+std::string chosen_checkpoint(const CheckpointSpec& spec, const std::string& run_dir, bool fresh) {
+  const fs::path given(spec.resume_from);
+  std::error_code ec;
+  const std::string path = find_checkpoint(fs::exists(given, ec) || given.has_parent_path() ? given.string()
+                                                                                           : (fs::path(run_dir) / given).string());
+  const int64_t step = read_checkpoint_header(path).state.step;
+  const auto same = [&](const std::string& c) { return fs::equivalent(c, path, ec); };
+  const std::vector<std::string> in_folder = list_checkpoints(run_dir);
+  DT_USER_CHECK(!fresh || std::none_of(in_folder.begin(), in_folder.end(), same),
+                "--fresh would delete {}, which checkpoint.resume_from names; resume into another run folder (--run-dir)", path);
+  for (const std::string& c : fresh ? std::vector<std::string>{} : in_folder)
+    DT_USER_CHECK(same(c) || read_checkpoint_header(c).state.step <= step,
+                  "{} holds {} from after step {} of {}: leave out checkpoint.resume_from (--resume-from) to go on from the "
+                  "newest, move the later checkpoints out, or resume into another run folder (--run-dir)",
+                  run_dir, fs::path(c).filename().string(), step, path);
+  return path;
+}
+
+// The checkpoint this run goes on from: checkpoint.resume_from when given, else the run
+// folder's newest (none with --fresh); "" to start from the seed (or init_from).
+std::string resume_point(const Recipe& recipe, const std::string& run_dir, bool fresh) {
+  if (!recipe.checkpoint.resume_from.empty()) return chosen_checkpoint(recipe.checkpoint, run_dir, fresh);
+  const std::vector<std::string> found = fresh ? std::vector<std::string>{} : list_checkpoints(run_dir);
+  return found.empty() ? "" : found.back();
 }
 
 LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
@@ -142,11 +172,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   check_last_batch(recipe, data.train);
   auto strategy = make_strategy(recipe);
   check_memory_fits(recipe, *strategy);
-  const auto existing = [&] { return options.fresh ? std::vector<std::string>{} : list_checkpoints(run_dir); };
+  const std::string from = resume_point(recipe, run_dir, options.fresh);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
-    const auto found = existing();
     TrainSummary summary;
-    summary.served = strategy->serve(found.empty() ? "" : found.back(), recipe.checkpoint.init_from, recipe.seed);
+    summary.served = strategy->serve(from, recipe.checkpoint.init_from, recipe.seed);
     summary.run_dir = run_dir;
     return summary;
   }
@@ -155,7 +184,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const bool writer = strategy->rank() == 0;
   const auto lock = open_run_folder(run_dir, writer, options.fresh);
   TrainState state;
-  const std::string resumed = resume_or_initialize(recipe, *strategy, existing(), state);
+  const std::string resumed = resume_or_initialize(recipe, *strategy, from, state);
   return run_steps(recipe, options, *strategy, data, run_dir, state, resumed);
 }
 

@@ -319,6 +319,17 @@ SH
     "$distrain" bench "$tiny" --profile --replicas 1,2
   ;;
 kill_resume)
+  # --resume-from: a chosen checkpoint, into another run folder, ends bitwise where the
+  # uninterrupted run ends; later checkpoints in the folder, or --fresh deleting it, are refused.
+  "$distrain" train "$tiny" --set checkpoint.keep=10 --run-dir "$work/rf" >/dev/null 2>&1
+  "$distrain" train "$tiny" --resume-from "$work/rf/ckpt-000008.h5" --run-dir "$work/rf2" >"$work/rf2.log" 2>&1 &&
+    grep -q "resuming from $work/rf/ckpt-000008.h5" "$work/rf2.log" &&
+    "$distrain" compare "$work/rf/ckpt-000024.h5" "$work/rf2/ckpt-000024.h5" --rtol 0 >/dev/null &&
+    ok "--resume-from into another folder ends bitwise as the uninterrupted run" || bad "--resume-from: $(tail -n 3 "$work/rf2.log")"
+  expect_error "--resume-from with later checkpoints in the folder" "holds ckpt-000016.h5 from after step 8" \
+    "$distrain" train "$tiny" --run-dir "$work/rf" --resume-from ckpt-000008.h5
+  expect_error "--resume-from a checkpoint --fresh would delete" "--fresh would delete" \
+    "$distrain" train "$tiny" --run-dir "$work/rf" --fresh --resume-from ckpt-000008.h5
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
   # ends with the same weights (compared through eval) as an uninterrupted run.
   cd "$work" || exit 1
