@@ -139,7 +139,7 @@ rc_train=$rc
 classify "recipe text over HDF5's 64 KiB attribute limit trains, saves and evaluates" 0 "" \
   '[ "$rc_train" -eq 0 ] && [ "$(ckpts "$work/r_long")" -eq 2 ]'
 run "$distrain" eval --ckpt "$work/r_long/ckpt-000008.h5" --device cpu:7
-classify "eval --device cpu:7" 2 "--device cpu:7: evaluation runs on one device"
+classify "eval --device cpu:7" 2 "--device cpu:7: eval runs on one device"
 for rtol in -1 nan; do
   run "$distrain" compare "$work/r_long/ckpt-000008.h5" "$work/r_long/ckpt-000008.h5" --rtol "$rtol"
   classify "compare --rtol $rtol" 2 "--rtol: must be a number >= 0"
