@@ -365,7 +365,11 @@ void apply_override(toml::table& table, const std::string& assignment, const std
   try {
     parsed = toml::parse("v = " + value_text, source);
   } catch (const toml::parse_error&) {  // not TOML: a plain string
-    parsed = toml::parse("v = " + toml_basic_string(value_text), source);
+    try {
+      parsed = toml::parse("v = " + toml_basic_string(value_text), source);
+    } catch (const toml::parse_error&) {  // not even a TOML string (invalid UTF-8): as it is, without its source
+      parsed.insert_or_assign("v", value_text);
+    }
   }
 
   std::vector<std::string> parts;
