@@ -23,13 +23,6 @@ ProgressStyle progress_style(const std::string& name) {
   return ProgressStyle::line;
 }
 
-// `text` as a TOML string, so that a path such as "true" or "1e5" stays a string.
-std::string toml_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) out += (c == '"' || c == '\\') ? std::string{'\\', c} : std::string{c};
-  return out + "\"";
-}
-
 }  // namespace
 
 void register_train(CLI::App& app) {
@@ -54,7 +47,7 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   cmd->callback([=] {
     std::vector<std::string> sets = *overrides;
-    if (!resume_from->empty()) sets.push_back("checkpoint.resume_from=" + toml_string(*resume_from));
+    if (!resume_from->empty()) sets.push_back("checkpoint.resume_from=" + toml_quoted(*resume_from));
     const Recipe recipe = load_recipe(*recipe_path, sets);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);

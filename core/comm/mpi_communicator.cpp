@@ -175,7 +175,7 @@ constexpr std::chrono::microseconds kMessageNap(50);
 
 MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) { init(); }
 
-MpiCommunicator::MpiCommunicator() : handle_(std::make_unique<Handle>()) {
+MpiCommunicator::MpiCommunicator(double timeout_seconds) : handle_(std::make_unique<Handle>()), timeout_s_(timeout_seconds) {
   ensure_mpi();
   init();
 }

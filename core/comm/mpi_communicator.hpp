@@ -42,7 +42,9 @@ std::string mpi_library_version();
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator();  // MPI_COMM_WORLD; initialises MPI if needed
+  // MPI_COMM_WORLD; initialises MPI if needed. Given the job's timeout here, every
+  // communicator split from it (a mesh's axes) has it too.
+  explicit MpiCommunicator(double timeout_seconds = 0.0);
   ~MpiCommunicator() override;
   // The ranks of this communicator that pass the same color, as a communicator of their own
   // (collective over this one).

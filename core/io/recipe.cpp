@@ -337,10 +337,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   return parse_recipe(text.str(), path, overrides);
 }
 
-namespace {
-
-// `text` as a TOML basic string: quotes, backslashes and control characters escaped.
-std::string toml_basic_string(const std::string& text) {
+std::string toml_quoted(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
     if (c == '"' || c == '\\') out += '\\', out += c;
@@ -350,6 +347,23 @@ std::string toml_basic_string(const std::string& text) {
   return out + "\"";
 }
 
+namespace {
+
+// A --set value as the table {v = value}, parsed with the --set as its source, which the
+// node keeps (moved, not copied): an error about the key then names the --set, not the
+// recipe file. A value that is not TOML is a plain string.
+toml::table override_value(const std::string& value_text, const std::string& source) {
+  for (const std::string& candidate : {value_text, toml_quoted(value_text)}) {
+    try {
+      return toml::parse("v = " + candidate, source);
+    } catch (const toml::parse_error&) {
+    }
+  }
+  toml::table plain;  // not even a TOML string (invalid UTF-8): as it is, without its source
+  plain.insert("v", value_text);
+  return plain;
+}
+
 }  // namespace
 
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file) {
@@ -357,20 +371,8 @@ void apply_override(toml::table& table, const std::string& assignment, const std
   DT_USER_CHECK(eq != std::string::npos && eq > 0, "--set {}: expected KEY=VALUE", assignment);
   const std::string key = assignment.substr(0, eq);
   const std::string value_text = assignment.substr(eq + 1);
-  // Parsed with the --set as its source, which the node keeps (moved, not copied): an
-  // error about the key then names the --set, not the recipe file.
-  const std::string source = "--set " + assignment;
-  toml::table parsed;
   check_toml_nesting("v = " + value_text, "--set " + key);
-  try {
-    parsed = toml::parse("v = " + value_text, source);
-  } catch (const toml::parse_error&) {  // not TOML: a plain string
-    try {
-      parsed = toml::parse("v = " + toml_basic_string(value_text), source);
-    } catch (const toml::parse_error&) {  // not even a TOML string (invalid UTF-8): as it is, without its source
-      parsed.insert_or_assign("v", value_text);
-    }
-  }
+  toml::table parsed = override_value(value_text, "--set " + assignment);
 
   std::vector<std::string> parts;
   std::stringstream ks(key);

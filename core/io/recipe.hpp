@@ -86,6 +86,10 @@ Recipe parse_recipe(const std::string& text, const std::string& file, const std:
 // Validates an already parsed table.
 Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file);
 
+// `text` as a TOML basic string ("..." with quotes, backslashes and control characters
+// escaped): for a --set whose value must stay a string even where it reads as TOML ("true").
+std::string toml_quoted(const std::string& text);
+
 // Sets `key` (dotted, array items by index: model.layers.1.filters) to `value`.
 void apply_override(toml::table& table, const std::string& assignment, const std::string& file);
 

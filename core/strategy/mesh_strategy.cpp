@@ -61,14 +61,6 @@ class MeshOptimizerState final : public OptimizerState {
   MeshStrategy& m_;
 };
 
-// The world with the job's timeout already set: the mesh's axis communicators split from it
-// copy it, so that a stopped rank ends a tensor or pipeline exchange as it ends the world's.
-std::unique_ptr<MpiCommunicator> world_with_timeout(double seconds) {
-  auto world = std::make_unique<MpiCommunicator>();
-  world->set_timeout(seconds);
-  return world;
-}
-
 MeshShape shape_of(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
@@ -87,7 +79,7 @@ ModelSeams data_axis_seams(bool shard_optimizer, Communicator& data) {
 class MeshStrategy final : public Strategy {
  public:
   explicit MeshStrategy(const Recipe& recipe)
-      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(world_with_timeout(spec_.timeout_seconds)),
+      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(std::make_unique<MpiCommunicator>(spec_.timeout_seconds)),
         mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.

@@ -43,8 +43,7 @@ double checksum(Model& model) {
 MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams)
     : spec_(recipe.strategy) {
   if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
-    world_ = std::make_unique<MpiCommunicator>();
-    world_->set_timeout(spec_.timeout_seconds);
+    world_ = std::make_unique<MpiCommunicator>(spec_.timeout_seconds);
     rank_ = world_->rank();
     workers_ = world_->size();
   }
