@@ -1,14 +1,17 @@
 // Dataset: labelled examples held in memory, (N, H, W, C) images or (N, features) rows,
 // as raw uint8 bytes or, from a user's float32 HDF5 data, as floats. The loader turns
 // bytes into float32 values in [0, 255] and passes floats as they are; scaling belongs
-// to the model (rescaling).
+// to the model (rescaling). Or token data for a language model: one stream of token ids
+// cut into windows (datasets/token_data.hpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/base/shape.hpp"
+#include "datasets/vocabulary.hpp"
 
 namespace distrain {
 
@@ -20,16 +23,30 @@ struct Dataset {
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
   std::vector<int32_t> labels;  // in [0, num_classes); empty for data to predict
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  // Token data (dataset "text" or "tokens"): the split's token ids in one stream. An
+  // example is a window of `window` input tokens; its labels are the `window` tokens after
+  // each of them (next-token prediction).
+  std::vector<int32_t> tokens;
+  int64_t window = 0;  // 0: not token data
+  std::shared_ptr<const Vocabulary> vocabulary;  // token data only
+  bool token_data() const { return window > 0; }
+  // Examples per epoch. Token data: the windows that fit the split end to end (the last
+  // window's labels need one token more), so an epoch sees every token once on average.
+  int64_t size() const { return token_data() ? windows() : static_cast<int64_t>(labels.size()); }
   // The examples held, labelled or not.
   int64_t examples() const {
+    if (token_data()) return windows();
     return static_cast<int64_t>(pixels.size() + floats.size()) / std::max<int64_t>(example_shape.numel(), 1);
   }
+
+ private:
+  int64_t windows() const { return tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / window; }
 };
 
 struct DataSpec {
-  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5
-  std::string path;                       // folder of IDX files (default per dataset); hdf5: the file
+  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5 | text | tokens
+  // folder of IDX files (default per dataset); hdf5, text: the file; tokens: the folder of the token files
+  std::string path;
   bool shuffle = true;
   bool drop_remainder = false;
   // Where the training split is kept: "auto" (on the devices when they are GPUs), "device"
@@ -40,6 +57,14 @@ struct DataSpec {
   Shape image_shape{28, 28, 1};
   // hdf5 only: the datasets inside the file (num_classes 0: the largest label + 1)
   std::string train_images = "x_train", train_labels = "y_train", test_images = "x_test", test_labels = "y_test";
+  // text and tokens: tokens per window (the model's context length)
+  int64_t seq_len = 0;
+  // text only: "bytes" or "characters", and the share of the file (its end) that validates
+  std::string vocabulary = "characters";
+  double validation_fraction = 0.1;
+  // tokens only: the ids' range, and the split files (relative ones are inside `path`)
+  int64_t vocab_size = 50257;
+  std::string train_file = "train.bin", val_file = "val.bin";
 };
 
 std::string default_data_path(const std::string& dataset);

@@ -13,6 +13,8 @@ Loader::Loader(const Dataset& data, LoaderSpec spec) : data_(data), spec_(spec) 
   DT_CHECK(spec_.per_replica_batch > 0 && spec_.replicas > 0 && spec_.first_replica >= 0 &&
                spec_.first_replica + spec_.local_replicas <= spec_.replicas,
            "bad loader spec");
+  DT_CHECK(!(spec_.indices_only && data.token_data()), "token data is kept on the host");
+  DT_USER_CHECK(data.size() > 0, "{}: no examples", data.source);
   DT_USER_CHECK(data.size() >= (spec.drop_remainder ? global_batch() : 1),
                 "{}: {} examples, fewer than one global batch of {} with drop_remainder", data.source, data.size(),
                 global_batch());
@@ -54,13 +56,27 @@ std::optional<Batch> Loader::next() {
   return b;
 }
 
-void Loader::produce(int64_t epoch, int64_t first_batch) {
+std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(data_.size()));
+  if (data_.token_data()) {
+    const auto starts = static_cast<uint64_t>(data_.tokens.size()) - static_cast<uint64_t>(data_.window);
+    const uint64_t epoch_seed = derive_seed(spec_.seed, 0x70ce0000ULL + static_cast<uint64_t>(epoch));
+    // Each window's own generator: its offset depends on (seed, epoch, k) alone.
+    for (size_t k = 0; k < order.size(); ++k)
+      order[k] = spec_.shuffle ? static_cast<int64_t>(Rng(derive_seed(epoch_seed, k)).below(starts))
+                               : static_cast<int64_t>(k) * data_.window;
+    return order;
+  }
   std::iota(order.begin(), order.end(), 0);
   if (spec_.shuffle) {
     Rng rng(derive_seed(spec_.seed, 0x5eed0000ULL + static_cast<uint64_t>(epoch)));
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   }
+  return order;
+}
+
+void Loader::produce(int64_t epoch, int64_t first_batch) {
+  const std::vector<int64_t> order = epoch_order(epoch);
   for (int64_t b = first_batch; b < batches_per_epoch(); ++b) {
     Batch batch = make_batch(order, epoch, b);
     std::unique_lock lock(mutex_);
@@ -77,8 +93,8 @@ void Loader::produce(int64_t epoch, int64_t first_batch) {
 Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
   const int64_t begin = index * global_batch();
   const int64_t count = std::min(global_batch(), data_.size() - begin);
-  const int64_t per = data_.example_shape.numel();
-  Batch batch{epoch, index, count, std::vector<ReplicaSlice>(static_cast<size_t>(spec_.local_replicas))};
+  Batch batch{epoch, index, count, std::vector<ReplicaSlice>(static_cast<size_t>(spec_.local_replicas)),
+              data_.token_data() ? data_.window : 1};
   // A full batch gives each replica per_replica_batch examples; a partial one is split evenly.
   auto share = [&](int r) { return count / spec_.replicas + (r < count % spec_.replicas ? 1 : 0); };
   int64_t at = begin;
@@ -86,29 +102,45 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64
   for (int local = 0; local < spec_.local_replicas; ++local) {
     ReplicaSlice& s = batch.replicas[static_cast<size_t>(local)];
     s.count = share(spec_.first_replica + local);
-    s.labels.resize(static_cast<size_t>(s.count));
-    if (spec_.indices_only) {
-      for (int64_t i = 0; i < s.count; ++i, ++at) {
-        const int64_t src = order[static_cast<size_t>(at)];
-        s.indices.push_back(static_cast<int32_t>(src));
-        s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
-      }
-      continue;
-    }
-    s.images.resize(static_cast<size_t>(s.count * per));
-    for (int64_t i = 0; i < s.count; ++i, ++at) {
-      const int64_t src = order[static_cast<size_t>(at)];
-      float* dst = s.images.data() + i * per;
-      if (data_.floats.empty()) {
-        const uint8_t* px = data_.pixels.data() + src * per;
-        for (int64_t j = 0; j < per; ++j) dst[j] = px[j];
-      } else {
-        std::copy_n(data_.floats.data() + src * per, per, dst);
-      }
-      s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
-    }
+    if (data_.token_data()) fill_windows(s, order, at);
+    else fill_examples(s, order, at);
+    at += s.count;
   }
   return batch;
+}
+
+// s.count examples from order[at]: images (or indices) and labels.
+void Loader::fill_examples(ReplicaSlice& s, const std::vector<int64_t>& order, int64_t at) const {
+  const int64_t per = data_.example_shape.numel();
+  s.labels.resize(static_cast<size_t>(s.count));
+  if (!spec_.indices_only) s.images.resize(static_cast<size_t>(s.count * per));
+  for (int64_t i = 0; i < s.count; ++i) {
+    const int64_t src = order[static_cast<size_t>(at + i)];
+    s.labels[static_cast<size_t>(i)] = data_.labels[static_cast<size_t>(src)];
+    if (spec_.indices_only) {
+      s.indices.push_back(static_cast<int32_t>(src));
+      continue;
+    }
+    float* dst = s.images.data() + i * per;
+    if (data_.floats.empty()) {
+      const uint8_t* px = data_.pixels.data() + src * per;
+      for (int64_t j = 0; j < per; ++j) dst[j] = px[j];
+    } else {
+      std::copy_n(data_.floats.data() + src * per, per, dst);
+    }
+  }
+}
+
+// s.count windows starting at order[at]...: their tokens, and the tokens one further on.
+void Loader::fill_windows(ReplicaSlice& s, const std::vector<int64_t>& order, int64_t at) const {
+  const int64_t w = data_.window;
+  s.tokens.resize(static_cast<size_t>(s.count * w));
+  s.labels.resize(static_cast<size_t>(s.count * w));
+  for (int64_t i = 0; i < s.count; ++i) {
+    const int32_t* src = data_.tokens.data() + order[static_cast<size_t>(at + i)];
+    std::copy_n(src, w, s.tokens.data() + i * w);
+    std::copy_n(src + 1, w, s.labels.data() + i * w);
+  }
 }
 
 }  // namespace distrain

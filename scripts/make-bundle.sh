@@ -94,6 +94,9 @@ chmod +x "$stage/bin/distrain-gpu"
 cp "$here/bundle/README" "$stage/README"
 mkdir -p "$stage/recipes"
 cp "$here/../recipes/"*.toml "$stage/recipes/"
+# The data the recipes name by a relative path (data/tiny_shakespeare.txt), beside them.
+mkdir -p "$stage/data"
+cp "$here/../data/"* "$stage/data/"
 
 mkdir -p "$out"
 tar -C "$work" -czf "$out/$name.tar.gz" "$name"

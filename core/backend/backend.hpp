@@ -128,6 +128,29 @@ class Backend {
   // with the same seed applied to dy gives dx, so no mask is stored.
   virtual void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) = 0;
 
+  // Transformer ops; x (rows, C) where not stated.
+  // out (n, C) = table (V, C) rows ids (int32, n); dtable += dout scattered back to those rows.
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  virtual void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) = 0;
+  // y = (x - mean) * rstd * gamma + beta per row; mean, rstd (rows) kept for the backward.
+  virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
+                          Tensor mean, Tensor rstd) = 0;
+  // dx written, dgamma and dbeta accumulated.
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                                   const Tensor& rstd, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+  // GPT-2's tanh approximation of GELU; dx may be dy.
+  virtual void gelu(const Tensor& x, Tensor y) = 0;
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) = 0;
+  // Causal multi-head self-attention. qkv (N, T, 3C) holds queries, keys and values, head h
+  // at [h*D, (h+1)*D) of each C; out (N, T, C) = softmax(q k^T / sqrt(D), causal) v per
+  // head, with dropout of `rate` on the probabilities (mask drawn from seed, as dropout());
+  // lse (N, H, T) receives each row's log-sum-exp for the backward. Never holds more than
+  // a tile of a head's (T, T) scores (flash attention).
+  virtual void attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) = 0;
+  // dqkv (N, T, 3C) written from dout (N, T, C) and the forward's qkv, out and lse.
+  virtual void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                  int64_t heads, float rate, uint64_t seed, Tensor dqkv) = 0;
+
   // Per-example losses of a batch, and their gradient times grad_scale (1 / global batch).
   // stats (2,) receives {sum of losses, number of correct argmax predictions}.
   virtual void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,

@@ -33,13 +33,41 @@ void parse_hdf5_data(ConfigTable& c, DataSpec& d) {
   if (d.num_classes != 0 && d.num_classes < 2) c.fail("num_classes", "must be at least 2 (0: the largest label + 1)");
 }
 
+// text and tokens: token data for a language model (datasets/token_data.hpp).
+void parse_token_data(ConfigTable& c, DataSpec& d) {
+  d.seq_len = c.get_int("seq_len");
+  if (d.seq_len < 1 || d.seq_len > kMaxBatch) c.fail("seq_len", fmt::format("must be in [1, {}], got {}", kMaxBatch, d.seq_len));
+  if (d.dataset == "text") {
+    if (d.path.empty()) c.fail("path", "required with dataset = \"text\": the text file to train on");
+    d.vocabulary = c.get_choice("vocabulary", "characters", {"bytes", "characters"});
+    d.validation_fraction = c.get_float("validation_fraction", 0.1);
+    if (!(d.validation_fraction >= 0 && d.validation_fraction <= 0.5))
+      c.fail("validation_fraction", fmt::format("must be in [0, 0.5], got {}", d.validation_fraction));
+    return;
+  }
+  if (d.path.empty() && !(c.has("train_file") && c.has("val_file")))
+    c.fail("path", "required with dataset = \"tokens\": the folder of train.bin and val.bin (or name both train_file and val_file)");
+  d.vocab_size = c.get_int("vocab_size", 50257);
+  if (d.vocab_size < 2 || d.vocab_size > 65536)
+    c.fail("vocab_size", fmt::format("must be in [2, 65536] (token files hold uint16 ids), got {}", d.vocab_size));
+  d.train_file = c.get_string("train_file", d.train_file);
+  d.val_file = c.get_string("val_file", d.val_file);
+  if (d.train_file.empty()) c.fail("train_file", "must not be empty");
+  if (d.val_file.empty()) c.fail("val_file", "must not be empty");
+}
+
 void parse_data(ConfigTable c, DataSpec& d) {
-  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5"});
+  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5", "text", "tokens"});
   d.path = c.get_string("path", "");
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
+  const bool token_data = d.dataset == "text" || d.dataset == "tokens";
+  if (token_data) parse_token_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);
   d.placement = c.get_choice("placement", "auto", {"auto", "device", "host"});
+  if (token_data && d.placement == "device")
+    c.fail("placement", "\"device\" is not available for token data (text, tokens), whose batches are cut on the host; use "
+                        "\"auto\" or \"host\"");
   if (d.dataset == "synthetic") {
     d.train_examples = c.get_int("train_examples", d.train_examples);
     d.test_examples = c.get_int("test_examples", d.test_examples);

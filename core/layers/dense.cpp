@@ -1,5 +1,9 @@
-// dense: Keras Dense on a flat input. kernel (in, units), bias (units), optional ReLU;
-// column- or row-parallel over a mesh's tensor axis (layer.hpp, TensorSplit).
+// dense: Keras Dense on the last axis of its input (features,) or (sequence, features):
+// kernel (in, units), bias (units), optional ReLU; column- or row-parallel over a mesh's
+// tensor axis (layer.hpp, TensorSplit). With tied_to it has no kernel of its own but
+// uses an embedding layer's table (vocabulary, in) transposed: GPT-2's output head.
+#include <cmath>
+
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -10,45 +14,67 @@ class Dense final : public Layer {
       : units_(c.get_int("units")),
         use_bias_(c.get_bool("use_bias", true)),
         relu_(c.get_choice("activation", "none", {"none", "linear", "relu"}) == "relu"),
-        kernel_init_(parse_init(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal"}))),
+        kernel_init_name_(c.get_choice("kernel_initializer", "glorot_uniform", {"glorot_uniform", "he_normal", "normal", "gpt2_residual"})),
+        tied_to_(c.get_string("tied_to", "")),
         requested_(parse_tensor_request(c.get_choice("tensor_parallel", "auto", {"auto", "column", "row", "replicated"}))) {
     if (units_ <= 0) c.fail("units", "must be positive");
+    if (!tied_to_.empty() && use_bias_) c.fail("tied_to", "a head tied to an embedding has no bias: add use_bias = false");
+    if (!tied_to_.empty() && c.has("kernel_initializer")) c.fail("kernel_initializer", "a tied head has no kernel of its own");
+    if (!tied_to_.empty() && requested_ && *requested_ != TensorSplit::none)
+      c.fail("tensor_parallel", "a head tied to an embedding is not split over the tensor axis yet");
   }
 
   std::string type() const override { return "dense"; }
-  bool can_split(TensorSplit split) const override { return split != TensorSplit::sliced; }  // mixes all features
+  bool can_split(TensorSplit split) const override {  // mixes all features
+    return split == TensorSplit::none || (split != TensorSplit::sliced && tied_to_.empty());
+  }
+  int residual_projections() const override { return kernel_init_name_ == "gpt2_residual" ? 1 : 0; }
+  void set_residual_projections(int total) override { residual_stddev_ = 0.02 / std::sqrt(static_cast<double>(total)); }
+  std::optional<int> tied_variable() const override {
+    return tied_to_.empty() ? std::nullopt : std::optional<int>(kernel_.id);
+  }
+  void set_tied_grad(Tensor grad) override { tied_grad_ = grad; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:
   // `in` is this rank's slice of the inputs (kernel rows); the bias stays whole.
   Shape setup(const Shape& in, ParamArena& arena) override {
-    if (in.rank() != 1) fail(fmt::format("expects a flat input (features,), got {}; add a flatten layer before it", in.str()));
+    if (in.rank() != 1 && in.rank() != 2)
+      fail(fmt::format("expects (features,) or (sequence, features), got {}; add a flatten layer before it", in.str()));
+    if (!tied_to_.empty()) return setup_tied(in, arena);
     const TensorPlace& p = tensor_place();
     const TensorSplit split = p.degree > 1 ? p.split : TensorSplit::none;
     if (split == TensorSplit::column && units_ % p.degree != 0)
       fail(fmt::format("units = {} does not split over a tensor degree of {}", units_, p.degree));
-    in_ = in[0];
+    in_ = in[in.rank() - 1];
     const int64_t full_in = split == TensorSplit::row ? in_ * p.degree : in_;
     int64_t weights = 0;
     if (__builtin_mul_overflow(full_in, units_, &weights) || weights > kMaxExtent)
       fail(fmt::format("a kernel from {} inputs to {} units has too many weights", full_in, units_));
     const TensorSlice kernel_slice{split == TensorSplit::column ? 1 : split == TensorSplit::row ? 0 : -1, p.rank, p.degree};
-    kernel_ = arena.declare(name(), "kernel", Shape{full_in, units_}, kernel_init_, full_in, units_, true, kernel_slice);
+    const bool normal = kernel_init_name_ == "normal" || kernel_init_name_ == "gpt2_residual";
+    kernel_ = arena.declare(name(), "kernel", Shape{full_in, units_}, normal ? Init::normal : parse_init(kernel_init_name_),
+                            full_in, units_, true, kernel_slice, kernel_init_name_ == "gpt2_residual" ? residual_stddev_ : 0.02);
     const TensorSlice bias_slice{split == TensorSplit::column ? 0 : -1, p.rank, p.degree};
     if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true, bias_slice);
     row_ = split == TensorSplit::row;
     column_ = split == TensorSplit::column;
-    return Shape{column_ ? units_ / p.degree : units_};
+    return with_last(in, column_ ? units_ / p.degree : units_);
   }
 
-  void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
+  void forward(Ctx& ctx, const Tensor& x, Tensor y) override {
+    const Tensor in = rows(x, in_), out = rows(y, y.shape[y.shape.rank() - 1]);
+    if (!tied_to_.empty()) return ctx.backend.gemm(false, true, 1.0f, in, kernel_.value(), 0.0f, out);  // x E^T
     ctx.backend.gemm(false, false, 1.0f, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
     if (row_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);         // partial sums over the input slices
     if (use_bias_) ctx.backend.add_bias(out, bias_.value());
     if (relu_) ctx.backend.relu(out, out);
   }
 
-  void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) override {
+  void backward(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) override {
+    const Tensor in = rows(x, in_), out = rows(y, y.shape[y.shape.rank() - 1]), dout = rows(dy, out.shape[1]);
+    const Tensor din = dx.empty() ? dx : rows(dx, in_);
+    if (!tied_to_.empty()) return backward_tied(ctx, in, dout, din);
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
     ctx.backend.gemm(true, false, 1.0f, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
@@ -58,10 +84,39 @@ class Dense final : public Layer {
   }
 
  private:
+  static Tensor rows(const Tensor& t, int64_t width) { return t.reshaped(Shape{t.numel() / width, width}); }
+  static Shape with_last(const Shape& in, int64_t last) {
+    std::vector<int64_t> dims = in.dims();
+    dims.back() = last;
+    return Shape(std::move(dims));
+  }
+
+  // The tied embedding's table (units, in) was declared before this layer, in this arena.
+  Shape setup_tied(const Shape& in, ParamArena& arena) {
+    const int id = arena.find(tied_to_, "embeddings");
+    if (id < 0) fail(fmt::format("tied_to = '{}': no embedding layer of that name before this one (in this pipeline stage)", tied_to_));
+    const Shape& table = arena.variables()[static_cast<size_t>(id)].shape;
+    in_ = in[in.rank() - 1];
+    if (table[1] != in_ || table[0] != units_)
+      fail(fmt::format("tied_to = '{}': its table is {}, this head needs ({}, {}) (units, input features)", tied_to_,
+                       table.str(), units_, in_));
+    kernel_ = ParamRef{&arena, id};
+    return with_last(in, units_);
+  }
+
+  // dE = dy^T x goes to the model's tied gradient (added to the table's at the embedding).
+  void backward_tied(Ctx& ctx, const Tensor& in, const Tensor& dout, const Tensor& din) {
+    ctx.backend.gemm(true, false, 1.0f, dout, in, 0.0f, tied_grad_);
+    if (!din.empty()) ctx.backend.gemm(false, false, 1.0f, dout, kernel_.value(), 0.0f, din);
+  }
+
   int64_t units_, in_ = 0;  // in_: the input features this rank sees (a slice when row-parallel)
   bool use_bias_, relu_;
   bool column_ = false, row_ = false;
-  Init kernel_init_;
+  std::string kernel_init_name_;
+  double residual_stddev_ = 0.02;
+  std::string tied_to_;
+  Tensor tied_grad_;  // (units, in) with tied_to, owned by the model
   std::optional<TensorSplit> requested_;  // tensor_parallel; none: "replicated"
   ParamRef kernel_, bias_;
 };

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/backend/backend.hpp"
 #include "core/comm/communicator.hpp"
@@ -63,6 +64,37 @@ class Layer {
   virtual Shape setup(const Shape& in, ParamArena& arena) = 0;
   virtual void forward(Ctx& ctx, const Tensor& in, Tensor out) = 0;
   virtual void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) = 0;
+
+  // The element type of its input: float32, or int32 token ids (embedding).
+  virtual DType input_dtype() const { return DType::f32; }
+
+  // How many inputs the layer takes (add: 2). The model calls only the *_inputs versions,
+  // which a one-input layer leaves to the calls above; a layer of more inputs overrides them.
+  virtual int arity() const { return 1; }
+  virtual Shape setup_inputs(const std::vector<Shape>& in, ParamArena& arena) { return setup(in.at(0), arena); }
+  virtual void forward_inputs(Ctx& ctx, const std::vector<Tensor>& in, Tensor out) { forward(ctx, in.at(0), out); }
+  virtual void backward_inputs(Ctx& ctx, const std::vector<Tensor>& in, const Tensor& out, Tensor dout,
+                               const std::vector<Tensor>& din) {
+    backward(ctx, in.at(0), out, dout, din.at(0));
+  }
+
+  // A layer that computes with another layer's variable (an output head tied to the token
+  // embedding) gives that variable's arena id after setup(). The model then hands it a
+  // gradient tensor of the variable's shape (set_tied_grad), which its backward writes (=),
+  // and adds that into the variable's gradient when the owner's backward runs: the
+  // variable's gradient is the sum of both uses, whatever strategy holds it.
+  virtual std::optional<int> tied_variable() const { return std::nullopt; }
+  virtual void set_tied_grad(Tensor) {}
+
+  // GPT-2 initialises the projections that write into the residual stream with a stddev
+  // scaled by 1/sqrt(their number in the model): a layer says how many it has, and the
+  // model tells each the total before setup().
+  virtual int residual_projections() const { return 0; }
+  virtual void set_residual_projections(int) {}
+
+  // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
+  // projections, layer norm's statistics), for `check` and the memory estimate.
+  virtual int64_t workspace_bytes(int64_t) const { return 0; }
 
   // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
   // that works per channel can run sliced.

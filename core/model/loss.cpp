@@ -4,8 +4,16 @@ namespace distrain {
 
 Loss::Loss(LossSpec spec, Backend& backend) : spec_(spec), backend_(backend), stats_(backend, Shape{2}) {}
 
-void Loss::enqueue(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats) {
-  DT_CHECK(output.shape.rank() == 2, "loss expects (batch, classes) output, got {}", output.shape.str());
+namespace {
+// (N, K) or (N, T, K) as (rows, K): a sequence model's loss is per position.
+Tensor as_rows(const Tensor& t, int64_t classes) { return t.reshaped(Shape{t.numel() / classes, classes}); }
+}  // namespace
+
+void Loss::enqueue(const Tensor& out, const Tensor& labels, float grad_scale, Tensor dout, Tensor stats) {
+  DT_CHECK(out.shape.rank() >= 2, "loss expects (batch, ..., classes) output, got {}", out.shape.str());
+  const int64_t classes = out.shape[out.shape.rank() - 1];
+  const Tensor output = as_rows(out, classes), doutput = dout.empty() ? dout : as_rows(dout, classes);
+  DT_CHECK(labels.numel() == output.shape[0], "{} labels for output {}", labels.numel(), out.shape.str());
   if (spec_.type == LossType::sparse_categorical_crossentropy)
     backend_.sparse_cross_entropy(output, labels, spec_.from_logits, grad_scale, doutput, stats);
   else
@@ -16,7 +24,7 @@ LossStats Loss::compute(const Tensor& output, const Tensor& labels, float grad_s
   enqueue(output, labels, grad_scale, doutput, stats_.view());
   float host[2];
   backend_.download(stats_.view(), host);
-  return LossStats{host[0], static_cast<int64_t>(host[1]), output.shape[0]};
+  return LossStats{host[0], static_cast<int64_t>(host[1]), labels.numel()};
 }
 
 }  // namespace distrain

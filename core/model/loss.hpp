@@ -1,6 +1,8 @@
 // Loss: per-example losses summed over the local batch; the gradient is scaled by
 // 1 / global batch (as tf.nn.compute_average_loss), never by the local batch, so that
-// replicas' gradients sum to the gradient of the global mean.
+// replicas' gradients sum to the gradient of the global mean. A sequence model's loss is
+// per position (token): its output (N, T, K) has labels (N, T), every token counts as an
+// example, and grad_scale is 1 / (tokens in the global batch).
 #pragma once
 #include <string>
 
@@ -19,7 +21,7 @@ struct LossSpec {
 struct LossStats {
   double loss_sum = 0.0;  // sum of per-example losses
   int64_t correct = 0;    // argmax == label
-  int64_t count = 0;      // examples
+  int64_t count = 0;      // examples (tokens for a sequence model)
   LossStats& operator+=(const LossStats& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
@@ -34,7 +36,7 @@ struct LossStats {
 class Loss {
  public:
   Loss(LossSpec spec, Backend& backend);
-  // output (N, K), labels (N) int32. Writes d(loss_sum * grad_scale)/d(output) into
+  // output (N, K), labels (N) int32, or output (N, T, K), labels (N, T). Writes d(loss_sum * grad_scale)/d(output) into
   // doutput unless it is empty (evaluation).
   LossStats compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput);
   // compute() without waiting: the loss and its gradient queued on the device, the loss

@@ -22,6 +22,24 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
+// Names an `inputs` entry can refer to: the layers built so far in this list (a repeat's
+// copy has its own), then the enclosing lists'; "input" is the list's input (a block's,
+// or the model's).
+struct Model::Scope {
+  std::map<std::string, int> names;
+  std::map<std::string, int> per_type;  // default names <type>_<k>
+  int input = -1;
+  const Scope* parent = nullptr;
+  std::string prefix;  // of the layer names made here: "h.2."
+  int previous = -2;   // the last layer built in this list (-2: none yet, then `input`)
+  std::optional<int> find(const std::string& name) const {
+    if (name == "input") return input;
+    if (auto it = names.find(name); it != names.end()) return it->second;
+    return parent ? parent->find(name) : std::nullopt;
+  }
+  int default_input() const { return previous == -2 ? input : previous; }
+};
+
 Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor,
              ModelPart part)
     : backend_(backend),
@@ -38,42 +56,128 @@ Model::Model(const toml::table& model, const std::string& file, Backend& backend
   const toml::array* list = layers ? layers->as_array() : nullptr;
   if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
   config.finish();
-  std::vector<LayerSource> sources = create_layers(*list, file);
+  std::vector<LayerSource> sources;
+  Scope top;
+  create_layers(*list, file, "model.layers", top, sources);
+  check_graph(file, sources);
   place_on_tensor_axis(tensor, file, sources);
   part_ = part;
   input_grad_wanted_ = part.input_grad;
   setup_layers(file, sources);
   keep_part(part, file);
   arena_.allocate(backend_);
+  tie_layers();
   find_trainable_ranges();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
 }
 
-// The recipe's layers, named (type_k unless named); returns where each one came from.
-std::vector<Model::LayerSource> Model::create_layers(const toml::array& list, const std::string& file) {
-  std::map<std::string, int> per_type;
-  std::set<std::string> names;
-  std::vector<LayerSource> sources;
+int Model::create_layers(const toml::array& list, const std::string& file, const std::string& key, Scope& scope,
+                         std::vector<LayerSource>& sources) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string key = fmt::format("model.layers[{}]", i);
+    const std::string item = fmt::format("{}[{}]", key, i);
     const toml::table* t = list[i].as_table();
-    DT_USER_CHECK(t, "{}: {}: expected a table", file, key);
-    ConfigTable layer_config(*t, file, key + ".");
-    auto layer = create_layer(layer_config);
-    const int k = ++per_type[layer->type()];
-    if (layer->name().empty()) layer->set_name(fmt::format("{}_{}", layer->type(), k));
-    if (!names.insert(layer->name()).second) layer_config.fail("name", fmt::format("layer name '{}' is used twice", layer->name()));
-    layer->set_index(static_cast<int>(i));
-    layers_.push_back(std::move(layer));
-    sources.push_back(LayerSource{t, key});
+    DT_USER_CHECK(t, "{}: {}: expected a table", file, item);
+    const toml::node* type = t->get("type");
+    scope.previous = type && type->value<std::string>() == "repeat" ? create_repeat(*t, file, item, scope, sources)
+                                                                    : create_layer_at(*t, file, item, scope, sources);
   }
-  return sources;
+  return scope.default_input();
+}
+
+// One layer; its input defaults to the layer before it in its list (or the list's input).
+int Model::create_layer_at(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
+                           std::vector<LayerSource>& sources) {
+  ConfigTable config(table, file, key + ".");
+  std::vector<int> inputs;
+  for (const std::string& name : config.get_string_list("inputs", {})) {
+    const std::optional<int> at = scope.find(name);
+    if (!at) config.fail("inputs", fmt::format("no layer named '{}' before this one", name));
+    inputs.push_back(*at);
+  }
+  auto layer = create_layer(config);
+  if (inputs.empty()) inputs.assign(1, scope.default_input());
+  if (static_cast<int>(inputs.size()) != layer->arity())
+    config.fail("inputs", fmt::format("{} takes {} input{}, got {}", layer->type(), layer->arity(),
+                                      layer->arity() == 1 ? "" : "s", inputs.size()));
+  const std::string local = layer->name().empty() ? fmt::format("{}_{}", layer->type(), ++scope.per_type[layer->type()])
+                                                  : layer->name();
+  const int index = static_cast<int>(layers_.size());
+  if (!scope.names.emplace(local, index).second) config.fail("name", fmt::format("layer name '{}' is used twice", local));
+  layer->set_name(scope.prefix + local);
+  layer->set_index(index);
+  layers_.push_back(std::move(layer));
+  inputs_.push_back(std::move(inputs));
+  sources.push_back(LayerSource{&table, key});
+  return index;
+}
+
+// type = "repeat": `count` copies of its `layers` one after the other, copy k's layers named
+// <name>.<k>.<layer>; each copy's input is the previous copy's output.
+int Model::create_repeat(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
+                         std::vector<LayerSource>& sources) {
+  ConfigTable config(table, file, key + ".");
+  config.get_string("type");
+  const int64_t count = config.get_int("count");
+  if (count < 1 || count > 100000) config.fail("count", "must be in [1, 100000]");
+  const std::string name = config.get_string("name", fmt::format("block_{}", ++scope.per_type["repeat"]));
+  if (name.empty() || name == "input" || name.find('/') != std::string::npos)
+    config.fail("name", "must be non-empty, not \"input\", without '/'");
+  const toml::node* layers = config.raw("layers");
+  const toml::array* list = layers ? layers->as_array() : nullptr;
+  if (!list || list->empty()) config.fail("layers", fmt::format("missing or empty: add [[{}.layers]] tables after it", key.substr(0, key.rfind('['))));
+  std::optional<int> input;
+  for (const std::string& in : config.get_string_list("inputs", {})) {
+    if (input) config.fail("inputs", "a repeat block takes one input");
+    input = scope.find(in);
+    if (!input) config.fail("inputs", fmt::format("no layer named '{}' before this one", in));
+  }
+  config.finish();
+  int last = input.value_or(scope.default_input());
+  for (int64_t k = 0; k < count; ++k) {
+    Scope copy{{}, {}, last, &scope, fmt::format("{}{}.{}.", scope.prefix, name, k)};
+    last = create_layers(*list, file, key + ".layers", copy, sources);
+  }
+  if (!scope.names.emplace(name, last).second) config.fail("name", fmt::format("layer name '{}' is used twice", name));
+  return last;
+}
+
+bool Model::is_chain() const {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i] != std::vector<int>{static_cast<int>(i) - 1}) return false;
+  return true;
+}
+
+// Every output but the model's feeds a layer (else its gradient would be undefined), and
+// the layers that read the model's input agree on its element type.
+void Model::check_graph(const std::string& file, const std::vector<LayerSource>& sources) {
+  std::vector<bool> used(layers_.size(), false);
+  std::optional<DType> input_type;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (const int j : inputs_[i]) {
+      if (j >= 0) {
+        used[static_cast<size_t>(j)] = true;
+        continue;
+      }
+      const DType type = layers_[i]->input_dtype();
+      DT_USER_CHECK(!input_type || *input_type == type, "{}: {}: layer '{}' reads the model's input as {}, another as {}",
+                    file, sources[i].key, layers_[i]->name(), dtype_name(type), dtype_name(*input_type));
+      input_type = type;
+    }
+  input_dtype_ = input_type.value_or(DType::f32);
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    DT_USER_CHECK(used[i], "{}: {}: the output of layer '{}' goes nowhere: the last layer is the model's output, every "
+                  "other must feed a later one (name it in `inputs`)",
+                  file, sources[i].key, layers_[i]->name());
 }
 
 // Splits layers over the tensor axis as plan_tensor_parallel says, inserting a
 // tensor_gather after each split output the next layer needs whole.
 void Model::place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources) {
+  if (tensor.size == 1) return;
+  DT_USER_CHECK(is_chain(), "{}: tensor parallelism splits a chain of layers; this model has named inputs (a residual "
+                "graph), which the mesh does not split yet: use strategy.mesh_tensor = 1",
+                file);
   const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, tensor.size, file);
   std::vector<std::unique_ptr<Layer>> placed;
   std::vector<LayerSource> placed_sources;
@@ -89,18 +193,25 @@ void Model::place_on_tensor_axis(const TensorGroup& tensor, const std::string& f
   }
   layers_ = std::move(placed);
   sources = std::move(placed_sources);
+  inputs_.clear();
+  for (size_t i = 0; i < layers_.size(); ++i) inputs_.push_back({static_cast<int>(i) - 1});
 }
 
 // Shape inference: each layer's setup declares its variables (in this model's arena when
 // the layer is in its part, else in one thrown away) and gives its output shape.
 void Model::setup_layers(const std::string& file, const std::vector<LayerSource>& sources) {
-  Shape shape = input_shape_;
   ParamArena elsewhere;
+  int residual_projections = 0;
+  for (const auto& layer : layers_) residual_projections += layer->residual_projections();
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     const std::string& key = sources[i].key;
+    std::vector<Shape> in;
+    for (const int j : inputs_[i]) in.push_back(j < 0 ? input_shape_ : shapes_[static_cast<size_t>(j)]);
+    Shape shape;
     try {
-      shape = layer.setup(shape, i >= part_.first && i < part_.end ? arena_ : elsewhere);
+      if (residual_projections) layer.set_residual_projections(residual_projections);
+      shape = layer.setup_inputs(in, i >= part_.first && i < part_.end ? arena_ : elsewhere);
       shape.numel();
     } catch (const ShapeOverflow& e) {
       ConfigTable(*sources[i].table, file, key + ".")
@@ -119,11 +230,30 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   DT_USER_CHECK(part.first < end, "{}: a pipeline stage of layers [{}, {}) of {} has no layer", file, part.first, part.end,
                 layers_.size());
   if (part.first == 0 && end == layers_.size()) return;
+  DT_USER_CHECK(is_chain(), "{}: pipeline stages cut a chain of layers; this model has named inputs (a residual graph), "
+                "which the mesh does not cut yet: use strategy.mesh_pipeline = 1",
+                file);
   if (part.first > 0) input_shape_ = shapes_[part.first - 1];
   layers_.erase(layers_.begin() + static_cast<int64_t>(end), layers_.end());
   layers_.erase(layers_.begin(), layers_.begin() + static_cast<int64_t>(part.first));
   shapes_.erase(shapes_.begin() + static_cast<int64_t>(end), shapes_.end());
   shapes_.erase(shapes_.begin(), shapes_.begin() + static_cast<int64_t>(part.first));
+  inputs_.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) inputs_[i] = {static_cast<int>(i) - 1};
+}
+
+void Model::tie_layers() {
+  ties_.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::optional<int> variable = layers_[i]->tied_variable();
+    if (!variable) continue;
+    const Variable& v = arena_.variables().at(static_cast<size_t>(*variable));
+    size_t owner = 0;
+    while (owner < i && layers_[owner]->name() != v.layer) ++owner;
+    DT_CHECK(owner < i, "layer '{}' is tied to '{}', which is not before it", layers_[i]->name(), v.layer);
+    ties_[i] = Tie{owner, *variable, Buffer(backend_, v.shape)};
+    layers_[i]->set_tied_grad(ties_[i]->grad.view());
+  }
 }
 
 void Model::find_trainable_ranges() {
@@ -143,10 +273,10 @@ void Model::find_trainable_ranges() {
 int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t bytes = 0;
-  for (const Shape& s : shapes_) {
+  for (size_t i = 0; i < shapes_.size(); ++i) {
     int64_t layer = 0;  // values and gradients, float32
-    if (__builtin_mul_overflow(s.numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * 4, &layer) ||
-        __builtin_add_overflow(bytes, layer, &bytes))
+    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * 4, &layer) ||
+        __builtin_add_overflow(bytes, layer, &bytes) || __builtin_add_overflow(bytes, layers_[i]->workspace_bytes(n), &bytes))
       return kMax;
   }
   return bytes;
@@ -161,7 +291,57 @@ void Model::ensure_activations(int64_t n) {
     dacts_.emplace_back(backend_, s.batched(n));
   }
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
+  scratch_.clear();
+  if (!is_chain()) {  // at most two inputs of a layer add into gradients already written
+    int64_t largest = 0;
+    for (const Shape& s : shapes_) largest = std::max(largest, s.numel());
+    for (int k = 0; k < 2; ++k) scratch_.emplace_back(backend_, Shape{n * largest});
+  }
   batch_ = n;
+}
+
+// A tied layer computes with its owner's variable too: gathered around it as its own.
+void Model::gather(size_t i) {
+  if (ties_[i]) gatherer_->gather(ties_[i]->owner);
+  gatherer_->gather(i);
+}
+
+void Model::release(size_t i) {
+  gatherer_->release(i);
+  if (ties_[i]) gatherer_->release(ties_[i]->owner);
+}
+
+std::vector<Tensor> Model::layer_input_values(size_t i) const {
+  std::vector<Tensor> in;
+  for (const int j : inputs_[i]) in.push_back(j < 0 ? input_ : acts_[static_cast<size_t>(j)].view());
+  return in;
+}
+
+// Where layer i's backward writes its input gradients: an input's own gradient for its
+// first consumer in backward order, a scratch buffer for the others (adds[k]: the input
+// the scratch of slot k is added to after, -1 for none); nothing below `last`, where no
+// layer needs a gradient.
+std::vector<Tensor> Model::layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<int>& adds) {
+  std::vector<Tensor> din;
+  adds.assign(inputs_[i].size(), -1);
+  size_t scratch = 0;
+  for (size_t k = 0; k < inputs_[i].size(); ++k) {
+    const int j = inputs_[i][k];
+    const auto u = static_cast<size_t>(j);
+    if (j < 0) {
+      din.push_back(input_grad_wanted_ ? input_grad_.view() : Tensor{});
+    } else if (u < last) {
+      din.push_back(Tensor{});
+    } else if (!written[u]) {
+      written[u] = true;
+      din.push_back(dacts_[u].view());
+    } else {
+      const Tensor into = dacts_[u].view();
+      din.push_back(scratch_.at(scratch++).view().range(0, into.numel()).reshaped(into.shape));
+      adds[k] = j;
+    }
+  }
+  return din;
 }
 
 Tensor Model::forward(Ctx& ctx, const Tensor& x) {
@@ -170,11 +350,11 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   ensure_activations(x.shape[0]);
   input_ = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    gatherer_->gather(i);
+    gather(i);
     if (clock_) clock_->start();
-    layers_[i]->forward(ctx, i ? acts_[i - 1].view() : input_, acts_[i].view());
+    layers_[i]->forward_inputs(ctx, layer_input_values(i), acts_[i].view());
     if (clock_) clock_->stop_forward(i);
-    gatherer_->release(i);
+    release(i);
   }
   return acts_.back().view();
 }
@@ -183,31 +363,36 @@ void Model::backward(Ctx& ctx) {
   // Below the first layer with trainable variables no gradient is needed (unless the input's
   // is wanted): stop there.
   const size_t last = input_grad_wanted_ ? 0 : first_trainable_;
+  std::vector<bool> written(layers_.size(), false);
+  std::vector<int> adds;
   for (size_t i = layers_.size(); i-- > last;) {
-    const Tensor in = i ? acts_[i - 1].view() : input_;
-    const Tensor din = i > last ? dacts_[i - 1].view() : i == 0 && input_grad_wanted_ ? input_grad_.view() : Tensor{};
-    gatherer_->gather(i);
+    const std::vector<Tensor> din = layer_input_grads(i, last, written, adds);
+    gather(i);
     reducer_->open(i);
     if (clock_) clock_->start();
-    layers_[i]->backward(ctx, in, acts_[i].view(), dacts_[i].view(), din);
+    layers_[i]->backward_inputs(ctx, layer_input_values(i), acts_[i].view(), dacts_[i].view(), din);
     if (clock_) clock_->stop_backward(i);
-    gatherer_->release(i);
+    for (size_t k = 0; k < din.size(); ++k)
+      if (adds[k] >= 0) backend_.axpby(1.0f, din[k], 1.0f, dacts_[static_cast<size_t>(adds[k])].view());
+    for (const std::optional<Tie>& tie : ties_)  // the tied layers' share of layer i's variables
+      if (tie && tie->owner == i) backend_.axpby(1.0f, tie->grad.view(), 1.0f, arena_.grad(tie->variable));
+    release(i);
     reducer_->reduce(i);
   }
 }
 
 void Model::forward_without_examples() {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    gatherer_->gather(i);
-    gatherer_->release(i);
+    gather(i);
+    release(i);
   }
 }
 
 void Model::backward_without_examples() {
   for (size_t i = layers_.size(); i-- > (input_grad_wanted_ ? 0 : first_trainable_);) {
-    gatherer_->gather(i);
+    gather(i);
     reducer_->open(i);
-    gatherer_->release(i);
+    release(i);
     reducer_->reduce(i);
   }
 }

@@ -1,8 +1,13 @@
-// Model: an ordered list of layers built from a recipe's [model] table, with shape
-// inference at build time and all variables in one ParamArena.
+// Model: layers built from a recipe's [model] table, with shape inference at build time
+// and all variables in one ParamArena. The layers form a graph in recipe order: each
+// takes the previous layer's output unless its `inputs` name others (a residual `add`),
+// and repeat blocks are expanded into their copies (docs/recipe.md, "The model graph").
+// The last layer's output is the model's.
 //
-// Activations for a batch of N are kept per layer (backward needs each layer's input
-// and output); they are reallocated only when N changes.
+// Activations for a batch of N are kept per layer (backward needs each layer's inputs
+// and output); they are reallocated only when N changes. Where an output feeds several
+// layers, its gradient is the sum of theirs: the first consumer in backward order writes
+// it, the others add theirs (through a scratch buffer, since layers write input gradients).
 //
 // Where trainable values and gradients live, and what happens to them around each layer,
 // is decided by the two objects a model is given (ModelSeams): a ParamGatherer and a
@@ -10,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
@@ -85,8 +91,13 @@ class Model {
   const std::vector<Shape>& layer_shapes() const { return shapes_; }
   const Shape& output_shape() const { return shapes_.back(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Where layer i takes its inputs from: earlier layers' indices, -1 for the model's input.
+  const std::vector<int>& layer_inputs(size_t i) const { return inputs_.at(i); }
+  // float32 values, or int32 token ids (a model that starts with an embedding).
+  DType input_dtype() const { return input_dtype_; }
   Backend& backend() const { return backend_; }
-  // Bytes of the activations and their gradients kept for a batch of n (float32).
+  // Bytes of the activations and their gradients kept for a batch of n (float32), and of
+  // what layers keep besides (Layer::workspace_bytes).
   // Saturates at INT64_MAX: a batch whose activations cannot be counted cannot be held.
   int64_t activation_bytes(int64_t n) const;
   // A table: layer, type, output shape, parameters.
@@ -95,9 +106,27 @@ class Model {
  private:
   struct LayerSource {  // where a layer came from, for messages
     const toml::table* table;
-    std::string key;  // model.layers[i]
+    std::string key;  // model.layers[i], model.layers[i].layers[j]
   };
-  std::vector<LayerSource> create_layers(const toml::array& list, const std::string& file);
+  struct Scope;  // the names a layer's `inputs` can refer to
+  // Builds the layers of `list` (repeat blocks expanded) after those built so far; returns
+  // the index of the last one.
+  int create_layers(const toml::array& list, const std::string& file, const std::string& key, Scope& scope,
+                    std::vector<LayerSource>& sources);
+  int create_layer_at(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
+                      std::vector<LayerSource>& sources);
+  int create_repeat(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
+                    std::vector<LayerSource>& sources);
+  void check_graph(const std::string& file, const std::vector<LayerSource>& sources);
+  bool is_chain() const;
+  // The embedding table a layer uses besides its own variables (a tied head); allocates
+  // the gradient it writes.
+  void tie_layers();
+  // Layer i's input tensors, and where its backward writes their gradients.
+  std::vector<Tensor> layer_input_values(size_t i) const;
+  std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<int>& adds);
+  void gather(size_t i);
+  void release(size_t i);
   void place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources);
   void setup_layers(const std::string& file, const std::vector<LayerSource>& sources);
   // Keeps only the part's layers (their variables were declared; the others' were not).
@@ -109,7 +138,16 @@ class Model {
   Backend& backend_;
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::vector<int>> inputs_;  // per layer, see layer_inputs()
+  DType input_dtype_ = DType::f32;
   std::vector<Shape> shapes_;  // per-example output shape of each layer
+  struct Tie {
+    size_t owner;  // the layer whose variable it is
+    int variable;
+    Buffer grad;   // the tied layer's gradient for it, added at the owner's backward
+  };
+  std::vector<std::optional<Tie>> ties_;  // per layer
+  std::vector<Buffer> scratch_;  // (N, largest output): a second consumer's gradient before it is added
   size_t first_trainable_ = 0;  // layers up to this one need no input gradient
   std::vector<Range> ranges_;  // per layer, see trainable_range()
   ParamArena arena_;

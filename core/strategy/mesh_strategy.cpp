@@ -183,7 +183,7 @@ class MeshStrategy final : public Strategy {
   void compute_gradients(const Batch& batch, const StepInfo& info) override {
     model().zero_grads();
     if (info.skip_nonfinite) stage_->keep_state();
-    const float scale = 1.0f / static_cast<float>(batch.global_count);
+    const float scale = 1.0f / static_cast<float>(batch.global_labels());
     ledger().record_losses(from_last_stage(
         stage_->train(batch.replicas.at(0), scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)))));
   }
@@ -300,6 +300,12 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) { return std::make_unique<MeshStrategy>(recipe); }
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {
+  DT_USER_CHECK(recipe.data.dataset != "text" && recipe.data.dataset != "tokens",
+                "{}: strategy.name = \"mesh\" does not run language models on token data yet; use one_device, mirrored, "
+                "multi_worker_mirrored or zero",
+                recipe.file);
+  return std::make_unique<MeshStrategy>(recipe);
+}
 
 }  // namespace distrain

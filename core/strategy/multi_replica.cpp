@@ -93,14 +93,14 @@ void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& dev
 }
 
 void MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
-  const float grad_scale = 1.0f / static_cast<float>(batch.global_count);
+  const float grad_scale = 1.0f / static_cast<float>(batch.global_labels());
   threads_->run([&](int r) {
     Replica& rep = replica(r);
     rep.model().zero_grads();
     if (info.skip_nonfinite) rep.keep_state();
     const ReplicaSlice& slice = batch.replicas.at(static_cast<size_t>(r));
     rep.forward_backward(slice, grad_scale, derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)),
-                         ledger().loss_slot(r, slice.count));
+                         ledger().loss_slot(r, static_cast<int64_t>(slice.labels.size())));
   });
 }
 

@@ -163,9 +163,9 @@ class ParameterServer final : public Strategy {
     const ReplicaSlice& slice = batch.replicas.at(0);
     // Synchronous: the servers sum the workers' pushes, so each is 1 / global batch.
     // Otherwise each push is applied alone: the mean over this worker's batch.
-    const float scale = spec_.staleness == 0 ? 1.0f / static_cast<float>(batch.global_count)
-                                             : 1.0f / static_cast<float>(std::max<int64_t>(slice.count, 1));
-    replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()), ledger().loss_slot(0, slice.count));
+    const float scale = spec_.staleness == 0 ? 1.0f / static_cast<float>(batch.global_labels())
+                                             : 1.0f / static_cast<float>(std::max<size_t>(slice.labels.size(), 1));
+    replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()), ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())));
   }
 
   // A non-finite gradient is not pushed: the trainer then stops the job (a server has no

@@ -8,16 +8,28 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
                                      tensor ? TensorGroup{tensor->rank(), tensor->size()} : TensorGroup{})),
       loss_(recipe.loss, backend),
       tensor_(tensor) {
-  DT_USER_CHECK(model_->output_shape().rank() == 1,
-                "{}: the model's output is {}; a classifier ends in (classes,), e.g. a dense layer", recipe.file,
-                model_->output_shape().str());
+  const bool tokens = recipe.data.dataset == "text" || recipe.data.dataset == "tokens";
+  DT_USER_CHECK(model_->output_shape().rank() == (tokens ? 2 : 1),
+                "{}: the model's output is {}; {}", recipe.file, model_->output_shape().str(),
+                tokens ? "a language model ends in (sequence, vocabulary), e.g. a dense layer on the sequence"
+                       : "a classifier ends in (classes,), e.g. a dense layer");
+  DT_USER_CHECK(tokens == (model_->input_dtype() == DType::i32), "{}: {}", recipe.file,
+                tokens ? "token data needs a model that starts with an embedding layer"
+                       : "a model that starts with an embedding layer needs token data (data.dataset = \"text\" or \"tokens\")");
 }
 
 void Replica::upload(const ReplicaSlice& slice, DataUse use) {
   if (images_.empty() || images_.shape()[0] != slice.count) {
-    images_ = Buffer(backend_, model_->input_shape().batched(slice.count));
-    labels_ = Buffer(backend_, Shape{slice.count}, DType::i32);
+    images_ = Buffer(backend_, model_->input_shape().batched(slice.count), model_->input_dtype());
+    labels_ = Buffer(backend_, Shape{static_cast<int64_t>(slice.labels.size())}, DType::i32);
     rows_ = Buffer(backend_, Shape{slice.count}, DType::i32);
+  }
+  if (model_->input_dtype() == DType::i32) {  // token windows: ids and the next tokens
+    DT_CHECK(static_cast<int64_t>(slice.tokens.size()) == images_.view().numel(), "slice of {} tokens for input {}",
+             slice.tokens.size(), images_.shape().str());
+    backend_.upload(slice.tokens.data(), images_.view());
+    backend_.upload(slice.labels.data(), labels_.view());
+    return;
   }
   if (!slice.indices.empty()) {  // the dataset is on this device: only the indices travel
     const DeviceData* data = data_[static_cast<size_t>(use)].get();

@@ -20,7 +20,7 @@ class Replica {
 
   // Forward and backward on `slice`; gradients accumulate into the model's arena, the
   // loss sum and correct count go to `stats` ((2,) on this device; StepLedger::loss_slot),
-  // unread. grad_scale is 1 / (examples in the global batch). An empty slice computes
+  // unread. grad_scale is 1 / (examples in the global batch), tokens for token data. An empty slice computes
   // nothing (nor writes stats) but still makes the model's gatherer and reducer calls
   // (they may be collective).
   void forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats);
@@ -49,7 +49,7 @@ class Replica {
   Backend& backend_;
   std::unique_ptr<Model> model_;
   Loss loss_;
-  Buffer images_, labels_;  // (n, input...) and (n), reallocated when n changes
+  Buffer images_, labels_;  // (n, input...) (token ids for a language model) and (n) or (n, T), reallocated when n changes
   Buffer rows_;             // (n) a slice's indices, with data_
   std::array<std::shared_ptr<const DeviceData>, 2> data_;  // by DataUse
   Buffer kept_state_;       // (state elements) see keep_state()

@@ -29,6 +29,9 @@ void draw(const Variable& v, uint64_t seed, std::vector<float>& out) {
       for (float& x : out) x = static_cast<float>(rng.uniform(-limit, limit));
       break;
     }
+    case Init::normal:
+      for (float& x : out) x = static_cast<float>(rng.normal() * v.stddev);
+      break;
     case Init::he_normal: {
       const double stddev = std::sqrt(2.0 / static_cast<double>(v.fan_in)) / 0.87962566103423978;
       for (float& x : out) {
@@ -47,6 +50,7 @@ Init parse_init(const std::string& name) {
   if (name == "glorot_uniform") return Init::glorot_uniform;
   if (name == "he_normal") return Init::he_normal;
   if (name == "zeros") return Init::zeros;
+  if (name == "normal") return Init::normal;
   DT_CHECK(name == "ones", "unknown initializer '{}'", name);
   return Init::ones;
 }
@@ -55,12 +59,12 @@ Tensor ParamRef::value() const { return arena->value(id); }
 Tensor ParamRef::grad() const { return arena->grad(id); }
 
 ParamRef ParamArena::declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in,
-                             int64_t fan_out, bool trainable, TensorSlice slice) {
+                             int64_t fan_out, bool trainable, TensorSlice slice, double stddev) {
   DT_CHECK(!backend_, "variable {}/{} declared after allocation", layer, name);
   int64_t& size = trainable ? values_size_ : state_size_;
   Shape held = slice_shape(shape, slice);
   Variable v{std::move(layer), std::move(name), std::move(held), init, fan_in, fan_out, trainable, size, std::move(shape),
-             slice};
+             slice, stddev};
   size = round_up(size + v.shape.numel());
   variables_.push_back(std::move(v));
   return ParamRef{this, static_cast<int>(variables_.size()) - 1};

@@ -20,9 +20,10 @@ namespace distrain {
 
 class Backend;
 
-enum class Init { zeros, ones, glorot_uniform, he_normal };
+// normal: N(0, stddev) with the variable's stddev (GPT-2's 0.02, or less for residual projections).
+enum class Init { zeros, ones, glorot_uniform, he_normal, normal };
 
-// name: one of glorot_uniform, he_normal, zeros, ones (validated by the caller).
+// name: one of glorot_uniform, he_normal, zeros, ones, normal (validated by the caller).
 Init parse_init(const std::string& name);
 
 struct Variable {
@@ -34,6 +35,7 @@ struct Variable {
   int64_t offset;           // in elements, into values/grads (trainable) or state (not)
   Shape full_shape;         // Keras conventions: conv (kh, kw, in, out), dense (in, out)
   TensorSlice slice;        // which slice of full_shape `shape` is (tensor parallelism)
+  double stddev = 0;        // Init::normal's
 };
 
 class ParamArena;
@@ -52,7 +54,7 @@ class ParamArena {
   // `shape` is the whole variable's; with a `slice`, this rank holds (and the arena lays
   // out) only that slice of it.
   ParamRef declare(std::string layer, std::string name, Shape shape, Init init, int64_t fan_in, int64_t fan_out,
-                   bool trainable, TensorSlice slice = {});
+                   bool trainable, TensorSlice slice = {}, double stddev = 0.02);
   // Allocates the state arena (zeroed) on the backend's device. No declarations after this.
   void allocate(Backend& backend);
   // value(id) / grad(id) of a trainable variable inside [begin, begin + storage.numel())

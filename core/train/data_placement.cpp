@@ -19,6 +19,10 @@ bool any_gpu(const Recipe& recipe) {
 
 bool place_data_on_devices(const Recipe& recipe, Strategy& strategy, const Dataset& split, DataUse use) {
   const std::string& placement = recipe.data.placement;
+  // Token windows start anywhere in the stream: the loader cuts them on the host.
+  DT_USER_CHECK(!split.token_data() || placement != "device", "{}: data.placement = \"device\" is not available for "
+                "token data (data.dataset = \"{}\"); use \"auto\" or \"host\"", recipe.file, recipe.data.dataset);
+  if (split.token_data()) return false;
   if (placement == "host" || (placement == "auto" && !any_gpu(recipe))) return false;
   const bool asked = placement == "device";
   const char* what = use == DataUse::training ? "training" : "test";

@@ -57,9 +57,11 @@ void check_data_fits(const Recipe& recipe, const Dataset& train) {
   DT_USER_CHECK(model.input_shape() == train.example_shape,
                 "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,
                 model.input_shape().str(), train.example_shape.str(), train.source);
-  DT_USER_CHECK(model.output_shape()[0] >= train.num_classes,
-                "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
-                model.output_shape()[0], train.num_classes, train.num_classes);
+  const Shape& out = model.output_shape();
+  const int64_t classes = out[out.rank() - 1];  // (classes,) or a language model's (sequence, vocabulary)
+  DT_USER_CHECK(classes >= train.num_classes,
+                "{}: the model outputs {} values but the data has {} {}; make the last layer's units {}", recipe.file,
+                classes, train.num_classes, train.token_data() ? "tokens in its vocabulary" : "classes", train.num_classes);
 }
 
 void check_last_batch(const Recipe& recipe, const Dataset& train) {

@@ -8,6 +8,7 @@
 # saying why, where mounting fails. Ends with one summary line; exit 1 unless all clean.
 set -u
 distrain=$1
+src=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_bad_inputs.XXXXXX")
 mounts=()
 cleanup() {
@@ -255,6 +256,32 @@ if [ "$(id -u)" -ne 0 ]; then
 else
   skip "unreadable data folder: root reads it whatever its mode (the file and folder cases above stand in)"
 fi
+
+# Token data (text, tokens): a bad file is one line naming it, at check time.
+text_recipe() { sed -e "s|dataset = \"synthetic\"|dataset = \"text\"\npath = \"$1\"\nseq_len = 8|" \
+  -e '/train_examples\|test_examples\|image_shape = /d' -e 's/input_shape = \[12, 12, 1\]/input_shape = [8]/' \
+  -e '/type = "flatten"/,+1d' -e 's/units = 10/units = 65/' "$tiny"; }
+text_recipe "$src/data/tiny_shakespeare.txt" >"$work/text.toml"
+run "$distrain" check "$work/text.toml"
+classify "text data: Tiny Shakespeare" 0 ""
+run "$distrain" check "$work/text.toml" --set data.seq_len=200000
+classify "text data: a split shorter than seq_len" 2 "too short for seq_len = 200000"
+printf 'abc\377def' >"$work/latin1.txt"
+run "$distrain" check "$work/text.toml" --set "data.path=\"$work/latin1.txt\""
+classify "text data: invalid UTF-8" 2 "invalid UTF-8 at byte offset 3"
+run "$distrain" check "$work/text.toml" --set data.placement=device
+classify "text data: placement device" 2 "not available for token data"
+mkdir -p "$work/tokens"
+head -c 2001 /dev/zero >"$work/tokens/train.bin"
+head -c 2000 /dev/zero >"$work/tokens/val.bin"
+run "$distrain" check "$work/text.toml" --set data.dataset=tokens --set "data.path=\"$work/tokens\""
+classify "token file of odd length" 2 "train.bin: 2001 bytes, an odd length"
+python3 - "$work/tokens/train.bin" <<'PY'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 10, *([0] * 253)) + bytes(18))
+PY
+run "$distrain" check "$work/text.toml" --set data.dataset=tokens --set "data.path=\"$work/tokens\""
+classify "llm.c token file shorter than its header says" 2 "the header says 10 tokens"
 
 summary="$cases cases: $clean clean, $crash crash, $hang hang, $accepted accepted wrongly, $internal internal error"
 [ "$other" -gt 0 ] && summary+=", $other wrong outcome"

@@ -37,7 +37,8 @@ tar -C "$root" -xzf "$tarball"
 dir=$(find "$root" -mindepth 1 -maxdepth 1 -type d)
 exe="$dir/bin/distrain"
 [ -x "$exe" ] && [ -x "$dir/bin/distrain-gpu" ] && [ -f "$dir/recipes/fashion_mnist_cnn.toml" ] &&
-  ok "bin/distrain, bin/distrain-gpu and recipes/ present" || bad "bundle layout: $(cd "$dir" && find . | head -20)"
+  [ -f "$dir/data/tiny_shakespeare.txt" ] &&
+  ok "bin/distrain, bin/distrain-gpu, recipes/ and data/ present" || bad "bundle layout: $(cd "$dir" && find . | head -20)"
 
 # Every resolved library is in the bundle, or is glibc / CUDA (which stay the host's).
 outside=$(ldd "$exe" | sed -n 's|^[[:space:]]*\([^ ]*\) => \(/.*\) (0x[0-9a-f]*)$|\1 \2|p' | while read -r soname path; do

@@ -95,9 +95,9 @@ errors)
   expect_error "zero batch" "strategy.per_replica_batch: must be positive, got 0" "$distrain" check "$tiny" --set strategy.per_replica_batch=0
   expect_error "negative epochs" "train.epochs: must be positive, got -2" "$distrain" train "$tiny" --set train.epochs=-2
   sed 's/type = "max_pool2d"/type = "maxpool"/' "$tiny" >"$work/layer.toml"
-  expect_error "unknown layer type lists the known ones" "unknown layer type 'maxpool' (known: avg_pool2d, batch_norm, conv2d" "$distrain" check "$work/layer.toml"
+  expect_error "unknown layer type lists the known ones" "unknown layer type 'maxpool' (known: add, attention, avg_pool2d, batch_norm, conv2d" "$distrain" check "$work/layer.toml"
   sed 's/type = "flatten"/type = "relu"/' "$tiny" >"$work/shape.toml"
-  expect_error "shape mismatch names the layer" "layer 'dense_1': expects a flat input" "$distrain" check "$work/shape.toml"
+  expect_error "shape mismatch names the layer" "layer 'dense_1': expects (features,) or (sequence, features)" "$distrain" check "$work/shape.toml"
   expect_error "model/data mismatch" "model.input_shape (12, 12, 1) does not match the data's examples (10, 10, 1)" "$distrain" train "$tiny" --set 'data.image_shape=[10,10,1]' --run-dir "$work/r0"
   # The same job on IDX files: synthetic-only keys removed (they are errors elsewhere).
   grep -v -E '^(train_examples|test_examples|image_shape) =' "$tiny" | sed 's/dataset = "synthetic"/dataset = "fashion_mnist"/' >"$work/idx.toml"

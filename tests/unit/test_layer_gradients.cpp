@@ -205,3 +205,19 @@ TEST_CASE("parameter-free layers: relu, rescaling, dropout, flatten") {
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+// Transformer layers on (sequence, features) inputs; attention with dropout redraws the same
+// mask from the step seed in every forward, so finite differences see one function.
+TEST_CASE("transformer layer gradients: layer_norm, gelu, position_embedding, dense on sequences, attention") {
+  gradient_check("type='layer_norm'", Shape{3, 6}, 2);
+  gradient_check("type='gelu'", Shape{4, 5}, 2);
+  gradient_check("type='position_embedding'", Shape{4, 3}, 2);
+  gradient_check("type='dense'\nunits=5\nkernel_initializer='normal'", Shape{3, 4}, 2);
+  gradient_check("type='attention'\nheads=2", Shape{5, 4}, 2);
+  gradient_check("type='attention'\nheads=1", Shape{3, 3}, 1);
+  gradient_check("type='attention'\nheads=2\ndropout=0.3", Shape{6, 4}, 2);
+}
+
+}  // namespace distrain::test

@@ -68,10 +68,10 @@ TEST_CASE("model: same seed gives the same weights, another seed others") {
 
 TEST_CASE("model errors name the file, the layer and what to do") {
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv3d'"),
-                       doctest::Contains("unknown layer type 'conv3d' (known: avg_pool2d, batch_norm, conv2d, dense"),
+                       doctest::Contains("unknown layer type 'conv3d' (known: add, attention, avg_pool2d, batch_norm, conv2d, dense"),
                        UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters=2\nkernel_size=3\n[[layers]]\ntype='dense'\nunits=3"),
-                       doctest::Contains("layer 'dense_1': expects a flat input (features,), got (2, 2, 2); add a flatten"),
+                       doctest::Contains("layer 'dense_1': expects (features,) or (sequence, features), got (2, 2, 2); add a flatten"),
                        UserError);
   CHECK_THROWS_WITH_AS(model_from("input_shape=[4,4,1]\n[[layers]]\ntype='conv2d'\nfilters=2\nkernel_size=5"),
                        doctest::Contains("layer 'conv2d_1': kernel 5x5 does not fit input (4, 4, 1)"), UserError);

@@ -48,6 +48,18 @@ class CudaBackend final : public Backend {
   void axpby(float a, const Tensor& x, float b, Tensor y) override;
   void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;
 
+  void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) override;
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y, Tensor mean,
+                  Tensor rstd) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           Tensor dx, Tensor dgamma, Tensor dbeta) override;
+  void gelu(const Tensor& x, Tensor y) override;
+  void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
+  void attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) override;
+  void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t heads,
+                          float rate, uint64_t seed, Tensor dqkv) override;
+
   void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
                             Tensor dlogits, Tensor stats) override;
   void mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,

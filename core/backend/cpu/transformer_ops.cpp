@@ -1,0 +1,220 @@
+// The CPU backend's transformer ops: embedding, layer norm, GELU and causal attention.
+// Loops over rows or (example, head) pairs in parallel; each output element is computed
+// by one thread in a fixed order, so results do not depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.hpp"
+#include "core/base/rng.hpp"
+
+namespace distrain {
+
+namespace {
+
+constexpr int64_t kParallelRows = 64;  // fewer rows than this run on one thread
+constexpr int64_t kKeyTile = 64;       // keys scored at once: the scores a thread holds
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t d = 0; d < n; ++d) acc += a[d] * b[d];
+  return acc;
+}
+
+void add_scaled(float* y, float a, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+// Where one head's queries, keys and values sit in a (N, T, 3C) qkv tensor.
+struct HeadView {
+  int64_t t, c, d;  // sequence, width, head dimension
+  int64_t base;     // element of (n, 0, head h's query)
+  int64_t q(int64_t i) const { return base + i * 3 * c; }
+  int64_t k(int64_t j) const { return base + j * 3 * c + c; }
+  int64_t v(int64_t j) const { return base + j * 3 * c + 2 * c; }
+};
+
+// The dropout mask of one attention probability: the same draw in forward and backward.
+float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
+  if (rate <= 0.0f) return 1.0f;
+  return uniform_at(seed, static_cast<uint64_t>(row * t + j)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
+}
+
+}  // namespace
+
+void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+  const int64_t c = table.shape[1], vocab = table.shape[0], n = ids.numel();
+  DT_CHECK(out.numel() == n * c, "embedding of {} ids into {}", n, out.shape.str());
+  const int32_t* id = ids.i32();
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0 && id[i] < vocab, "token {} of a vocabulary of {}", id[i], vocab);
+  const float* w = table.f32();
+  float* y = out.f32();
+#pragma omp parallel for if (n > kParallelRows)
+  for (int64_t i = 0; i < n; ++i) std::copy_n(w + id[i] * c, c, y + i * c);
+}
+
+// Serial over ids: two positions with one token add into the same row, in a fixed order.
+void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) {
+  const int64_t c = dtable.shape[1], n = ids.numel();
+  const int32_t* id = ids.i32();
+  const float* dy = dout.f32();
+  float* dw = dtable.f32();
+  for (int64_t i = 0; i < n; ++i) add_scaled(dw + id[i] * c, 1.0f, dy + i * c, c);
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
+                            Tensor mean, Tensor rstd) {
+  const int64_t c = gamma.numel(), rows = x.numel() / c;
+  const float *px = x.f32(), *g = gamma.f32(), *b = beta.f32();
+  float *py = y.f32(), *pm = mean.f32(), *pr = rstd.f32();
+#pragma omp parallel for if (rows > kParallelRows)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * c;
+    double sum = 0.0, squares = 0.0;
+    for (int64_t j = 0; j < c; ++j) sum += xr[j];
+    const double mu = sum / static_cast<double>(c);
+    for (int64_t j = 0; j < c; ++j) squares += (xr[j] - mu) * (xr[j] - mu);
+    const auto m = static_cast<float>(mu);
+    const auto s = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(c) + epsilon));
+    pm[r] = m;
+    pr[r] = s;
+    for (int64_t j = 0; j < c; ++j) py[r * c + j] = (xr[j] - m) * s * g[j] + b[j];
+  }
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd, Tensor dx, Tensor dgamma, Tensor dbeta) {
+  const int64_t c = gamma.numel(), rows = x.numel() / c;
+  const float *px = x.f32(), *pdy = dy.f32(), *g = gamma.f32(), *pm = mean.f32(), *pr = rstd.f32();
+  float *pdx = dx.empty() ? nullptr : dx.f32(), *dg = dgamma.f32(), *db = dbeta.f32();
+  // The parameter gradients sum over rows in order (rows outer), as bias_grad.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c; ++j) {
+      const float norm = (px[r * c + j] - pm[r]) * pr[r];
+      dg[j] += pdy[r * c + j] * norm;
+      db[j] += pdy[r * c + j];
+    }
+  if (!pdx) return;
+#pragma omp parallel for if (rows > kParallelRows)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = px + r * c, *dyr = pdy + r * c;
+    float mean_dn = 0.0f, mean_dn_norm = 0.0f;  // means of dnorm and dnorm * norm over the row
+    for (int64_t j = 0; j < c; ++j) {
+      const float dn = dyr[j] * g[j];
+      mean_dn += dn;
+      mean_dn_norm += dn * (xr[j] - pm[r]) * pr[r];
+    }
+    mean_dn /= static_cast<float>(c);
+    mean_dn_norm /= static_cast<float>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const float norm = (xr[j] - pm[r]) * pr[r];
+      pdx[r * c + j] = (dyr[j] * g[j] - mean_dn - norm * mean_dn_norm) * pr[r];
+    }
+  }
+}
+
+void CpuBackend::gelu(const Tensor& x, Tensor y) {
+  check_same_numel(x, y);
+  const int64_t n = x.numel();
+  const float* px = x.f32();
+  float* py = y.f32();
+#pragma omp parallel for if (n > (1 << 14))
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = px[i];
+    py[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
+  check_same_numel(x, dx);
+  const int64_t n = x.numel();
+  const float *px = x.f32(), *pdy = dy.f32();
+  float* pdx = dx.f32();
+#pragma omp parallel for if (n > (1 << 14))
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = px[i];
+    const float t = std::tanh(kGeluC * (v + 0.044715f * v * v * v));
+    const float slope = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
+    pdx[i] = pdy[i] * slope;
+  }
+}
+
+// Each query row scores the keys up to itself a tile at a time with an online softmax
+// (running maximum and sum, the output rescaled as the maximum grows).
+void CpuBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) {
+  const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
+  DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
+  const float* pqkv = qkv.f32();
+  float *po = out.f32(), *plse = lse.f32();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t nh = 0; nh < n * heads; ++nh) {
+    const int64_t b = nh / heads, h = nh % heads;
+    const HeadView hv{t, c, d, b * t * 3 * c + h * d};
+    float scores[kKeyTile];
+    for (int64_t i = 0; i < t; ++i) {
+      float* o = po + (b * t + i) * c + h * d;
+      std::fill(o, o + d, 0.0f);
+      const float* q = pqkv + hv.q(i);
+      float running_max = -INFINITY, sum = 0.0f;
+      for (int64_t j0 = 0; j0 <= i; j0 += kKeyTile) {
+        const int64_t j1 = std::min(i + 1, j0 + kKeyTile);
+        float tile_max = running_max;
+        for (int64_t j = j0; j < j1; ++j) {
+          scores[j - j0] = dot(q, pqkv + hv.k(j), d) * scale;
+          tile_max = std::max(tile_max, scores[j - j0]);
+        }
+        const float rescale = std::exp(running_max - tile_max);
+        sum *= rescale;
+        for (int64_t e = 0; e < d; ++e) o[e] *= rescale;
+        for (int64_t j = j0; j < j1; ++j) {
+          const float p = std::exp(scores[j - j0] - tile_max);
+          sum += p;
+          add_scaled(o, p * keep_scale(seed, rate, nh * t + i, t, j), pqkv + hv.v(j), d);
+        }
+        running_max = tile_max;
+      }
+      for (int64_t e = 0; e < d; ++e) o[e] /= sum;
+      plse[nh * t + i] = running_max + std::log(sum);
+    }
+  }
+}
+
+// Flash attention's backward: probabilities recomputed from the kept log-sum-exp; with
+// D_i = dout_i . out_i, dscore_ij = p_ij (dp_ij - D_i). Threads own whole (example, head)
+// pairs, so dK and dV accumulate without races.
+void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                    int64_t heads, float rate, uint64_t seed, Tensor dqkv) {
+  const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
+  const float *pqkv = qkv.f32(), *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
+  float* pd = dqkv.f32();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t nh = 0; nh < n * heads; ++nh) {
+    const int64_t b = nh / heads, h = nh % heads;
+    const HeadView hv{t, c, d, b * t * 3 * c + h * d};
+    for (int64_t i = 0; i < t; ++i) {
+      std::fill(pd + hv.q(i), pd + hv.q(i) + d, 0.0f);
+      std::fill(pd + hv.k(i), pd + hv.k(i) + d, 0.0f);
+      std::fill(pd + hv.v(i), pd + hv.v(i) + d, 0.0f);
+    }
+    for (int64_t i = 0; i < t; ++i) {
+      const float* q = pqkv + hv.q(i);
+      const float* dout_i = pdo + (b * t + i) * c + h * d;
+      const float big_d = dot(dout_i, po + (b * t + i) * c + h * d, d);
+      const float row_lse = plse[nh * t + i];
+      for (int64_t j = 0; j <= i; ++j) {
+        const float p = std::exp(dot(q, pqkv + hv.k(j), d) * scale - row_lse);
+        const float keep = keep_scale(seed, rate, nh * t + i, t, j);
+        add_scaled(pd + hv.v(j), p * keep, dout_i, d);
+        const float ds = p * (dot(dout_i, pqkv + hv.v(j), d) * keep - big_d) * scale;
+        add_scaled(pd + hv.q(i), ds, pqkv + hv.k(j), d);
+        add_scaled(pd + hv.k(j), ds, q, d);
+      }
+    }
+  }
+}
+
+}  // namespace distrain

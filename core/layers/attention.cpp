@@ -1,0 +1,90 @@
+// attention: causal multi-head self-attention as GPT-2's, on a sequence (T, C): one
+// projection to queries, keys and values (C -> 3C), softmax(q k^T / sqrt(C/heads)) v per
+// head over the positions up to each one, with dropout on the probabilities in training,
+// then the output projection (C -> C). The projections start N(0, 0.02), the output one
+// scaled by 1/sqrt(residual projections in the model) as it writes into the residual
+// stream. The scores are never held whole (flash attention: Backend::attention), so its
+// memory grows as T, not T^2.
+#include <cmath>
+
+#include "core/base/rng.hpp"
+#include "core/layers/registry.hpp"
+
+namespace distrain {
+
+class Attention final : public Layer {
+ public:
+  explicit Attention(ConfigTable& c)
+      : heads_(c.get_int("heads")), rate_(static_cast<float>(c.get_float("dropout", 0.0))) {
+    if (heads_ <= 0) c.fail("heads", "must be positive");
+    if (rate_ < 0.0f || rate_ >= 1.0f) c.fail("dropout", "must be in [0, 1)");
+  }
+
+  std::string type() const override { return "attention"; }
+  int residual_projections() const override { return 1; }
+  void set_residual_projections(int total) override { residual_stddev_ = 0.02 / std::sqrt(static_cast<double>(total)); }
+
+  Shape setup(const Shape& in, ParamArena& arena) override {
+    if (in.rank() != 2) fail(fmt::format("expects a sequence (sequence, features), got {}", in.str()));
+    t_ = in[0];
+    c_ = in[1];
+    if (c_ % heads_ != 0) fail(fmt::format("width {} does not split into {} heads", c_, heads_));
+    qkv_kernel_ = arena.declare(name(), "qkv_kernel", Shape{c_, 3 * c_}, Init::normal, c_, 3 * c_, true);
+    qkv_bias_ = arena.declare(name(), "qkv_bias", Shape{3 * c_}, Init::zeros, 0, 0, true);
+    proj_kernel_ = arena.declare(name(), "proj_kernel", Shape{c_, c_}, Init::normal, c_, c_, true, {}, residual_stddev_);
+    proj_bias_ = arena.declare(name(), "proj_bias", Shape{c_}, Init::zeros, 0, 0, true);
+    return in;
+  }
+
+  void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
+    const int64_t n = in.shape[0];
+    ensure_workspace(ctx.backend, n);
+    const Tensor qkv = qkv_.view(), mixed = mixed_.view();
+    ctx.backend.gemm(false, false, 1.0f, rows(in, c_), qkv_kernel_.value(), 0.0f, rows(qkv, 3 * c_));
+    ctx.backend.add_bias(qkv, qkv_bias_.value());
+    ctx.backend.attention(qkv, heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
+    ctx.backend.gemm(false, false, 1.0f, rows(mixed, c_), proj_kernel_.value(), 0.0f, rows(out, c_));
+    ctx.backend.add_bias(out, proj_bias_.value());
+  }
+
+  void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
+    const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
+    const Tensor dy = rows(dout, c_);
+    ctx.backend.gemm(true, false, 1.0f, rows(mixed, c_), dy, 1.0f, proj_kernel_.grad());
+    ctx.backend.bias_grad(dy, proj_bias_.grad());
+    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, rows(dmixed, c_));
+    ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, heads_, training_rate(ctx), seed(ctx), dqkv);
+    ctx.backend.gemm(true, false, 1.0f, rows(in, c_), rows(dqkv, 3 * c_), 1.0f, qkv_kernel_.grad());
+    ctx.backend.bias_grad(rows(dqkv, 3 * c_), qkv_bias_.grad());
+    if (!din.empty()) ctx.backend.gemm(false, true, 1.0f, rows(dqkv, 3 * c_), qkv_kernel_.value(), 0.0f, rows(din, c_));
+  }
+
+  // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
+  // and a log-sum-exp per head and token.
+  int64_t workspace_bytes(int64_t n) const override { return n * t_ * (8 * c_ + heads_) * 4; }
+
+ private:
+  static Tensor rows(const Tensor& t, int64_t width) { return t.reshaped(Shape{t.numel() / width, width}); }
+  float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
+  uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }
+
+  void ensure_workspace(Backend& backend, int64_t n) {
+    if (!qkv_.empty() && qkv_.shape()[0] == n) return;
+    qkv_ = Buffer(backend, Shape{n, t_, 3 * c_});
+    dqkv_ = Buffer(backend, Shape{n, t_, 3 * c_});
+    mixed_ = Buffer(backend, Shape{n, t_, c_});
+    dmixed_ = Buffer(backend, Shape{n, t_, c_});
+    lse_ = Buffer(backend, Shape{n, heads_, t_});
+  }
+
+  int64_t heads_;
+  float rate_;
+  double residual_stddev_ = 0.02;
+  int64_t t_ = 0, c_ = 0;
+  ParamRef qkv_kernel_, qkv_bias_, proj_kernel_, proj_bias_;
+  Buffer qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward
+};
+
+DT_REGISTER_LAYER("attention", Attention);
+
+}  // namespace distrain

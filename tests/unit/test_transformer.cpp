@@ -1,0 +1,200 @@
+// A GPT as a model graph: repeat blocks and their names, residual gradients summed over
+// consumers, the output head tied to the token embedding, and the whole model's gradients
+// against finite differences of its token-level cross-entropy.
+#include <cmath>
+
+#include "core/model/loss.hpp"
+#include "core/model/model.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+// Two transformer blocks, width 8, 2 heads, vocabulary 7, sequences of 5.
+std::string tiny_gpt(const std::string& head_extra = "tied_to = 'wte'\nuse_bias = false", double dropout = 0.0) {
+  return fmt::format(R"(
+input_shape = [5]
+[[layers]]
+type = "embedding"
+name = "wte"
+input_dim = 7
+output_dim = 8
+[[layers]]
+type = "position_embedding"
+[[layers]]
+type = "repeat"
+name = "h"
+count = 2
+  [[layers.layers]]
+  type = "layer_norm"
+  name = "ln_1"
+  [[layers.layers]]
+  type = "attention"
+  name = "attn"
+  heads = 2
+  dropout = {}
+  [[layers.layers]]
+  type = "add"
+  name = "attn_add"
+  inputs = ["input", "attn"]
+  [[layers.layers]]
+  type = "layer_norm"
+  [[layers.layers]]
+  type = "dense"
+  units = 16
+  kernel_initializer = "normal"
+  [[layers.layers]]
+  type = "gelu"
+  [[layers.layers]]
+  type = "dense"
+  name = "proj"
+  units = 8
+  kernel_initializer = "gpt2_residual"
+  [[layers.layers]]
+  type = "add"
+  inputs = ["attn_add", "proj"]
+[[layers]]
+type = "layer_norm"
+name = "ln_f"
+[[layers]]
+type = "dense"
+name = "head"
+units = 7
+{}
+)",
+                     dropout, head_extra);
+}
+
+std::unique_ptr<Model> model_from(const std::string& text) {
+  static std::vector<toml::table> keep;  // the model keeps pointers into its table for messages
+  keep.push_back(toml::parse(text));
+  return std::make_unique<Model>(keep.back(), "gpt.toml", cpu());
+}
+
+struct TokenBatch {
+  Buffer ids, labels;
+};
+
+TokenBatch random_tokens(int64_t n, int64_t t, int64_t vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n * t)), labels(ids.size());
+  for (auto& v : ids) v = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  for (auto& v : labels) v = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  TokenBatch b{Buffer(cpu(), Shape{n, t}, DType::i32), Buffer(cpu(), Shape{n, t}, DType::i32)};
+  cpu().upload(ids.data(), b.ids.view());
+  cpu().upload(labels.data(), b.labels.view());
+  return b;
+}
+
+// Mean token cross-entropy; with `backward`, the model's gradients of it.
+double mean_loss(Model& m, const TokenBatch& b, bool backward) {
+  Ctx ctx{cpu(), true, 99};
+  Loss loss(LossSpec{}, cpu());
+  const Tensor out = m.forward(ctx, b.ids.view());
+  const float scale = 1.0f / static_cast<float>(b.labels.view().numel());
+  const LossStats s = loss.compute(out, b.labels.view(), scale, backward ? m.output_grad() : Tensor{});
+  if (backward) m.backward(ctx);
+  return s.loss_sum / static_cast<double>(s.count);
+}
+
+// Values of order 0.5 (not GPT-2's 0.02), so that a nudge of eps is small against them.
+void check_model_gradients(Model& m, const TokenBatch& b) {
+  m.params().initialize(5);
+  from_host(random_vector(static_cast<size_t>(m.params().values().numel()), 8, -0.5, 0.5), m.params().values());
+  m.zero_grads();
+  mean_loss(m, b, true);
+  const std::vector<float> analytic = to_host(m.params().grads());
+  float* values = m.params().values().f32();
+  int checked = 0;
+  for (const Variable& v : m.params().variables())
+    for (int64_t i = 0; i < v.shape.numel(); i += 3) {  // every third element of every variable
+      float* p = values + v.offset + i;
+      const float saved = *p, eps = 2e-3f;
+      *p = saved + eps;
+      const double up = mean_loss(m, b, false);
+      *p = saved - eps;
+      const double down = mean_loss(m, b, false);
+      *p = saved;
+      const double numeric = (up - down) / (2.0 * eps), exact = analytic[static_cast<size_t>(v.offset + i)];
+      INFO(v.layer << "/" << v.name << "[" << i << "]: analytic " << exact << " vs finite difference " << numeric);
+      CHECK(std::abs(exact - numeric) <= 5e-4 + 2e-2 * std::abs(numeric));
+      ++checked;
+    }
+  CHECK(checked > 400);
+}
+
+}  // namespace
+
+TEST_CASE("gpt: repeat blocks name their copies, the head shares the embedding's table, one arena") {
+  auto m = model_from(tiny_gpt());
+  std::vector<std::string> names;
+  for (const auto& l : m->layers()) names.push_back(l->name());
+  CHECK(names[2] == "h.0.ln_1");
+  CHECK(names[4] == "h.0.attn_add");
+  CHECK(names[5] == "h.0.layer_norm_1");
+  CHECK(names[9] == "h.0.add_1");
+  CHECK(names[10] == "h.1.ln_1");
+  CHECK(m->layer_inputs(4) == std::vector<int>{1, 3});  // the block's input and its attention
+  CHECK(m->layer_inputs(9) == std::vector<int>{4, 8});  // the first residual and the MLP
+  CHECK(m->layer_inputs(10) == std::vector<int>{9});    // the next copy takes the last one's output
+  CHECK(m->params().find("head", "kernel") == -1);        // tied: no kernel of its own
+  CHECK(m->input_dtype() == DType::i32);
+  CHECK(m->output_shape() == Shape{5, 7});
+}
+
+TEST_CASE("gpt: the whole model's gradients match finite differences, tied and untied head, attention dropout") {
+  const TokenBatch b = random_tokens(2, 5, 7, 3);
+  auto tied = model_from(tiny_gpt());
+  check_model_gradients(*tied, b);
+  auto untied = model_from(tiny_gpt("kernel_initializer = 'normal'"));
+  check_model_gradients(*untied, b);
+  auto dropped = model_from(tiny_gpt("tied_to = 'wte'\nuse_bias = false", 0.2));
+  check_model_gradients(*dropped, b);
+}
+
+TEST_CASE("gpt: residual projections start at 0.02 / sqrt(their number), other kernels at 0.02") {
+  auto m = model_from(tiny_gpt());
+  m->params().initialize(1);
+  auto stddev = [&](const std::string& layer, const std::string& name) {
+    const int id = m->params().find(layer, name);
+    REQUIRE(id >= 0);
+    const std::vector<float> v = to_host(m->params().value(id));
+    double s = 0;
+    for (float x : v) s += static_cast<double>(x) * x;
+    return std::sqrt(s / static_cast<double>(v.size()));
+  };
+  CHECK(stddev("wte", "embeddings") == doctest::Approx(0.02).epsilon(0.15));
+  CHECK(stddev("h.0.dense_1", "kernel") == doctest::Approx(0.02).epsilon(0.15));
+  CHECK(stddev("h.0.attn", "proj_kernel") == doctest::Approx(0.01).epsilon(0.25));  // 4 residual projections
+  CHECK(stddev("h.1.proj", "kernel") == doctest::Approx(0.01).epsilon(0.2));
+}
+
+TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowhere, arity, ties") {
+  auto error = [](const std::string& text) {
+    try {
+      model_from(text);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string base = "input_shape = [4]\n[[layers]]\ntype='embedding'\nname='wte'\ninput_dim=5\noutput_dim=4\n";
+  CHECK(error(base + "[[layers]]\ntype='add'\ninputs=['wte', 'nope']\n")
+            .find("model.layers[1].inputs: no layer named 'nope' before this one") != std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='add'\n").find("add takes 2 inputs, got 1") != std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='gelu'\nname='g'\n[[layers]]\ntype='gelu'\ninputs=['wte']\n")
+            .find("the output of layer 'g' goes nowhere") != std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='dense'\nunits=5\ntied_to='other'\nuse_bias=false\n")
+            .find("tied_to = 'other': no embedding layer of that name") != std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='dense'\nunits=5\ntied_to='wte'\n").find("add use_bias = false") !=
+        std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='dense'\nunits=6\ntied_to='wte'\nuse_bias=false\n")
+            .find("its table is (5, 4), this head needs (6, 4)") != std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='repeat'\ncount=2\n").find("model.layers[1].layers: missing or empty") !=
+        std::string::npos);
+  CHECK(error("input_shape = [4]\n[[layers]]\ntype='embedding'\ninput_dim=5\noutput_dim=4\n[[layers]]\ntype='add'\n"
+              "inputs=['input', 'embedding_1']\n")
+            .find("layer 'add_1' reads the model's input as float32, another as int32") != std::string::npos);
+}
+
+}  // namespace distrain::test
