@@ -1,5 +1,6 @@
 // HDF5 checkpoints, format_version 1 (docs/checkpoint-format.md):
-//   /                 attrs format, format_version, step, epoch, recipe, distrain_version
+//   /                 attrs format, format_version, step, epoch, recipe, distrain_version,
+//                     vocabulary (token data: how `generate` decodes, Vocabulary::to_text)
 //   /model/<layer>/<variable>               float32, full Keras shapes
 //   /optimizer        attrs type, iterations; /optimizer/<slot>/<layer>/<variable>
 //   /state            attrs for an exact resume: next batch in the epoch, partial metrics
@@ -27,6 +28,7 @@ struct TrainState {
 
 struct CheckpointHeader {
   std::string path, recipe, distrain_version;
+  std::string vocabulary;  // empty for a model not trained on token data
   TrainState state;
 };
 
@@ -34,7 +36,7 @@ struct CheckpointHeader {
 // variable at a time); only `writer` writes the file. A variable or slot holding NaN or
 // infinity is a UserError naming it, and nothing is written.
 void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
-                     const std::string& recipe_text, bool writer = true);
+                     const std::string& recipe_text, bool writer = true, const std::string& vocabulary = "");
 
 // Checks the file is a distrain checkpoint this version reads; UserError otherwise.
 CheckpointHeader read_checkpoint_header(const std::string& path);

@@ -300,12 +300,6 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {
-  DT_USER_CHECK(recipe.data.dataset != "text" && recipe.data.dataset != "tokens",
-                "{}: strategy.name = \"mesh\" does not run language models on token data yet; use one_device, mirrored, "
-                "multi_worker_mirrored or zero",
-                recipe.file);
-  return std::make_unique<MeshStrategy>(recipe);
-}
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) { return std::make_unique<MeshStrategy>(recipe); }
 
 }  // namespace distrain
