@@ -61,10 +61,10 @@ namespace {
 // beside them: the img/s go first, then "accuracy" becomes Keras's "acc". At 80 columns the
 // full set left no room, and the bar showed only from about 100.
 std::string bar_figures(const std::string& head, const std::string& eta, const LossStats& running, double images_per_sec,
-                        int columns) {
+                        const std::string& unit, int columns) {
   const std::string loss = fmt::format(" ETA {} - loss: {:.4f}", eta, running.mean_loss());
   const std::vector<std::string> figures{
-      fmt::format("{} - accuracy: {:.4f} - {:.0f} img/s", loss, running.accuracy(), images_per_sec),
+      fmt::format("{} - accuracy: {:.4f} - {:.0f} {}", loss, running.accuracy(), images_per_sec, unit),
       fmt::format("{} - accuracy: {:.4f}", loss, running.accuracy()), fmt::format("{} - acc: {:.4f}", loss, running.accuracy())};
   for (const std::string& f : figures)
     if (columns - static_cast<int>(head.size() + f.size()) - 3 >= kMinBarWidth) return f;
@@ -77,6 +77,7 @@ Progress::Progress(std::FILE* out, ProgressOptions options, int64_t epochs, int6
     : out_(options.style == ProgressStyle::none ? nullptr : out),
       style_(options.style),
       every_(options.every > 0 ? options.every : std::max<int64_t>(1, (batches_per_epoch + kLinesPerEpoch - 1) / kLinesPerEpoch)),
+      rate_unit_(options.rate_unit),
       epochs_(total_steps > 0 && batches_per_epoch > 0 ? std::min(epochs, (total_steps + batches_per_epoch - 1) / batches_per_epoch)
                                                        : epochs),
       batches_(batches_per_epoch),
@@ -108,8 +109,8 @@ void Progress::update(int64_t done, const LossStats& running, double images_per_
     return;
   }
   if (done % every_ != 0 || done == epoch_batches_) return;  // the epoch's own line follows the last batch
-  fmt::print(out_, "epoch {}/{} batch {}/{} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} img/s - ETA {}\n", epoch_ + 1, epochs_,
-             done, epoch_batches_, running.mean_loss(), running.accuracy(), images_per_sec, format_duration(eta));
+  fmt::print(out_, "epoch {}/{} batch {}/{} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} {} - ETA {}\n", epoch_ + 1, epochs_,
+             done, epoch_batches_, running.mean_loss(), running.accuracy(), images_per_sec, rate_unit_, format_duration(eta));
   std::fflush(out_);
 }
 
@@ -120,7 +121,7 @@ void Progress::draw_bar(int64_t done, const LossStats& running, double images_pe
   const int width = line_width(out_);
   const std::string head = fmt::format("Epoch {}/{}  {}/{}", epoch_ + 1, epochs_, done, epoch_batches_);
   std::string line = fit_bar_line(head, done, epoch_batches_,
-                                  bar_figures(head, format_duration(eta), running, images_per_sec, width), width);
+                                  bar_figures(head, format_duration(eta), running, images_per_sec, rate_unit_, width), width);
   line.resize(std::min(line.size(), static_cast<size_t>(width)));  // \r goes back to the start of the last row only
   fmt::print(out_, "\r\033[K{}", line);
   std::fflush(out_);
@@ -134,15 +135,15 @@ void Progress::end_epoch(const EpochReport& r) {
     // The epoch's last line stays, so it may wrap: only the bar gives way to the figures.
     const std::string line = fit_bar_line(fmt::format("Epoch {}/{}  {}/{}", r.epoch, epochs_, r.batches, epoch_batches_), r.batches,
                                           epoch_batches_,
-                                          fmt::format(" {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} img/s", format_duration(r.seconds),
-                                                      r.train.mean_loss(), r.train.accuracy(), val, r.images_per_sec),
+                                          fmt::format(" {} - loss: {:.4f} - accuracy: {:.4f}{} - {:.0f} {}", format_duration(r.seconds),
+                                                      r.train.mean_loss(), r.train.accuracy(), val, r.images_per_sec, rate_unit_),
                                           line_width(out_));
     fmt::print(out_, "\r\033[K{}\n", line);
     bar_open_ = false;
   } else {
-    fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} img/s - {:.1f}s\n",
+    fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} {} - {:.1f}s\n",
                r.epoch, epochs_, r.step, r.train.mean_loss(), r.train.accuracy(), val, r.learning_rate, r.images_per_sec,
-               r.seconds);
+               rate_unit_, r.seconds);
   }
   std::fflush(out_);
 }

@@ -19,6 +19,7 @@ enum class ProgressStyle { bar, line, none };
 struct ProgressOptions {
   ProgressStyle style = ProgressStyle::line;
   int64_t every = 0;  // line style: a line every this many batches; 0: about ten per epoch
+  std::string rate_unit = "img/s";  // "tok/s" for a language model: its loss counts tokens
 };
 
 struct EpochReport {
@@ -50,6 +51,7 @@ class Progress {
   std::FILE* out_;
   ProgressStyle style_;
   int64_t every_;
+  std::string rate_unit_;
   int64_t epochs_, batches_, total_steps_;
   int64_t epoch_ = 0;
   int64_t epoch_batches_ = 0;  // the batches this epoch runs: batches_, or fewer where total_steps_ ends it

@@ -18,6 +18,12 @@ namespace {
 
 double per_second(int64_t count, double seconds) { return static_cast<double>(count) / std::max(seconds, 1e-9); }
 
+// A language model's loss counts tokens: its rate is tokens a second.
+ProgressOptions with_rate_unit(ProgressOptions options, const Dataset& data) {
+  if (data.token_data()) options.rate_unit = "tok/s";
+  return options;
+}
+
 }  // namespace
 
 TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
@@ -25,7 +31,8 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
     : recipe_(recipe), options_(options), strategy_(strategy), test_(test),
       test_on_devices_(recipe.train.validate && place_data_on_devices(recipe, strategy, test, DataUse::evaluation)),
       run_dir_(run_dir), plan_(plan), writer_(strategy.rank() == 0),
-      progress_(writer_ ? options.out : nullptr, options.progress, plan.epochs, plan.batches_per_epoch, plan.total_steps),
+      progress_(writer_ ? options.out : nullptr, with_rate_unit(options.progress, test), plan.epochs, plan.batches_per_epoch,
+                plan.total_steps),
       last_saved_(resumed) {
   summary_.run_dir = run_dir;
   if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps, recipe.train.tensorboard_flush_seconds);
