@@ -1,0 +1,253 @@
+// A GPT (token embedding, two transformer blocks with residual adds and causal attention,
+// an output head tied to the embedding) under every in-process data-parallel strategy:
+// K steps of R replicas x b windows give one_device's weights with R*b windows, and a run
+// stopped mid-epoch and resumed ends bitwise where an uninterrupted one does.
+//
+// Attention dropout stays 0 against one_device, by design: a mask is a function of (step
+// seed, layer, element); one_device draws it with the step's seed over the whole batch,
+// each replica of mirrored / central_storage / zero with derive_seed(step seed, replica)
+// over its own slice, so the masks (and the weights) differ; with dropout the
+// multi-replica strategies are compared with mirrored instead.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "core/base/json.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/strategy.hpp"
+#include "core/train/trainer.hpp"
+#include "tests/unit/helpers.hpp"
+
+namespace distrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `chars` random lowercase letters and spaces (every one of the 27 occurs), from a seed.
+std::string random_text_file(const std::string& name, size_t chars, uint64_t seed) {
+  const fs::path file = fs::temp_directory_path() / name;
+  Rng rng(seed);
+  std::string text;
+  for (size_t i = 0; i < chars; ++i) {
+    const uint64_t k = rng.below(27);
+    text += k == 26 ? ' ' : static_cast<char>('a' + k);
+  }
+  for (int k = 0; k < 26; ++k) text[static_cast<size_t>(k)] = static_cast<char>('a' + k);
+  text[26] = ' ';
+  std::ofstream(file, std::ios::binary) << text;
+  return file.string();
+}
+
+// A 2-layer GPT, width 32, 2 heads, 16-token windows, 27 characters, AdamW.
+std::string gpt_recipe(const std::string& text_file, const std::string& strategy, const std::string& devices,
+                       int per_replica, const std::string& extra_strategy = "", double dropout = 0.0,
+                       const std::string& train_table = "steps = 5\nvalidate = false") {
+  return fmt::format(R"(
+name = "gpt_equivalence"
+seed = 11
+[data]
+dataset = "text"
+path = "{}"
+vocabulary = "characters"
+seq_len = 16
+[model]
+input_shape = [16]
+[[model.layers]]
+type = "embedding"
+name = "wte"
+input_dim = 27
+output_dim = 32
+[[model.layers]]
+type = "position_embedding"
+name = "wpe"
+[[model.layers]]
+type = "repeat"
+name = "h"
+count = 2
+  [[model.layers.layers]]
+  type = "layer_norm"
+  name = "ln_1"
+  [[model.layers.layers]]
+  type = "attention"
+  name = "attn"
+  heads = 2
+  dropout = {}
+  [[model.layers.layers]]
+  type = "add"
+  name = "attn_add"
+  inputs = ["input", "attn"]
+  [[model.layers.layers]]
+  type = "layer_norm"
+  name = "ln_2"
+  [[model.layers.layers]]
+  type = "dense"
+  name = "fc"
+  units = 64
+  kernel_initializer = "normal"
+  [[model.layers.layers]]
+  type = "gelu"
+  [[model.layers.layers]]
+  type = "dense"
+  name = "proj"
+  units = 32
+  kernel_initializer = "gpt2_residual"
+  [[model.layers.layers]]
+  type = "add"
+  name = "mlp_add"
+  inputs = ["attn_add", "proj"]
+[[model.layers]]
+type = "layer_norm"
+name = "ln_f"
+[[model.layers]]
+type = "dense"
+name = "head"
+units = 27
+tied_to = "wte"
+use_bias = false
+[optimizer]
+type = "adamw"
+learning_rate = 3e-3
+beta_2 = 0.99
+weight_decay = 0.1
+[optimizer.schedule]
+scaling = "none"
+warmup_steps = 2
+decay = "cosine"
+[strategy]
+name = "{}"
+devices = [{}]
+per_replica_batch = {}
+check_every = 1
+{}
+[train]
+{}
+)",
+                     text_file, dropout, strategy, devices, per_replica, extra_strategy, train_table);
+}
+
+TrainOptions quiet(const std::string& dir) {
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  return o;
+}
+
+std::vector<float> weights_of(const Recipe& recipe, const std::string& ckpt) {
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  auto s = make_strategy(single);
+  load_weights(ckpt, s->model());
+  return to_host(s->model().params().values());
+}
+
+}  // namespace
+
+TEST_CASE("gpt: mirrored, central_storage and zero stages 1-3 with R replicas x b match one_device with R*b (R = 2, 4)") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  struct Run {
+    const char* strategy;
+    const char* extra;
+  };
+  const std::vector<Run> runs = {Run{"mirrored", ""}, Run{"central_storage", ""}, Run{"zero", "stage = 1"},
+                                 Run{"zero", "stage = 2"}, Run{"zero", "stage = 3"}};
+  for (int r : {2, 4}) {
+    INFO("replicas " << r);
+    std::string devices;
+    for (int i = 0; i < r; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
+    const auto single = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 4 * r), (tmp / "distrain_gpt_one").string());
+    CHECK(std::isfinite(single.loss));
+    for (const Run& run : runs) {
+      INFO(run.strategy << " " << run.extra);
+      const auto other = train_from_text(gpt_recipe(text, run.strategy, devices, 4, run.extra), (tmp / "distrain_gpt_other").string());
+      check_close(single.weights, other.weights);
+      CHECK(other.loss == doctest::Approx(single.loss).epsilon(1e-5));
+    }
+  }
+}
+
+// With attention dropout every multi-replica strategy draws replica r's masks from
+// derive_seed(step seed, r) over its own slice, as mirrored does: they agree with each
+// other (one_device, drawing over the whole batch, does not: 1.7e-2 of the largest weight).
+TEST_CASE("gpt: with attention dropout 0.1, central_storage and zero stages 1-3 match mirrored (R = 2, 4)") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  struct Run {
+    const char* strategy;
+    const char* extra;
+  };
+  const std::vector<Run> runs = {Run{"central_storage", ""}, Run{"zero", "stage = 1"}, Run{"zero", "stage = 2"},
+                                 Run{"zero", "stage = 3"}};
+  for (int r : {2, 4}) {
+    INFO("replicas " << r);
+    std::string devices;
+    for (int i = 0; i < r; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
+    const auto mirrored = train_from_text(gpt_recipe(text, "mirrored", devices, 4, "", 0.1), (tmp / "distrain_gpt_mirrored").string());
+    for (const Run& run : runs) {
+      INFO(run.strategy << " " << run.extra);
+      const auto other =
+          train_from_text(gpt_recipe(text, run.strategy, devices, 4, run.extra, 0.1), (tmp / "distrain_gpt_other").string());
+      check_close(mirrored.weights, other.weights);
+    }
+  }
+}
+
+TEST_CASE("gpt: exact resume, one_device and mirrored with attention dropout, stopped mid-epoch, ends bitwise identical") {
+  const fs::path tmp = fs::temp_directory_path();
+  // 1,200 characters: 1,080 train (67 windows of 16, 9 batches of 8, the last of 3) and
+  // 120 validate; 2 epochs are 18 steps, a checkpoint every 4.
+  const std::string text = random_text_file("distrain_gpt_resume.txt", 1200, 23);
+  const std::string schedule = "epochs = 2\neval_batch = 4\n[checkpoint]\nevery_steps = 4\nkeep = 2";
+  struct Run {
+    const char* strategy;
+    const char* devices;
+    int per_replica;
+  };
+  for (const Run& run : {Run{"one_device", "\"cpu:0\"", 8}, Run{"mirrored", "\"cpu:0\", \"cpu:1\"", 4}}) {
+    INFO(run.strategy);
+    const Recipe recipe =
+        parse_recipe(gpt_recipe(text, run.strategy, run.devices, run.per_replica, "", 0.1, schedule), "gpt_resume.toml");
+    const fs::path a = tmp / "distrain_gpt_resume_a", b = tmp / "distrain_gpt_resume_b";
+    fs::remove_all(a);
+    fs::remove_all(b);
+    const TrainSummary full = train(recipe, quiet(a.string()));
+    CHECK(full.steps == 18);
+
+    TrainOptions crash = quiet(b.string());
+    crash.crash_after_step = 14;  // after the checkpoint of step 12, inside epoch 2
+    train(recipe, crash);
+    CHECK(list_checkpoints(b.string()).back() == (b / "ckpt-000012.h5").string());
+    const fs::path log = tmp / "distrain_gpt_resume_b.log";
+    TrainOptions again = quiet(b.string());
+    std::fclose(again.out);
+    again.out = std::fopen(log.c_str(), "w");
+    const TrainSummary resumed = train(recipe, again);
+    std::fclose(again.out);
+    std::ifstream in(log);
+    const std::string printed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Resumed, not started afresh: its progress begins inside epoch 2 (a fresh run would say
+    // epoch 1 first, and end with the same weights).
+    CHECK(printed.rfind("epoch 2/2 batch 4/9 ", 0) == 0);
+    CHECK(printed.find("epoch 1/2") == std::string::npos);
+    CHECK(resumed.steps == 18);
+    CHECK(resumed.loss == full.loss);
+    CHECK(resumed.val_loss == full.val_loss);
+    const auto wa = weights_of(recipe, full.last_checkpoint), wb = weights_of(recipe, resumed.last_checkpoint);
+    CHECK(wa == wb);
+    auto untimed = [](const fs::path& file) {
+      std::vector<Json> epochs;
+      std::ifstream in(file);
+      for (std::string line; std::getline(in, line);) {
+        epochs.push_back(Json::parse(line));
+        epochs.back().erase("images_per_sec");
+        epochs.back().erase("seconds");
+      }
+      return epochs;
+    };
+    CHECK(untimed(a / "metrics.jsonl").size() == 2);
+    CHECK(untimed(a / "metrics.jsonl") == untimed(b / "metrics.jsonl"));
+  }
+}
+
+}  // namespace distrain::test
