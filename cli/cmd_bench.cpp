@@ -49,6 +49,7 @@ struct Measured {
   std::string strategy;
   int replicas = 1, threads = 1;
   int64_t global_batch = 0, steps = 0, read_every = 1;
+  int64_t tokens_per_example = 1;  // a language model's window: its rate is also in tokens
   double images_per_sec = 0, min_ms = 0, median_ms = 0, max_ms = 0, comm_share = 0;
   // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
   double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
@@ -67,13 +68,21 @@ double median(std::vector<double> v) {
 }
 
 // Random pixel values and labels of the recipe's shapes, a batch for each of this
-// process's replicas, drawn from the seed and the rank.
+// process's replicas, drawn from the seed and the rank; for a language model, a random
+// token stream of a window per example.
 Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
   const Model model(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
   const int64_t per = model.input_shape().numel(), count = recipe.strategy.per_replica_batch;
-  const auto classes = static_cast<uint64_t>(model.output_shape()[0]);
+  const Shape& out = model.output_shape();
+  const auto classes = static_cast<uint64_t>(out[out.rank() - 1]);
   Dataset data{"synthetic", model.input_shape(), static_cast<int64_t>(classes), {}, {}, {}};
   Rng rng(derive_seed(recipe.seed, static_cast<uint64_t>(strategy.rank())));
+  if (model.input_dtype() == DType::i32) {
+    data.window = per;
+    for (int64_t i = 0; i < strategy.local_replicas() * count * per + 1; ++i)
+      data.tokens.push_back(static_cast<int32_t>(rng.below(classes)));
+    return data;
+  }
   for (int r = 0; r < strategy.local_replicas(); ++r) {
     for (int64_t i = 0; i < count * per; ++i) data.pixels.push_back(static_cast<uint8_t>(rng.below(256)));
     for (int64_t i = 0; i < count; ++i) data.labels.push_back(static_cast<int32_t>(rng.below(classes)));
@@ -87,10 +96,16 @@ Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Data
   const int64_t per = data.example_shape.numel(), count = recipe.strategy.per_replica_batch;
   Batch batch;
   batch.global_count = count * strategy.num_replicas();
+  batch.labels_per_example = data.token_data() ? per : 1;
   for (int r = 0; r < strategy.local_replicas(); ++r) {
     ReplicaSlice s;
     s.count = count;
-    for (int64_t i = r * count; i < (r + 1) * count; ++i) {
+    for (int64_t i = r * count; i < (r + 1) * count && data.token_data(); ++i) {  // window i and the tokens after it
+      const auto first = data.tokens.begin() + i * per;
+      s.tokens.insert(s.tokens.end(), first, first + per);
+      s.labels.insert(s.labels.end(), first + 1, first + per + 1);
+    }
+    for (int64_t i = r * count; i < (r + 1) * count && !data.token_data(); ++i) {
       if (indices) s.indices.push_back(static_cast<int32_t>(i));
       else s.images.insert(s.images.end(), data.pixels.begin() + i * per, data.pixels.begin() + (i + 1) * per);
       s.labels.push_back(data.labels[static_cast<size_t>(i)]);
@@ -148,6 +163,7 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   m.replicas = strategy->num_replicas();
   m.threads = cpu_threads();
   m.global_batch = batch.global_count;
+  m.tokens_per_example = batch.labels_per_example;
   m.theory = strategy->traffic_theory();
   m.idle_theory = strategy->stage_idle_theory();
   const StrategySpec& s = recipe.strategy;
@@ -173,6 +189,7 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
           {"global_batch", m.global_batch},
           {"threads", m.threads},
           {"images_per_sec", m.images_per_sec},
+          {"tokens_per_example", m.tokens_per_example},
           {"step_ms", {{"min", m.min_ms}, {"median", m.median_ms}, {"max", m.max_ms}}},
           {"comm_share", m.comm_share},
           {"steps", m.steps},
@@ -203,6 +220,7 @@ Measured measured_from_json(const Json& j) {
   m.global_batch = j.at("global_batch").get<int64_t>();
   m.threads = j.at("threads").get<int>();
   m.images_per_sec = j.at("images_per_sec").get<double>();
+  m.tokens_per_example = j.at("tokens_per_example").get<int64_t>();
   m.min_ms = j.at("step_ms").at("min").get<double>();
   m.median_ms = j.at("step_ms").at("median").get<double>();
   m.max_ms = j.at("step_ms").at("max").get<double>();
@@ -437,8 +455,12 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              m.read_every > 1 ? fmt::format(", figures read every {} steps", m.read_every) : "");
   // One replica reduces nothing: no reduction share to show.
   const bool reduces = m.replicas > 1 || m.data_bytes > 0 || m.tensor_bytes > 0;
-  fmt::print("  {:.0f} images/s   step ms: min {:.2f}  median {:.2f}  max {:.2f}{}\n", m.images_per_sec, m.min_ms, m.median_ms,
-             m.max_ms, reduces ? fmt::format("   gradient reduction {:.1f}%", 100 * m.comm_share) : "");
+  const std::string rate = m.tokens_per_example > 1
+                               ? fmt::format("{:.0f} tokens/s ({:.1f} sequences/s)",
+                                             m.images_per_sec * static_cast<double>(m.tokens_per_example), m.images_per_sec)
+                               : fmt::format("{:.0f} images/s", m.images_per_sec);
+  fmt::print("  {}   step ms: min {:.2f}  median {:.2f}  max {:.2f}{}\n", rate, m.min_ms, m.median_ms, m.max_ms,
+             reduces ? fmt::format("   gradient reduction {:.1f}%", 100 * m.comm_share) : "");
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);

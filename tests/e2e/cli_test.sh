@@ -494,6 +494,9 @@ gpt)
   else
     bad "generate: $(cat "$work/gen1.txt" "$work/gen3.txt" "$work/gen.err")"
   fi
+  "$distrain" bench "$work/gpt.toml" --steps 3 --warmup 1 --json >"$work/gbench.json" 2>"$work/gbench.err"
+  json_true 'J[0]["tokens_per_example"] == 32 and J[0]["images_per_sec"] > 0' "$work/gbench.json" &&
+    ok "bench times a GPT's steps on random tokens" || bad "gpt bench: $(cat "$work/gbench.json" "$work/gbench.err")"
   expect_error "generate: a prompt character outside the vocabulary" "character '€' (U+20AC) is not in the vocabulary of 65" \
     "$distrain" generate --ckpt g --prompt "a€"
   expect_error "generate: a negative temperature" "--temperature -1: must be a finite number >= 0" \
