@@ -89,6 +89,8 @@ int Model::create_layers(const toml::array& list, const std::string& file, const
 int Model::create_layer_at(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
                            std::vector<LayerSource>& sources) {
   ConfigTable config(table, file, key + ".");
+  if (layers_.size() >= kMaxLayers)  // nested repeat blocks multiply: stop before memory runs out
+    config.fail("type", fmt::format("the model has more than {} layers; make the repeat counts smaller", kMaxLayers));
   std::vector<int> inputs;
   for (const std::string& name : config.get_string_list("inputs", {})) {
     const std::optional<int> at = scope.find(name);
@@ -119,7 +121,7 @@ int Model::create_repeat(const toml::table& table, const std::string& file, cons
   ConfigTable config(table, file, key + ".");
   config.get_string("type");
   const int64_t count = config.get_int("count");
-  if (count < 1 || count > 100000) config.fail("count", "must be in [1, 100000]");
+  if (count < 1 || count > kMaxLayers) config.fail("count", fmt::format("must be in [1, {}]", kMaxLayers));
   const std::string name = config.get_string("name", fmt::format("block_{}", ++scope.per_type["repeat"]));
   if (name.empty() || name == "input" || name.find('/') != std::string::npos)
     config.fail("name", "must be non-empty, not \"input\", without '/'");

@@ -49,6 +49,8 @@ struct ModelSeams {
 
 class Model {
  public:
+  static constexpr size_t kMaxLayers = 1 << 16;  // after repeat blocks are expanded
+
   // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
   // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
   // Under tensor parallelism (`tensor`: this rank of the mesh's tensor axis and its size)

@@ -192,6 +192,10 @@ TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowher
             .find("its table is (5, 4), this head needs (6, 4)") != std::string::npos);
   CHECK(error(base + "[[layers]]\ntype='repeat'\ncount=2\n").find("model.layers[1].layers: missing or empty") !=
         std::string::npos);
+  // Nested repeats multiply: 1000 x 1000 copies would be a million layers.
+  CHECK(error(base + "[[layers]]\ntype='repeat'\ncount=1000\n[[layers.layers]]\ntype='repeat'\ncount=1000\n"
+                     "[[layers.layers.layers]]\ntype='gelu'\n")
+            .find("the model has more than 65536 layers") != std::string::npos);
   CHECK(error("input_shape = [4]\n[[layers]]\ntype='embedding'\ninput_dim=5\noutput_dim=4\n[[layers]]\ntype='add'\n"
               "inputs=['input', 'embedding_1']\n")
             .find("layer 'add_1' reads the model's input as float32, another as int32") != std::string::npos);
