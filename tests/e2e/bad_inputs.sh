@@ -258,10 +258,11 @@ else
 fi
 
 # Token data (text, tokens): a bad file is one line naming it, at check time.
-text_recipe() { sed -e "s|dataset = \"synthetic\"|dataset = \"text\"\npath = \"$1\"\nseq_len = 8|" \
-  -e '/train_examples\|test_examples\|image_shape = /d' -e 's/input_shape = \[12, 12, 1\]/input_shape = [8]/' \
-  -e '/type = "flatten"/,+1d' -e 's/units = 10/units = 65/' "$tiny"; }
+# The shipped GPT recipe on a given text file, with windows of 8 characters.
+text_recipe() { sed -e "s|^path = .*|path = \"$1\"|" -e 's/^seq_len = 64/seq_len = 8/' -e 's/^input_shape = \[64\]/input_shape = [8]/' \
+  "$src/recipes/shakespeare_char_gpt.toml"; }
 text_recipe "$src/data/tiny_shakespeare.txt" >"$work/text.toml"
+sed -e '/^vocabulary = /d' -e 's/^dataset = "text"/dataset = "tokens"/' "$work/text.toml" >"$work/tokens.toml"  # GPT-2 ids
 run "$distrain" check "$work/text.toml"
 classify "text data: Tiny Shakespeare" 0 ""
 run "$distrain" check "$work/text.toml" --set data.seq_len=200000
@@ -274,13 +275,13 @@ classify "text data: placement device" 2 "not available for token data"
 mkdir -p "$work/tokens"
 head -c 2001 /dev/zero >"$work/tokens/train.bin"
 head -c 2000 /dev/zero >"$work/tokens/val.bin"
-run "$distrain" check "$work/text.toml" --set data.dataset=tokens --set "data.path=\"$work/tokens\""
+run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/tokens\""
 classify "token file of odd length" 2 "train.bin: 2001 bytes, an odd length"
 python3 - "$work/tokens/train.bin" <<'PY'
 import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 10, *([0] * 253)) + bytes(18))
 PY
-run "$distrain" check "$work/text.toml" --set data.dataset=tokens --set "data.path=\"$work/tokens\""
+run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/tokens\""
 classify "llm.c token file shorter than its header says" 2 "the header says 10 tokens"
 
 summary="$cases cases: $clean clean, $crash crash, $hang hang, $accepted accepted wrongly, $internal internal error"
