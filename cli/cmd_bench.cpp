@@ -220,7 +220,7 @@ Measured measured_from_json(const Json& j) {
   m.global_batch = j.at("global_batch").get<int64_t>();
   m.threads = j.at("threads").get<int>();
   m.images_per_sec = j.at("images_per_sec").get<double>();
-  m.tokens_per_example = j.at("tokens_per_example").get<int64_t>();
+  m.tokens_per_example = j.value("tokens_per_example", int64_t{1});  // absent: an image model
   m.min_ms = j.at("step_ms").at("min").get<double>();
   m.median_ms = j.at("step_ms").at("median").get<double>();
   m.max_ms = j.at("step_ms").at("max").get<double>();
