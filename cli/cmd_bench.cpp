@@ -91,7 +91,8 @@ Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
 }
 
 // Replica r's slice is examples [r x batch, (r + 1) x batch) of `data`: their indices when
-// the data are on the devices (as `train` gives them), else their values.
+// the data are on the devices (as `train` gives them), else their values; token data's
+// example i is window i and the tokens one further on.
 Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Dataset& data, bool indices) {
   const int64_t per = data.example_shape.numel(), count = recipe.strategy.per_replica_batch;
   Batch batch;
@@ -100,12 +101,13 @@ Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Data
   for (int r = 0; r < strategy.local_replicas(); ++r) {
     ReplicaSlice s;
     s.count = count;
-    for (int64_t i = r * count; i < (r + 1) * count && data.token_data(); ++i) {  // window i and the tokens after it
-      const auto first = data.tokens.begin() + i * per;
-      s.tokens.insert(s.tokens.end(), first, first + per);
-      s.labels.insert(s.labels.end(), first + 1, first + per + 1);
-    }
-    for (int64_t i = r * count; i < (r + 1) * count && !data.token_data(); ++i) {
+    for (int64_t i = r * count; i < (r + 1) * count; ++i) {
+      if (data.token_data()) {
+        const auto first = data.tokens.begin() + i * per;
+        s.tokens.insert(s.tokens.end(), first, first + per);
+        s.labels.insert(s.labels.end(), first + 1, first + per + 1);
+        continue;
+      }
       if (indices) s.indices.push_back(static_cast<int32_t>(i));
       else s.images.insert(s.images.end(), data.pixels.begin() + i * per, data.pixels.begin() + (i + 1) * per);
       s.labels.push_back(data.labels[static_cast<size_t>(i)]);

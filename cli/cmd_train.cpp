@@ -53,7 +53,6 @@ void register_train(CLI::App& app) {
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
     enable_graceful_stop();
     const TrainSummary s = train(recipe, *options);
-    const bool tokens = recipe.data.dataset == "text" || recipe.data.dataset == "tokens";  // rates count tokens
     if (s.served) {
       fmt::print("[server {}] {} updates of {} parameters; workers were at most {} step(s) apart\n", s.served->server,
                  s.served->updates, s.served->parameters, s.served->max_lead);
@@ -65,7 +64,7 @@ void register_train(CLI::App& app) {
     }
     if (s.validated)
       log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} {}; {}", s.steps,
-                s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, tokens ? "tok/s" : "img/s", s.last_checkpoint);
+                s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, recipe.data.token_data() ? "tok/s" : "img/s", s.last_checkpoint);
     else if (!s.last_checkpoint.empty())
       log::info("done: {} steps; {}", s.steps, s.last_checkpoint);
   });

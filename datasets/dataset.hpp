@@ -45,6 +45,8 @@ struct Dataset {
 
 struct DataSpec {
   std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5 | text | tokens
+  // A language model's data: windows of token ids whose labels are the next tokens.
+  bool token_data() const { return dataset == "text" || dataset == "tokens"; }
   // folder of IDX files (default per dataset); hdf5, text: the file; tokens: the folder of the token files
   std::string path;
   bool shuffle = true;

@@ -60,12 +60,11 @@ void parse_data(ConfigTable c, DataSpec& d) {
   d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5", "text", "tokens"});
   d.path = c.get_string("path", "");
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
-  const bool token_data = d.dataset == "text" || d.dataset == "tokens";
-  if (token_data) parse_token_data(c, d);
+  if (d.token_data()) parse_token_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);
   d.placement = c.get_choice("placement", "auto", {"auto", "device", "host"});
-  if (token_data && d.placement == "device")
+  if (d.token_data() && d.placement == "device")
     c.fail("placement", "\"device\" is not available for token data (text, tokens), whose batches are cut on the host; use "
                         "\"auto\" or \"host\"");
   if (d.dataset == "synthetic") {
@@ -342,7 +341,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   }
   parse_strategy(root.sub("strategy"), r.strategy);
   // Tensor and pipeline parallelism split chains of layers; a GPT is a graph.
-  DT_USER_CHECK(r.strategy.name != "mesh" || !(r.data.dataset == "text" || r.data.dataset == "tokens"),
+  DT_USER_CHECK(r.strategy.name != "mesh" || !r.data.token_data(),
                 "{}: strategy.name = \"mesh\" does not run language models on token data yet; use one_device, mirrored, "
                 "multi_worker_mirrored or zero",
                 file);

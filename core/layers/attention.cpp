@@ -40,23 +40,23 @@ class Attention final : public Layer {
     const int64_t n = in.shape[0];
     ensure_workspace(ctx.backend, n);
     const Tensor qkv = qkv_.view(), mixed = mixed_.view();
-    ctx.backend.gemm(false, false, 1.0f, rows(in, c_), qkv_kernel_.value(), 0.0f, rows(qkv, 3 * c_));
+    ctx.backend.gemm(false, false, 1.0f, in.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
     ctx.backend.attention(qkv, heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
-    ctx.backend.gemm(false, false, 1.0f, rows(mixed, c_), proj_kernel_.value(), 0.0f, rows(out, c_));
+    ctx.backend.gemm(false, false, 1.0f, mixed.rows(c_), proj_kernel_.value(), 0.0f, out.rows(c_));
     ctx.backend.add_bias(out, proj_bias_.value());
   }
 
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
-    const Tensor dy = rows(dout, c_);
-    ctx.backend.gemm(true, false, 1.0f, rows(mixed, c_), dy, 1.0f, proj_kernel_.grad());
+    const Tensor dy = dout.rows(c_);
+    ctx.backend.gemm(true, false, 1.0f, mixed.rows(c_), dy, 1.0f, proj_kernel_.grad());
     ctx.backend.bias_grad(dy, proj_bias_.grad());
-    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, rows(dmixed, c_));
+    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, dmixed.rows(c_));
     ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, heads_, training_rate(ctx), seed(ctx), dqkv);
-    ctx.backend.gemm(true, false, 1.0f, rows(in, c_), rows(dqkv, 3 * c_), 1.0f, qkv_kernel_.grad());
-    ctx.backend.bias_grad(rows(dqkv, 3 * c_), qkv_bias_.grad());
-    if (!din.empty()) ctx.backend.gemm(false, true, 1.0f, rows(dqkv, 3 * c_), qkv_kernel_.value(), 0.0f, rows(din, c_));
+    ctx.backend.gemm(true, false, 1.0f, in.rows(c_), dqkv.rows(3 * c_), 1.0f, qkv_kernel_.grad());
+    ctx.backend.bias_grad(dqkv.rows(3 * c_), qkv_bias_.grad());
+    if (!din.empty()) ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
   }
 
   // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
@@ -64,7 +64,6 @@ class Attention final : public Layer {
   int64_t workspace_bytes(int64_t n) const override { return n * t_ * (8 * c_ + heads_) * 4; }
 
  private:
-  static Tensor rows(const Tensor& t, int64_t width) { return t.reshaped(Shape{t.numel() / width, width}); }
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
   uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }
 

@@ -63,7 +63,7 @@ class Dense final : public Layer {
   }
 
   void forward(Ctx& ctx, const Tensor& x, Tensor y) override {
-    const Tensor in = rows(x, in_), out = rows(y, y.shape[y.shape.rank() - 1]);
+    const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]);
     if (!tied_to_.empty()) return ctx.backend.gemm(false, true, 1.0f, in, kernel_.value(), 0.0f, out);  // x E^T
     ctx.backend.gemm(false, false, 1.0f, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
     if (row_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);         // partial sums over the input slices
@@ -72,8 +72,8 @@ class Dense final : public Layer {
   }
 
   void backward(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) override {
-    const Tensor in = rows(x, in_), out = rows(y, y.shape[y.shape.rank() - 1]), dout = rows(dy, out.shape[1]);
-    const Tensor din = dx.empty() ? dx : rows(dx, in_);
+    const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]), dout = dy.rows(out.shape[1]);
+    const Tensor din = dx.empty() ? dx : dx.rows(in_);
     if (!tied_to_.empty()) return backward_tied(ctx, in, dout, din);
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
     ctx.backend.gemm(true, false, 1.0f, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
@@ -84,7 +84,6 @@ class Dense final : public Layer {
   }
 
  private:
-  static Tensor rows(const Tensor& t, int64_t width) { return t.reshaped(Shape{t.numel() / width, width}); }
   static Shape with_last(const Shape& in, int64_t last) {
     std::vector<int64_t> dims = in.dims();
     dims.back() = last;

@@ -27,7 +27,7 @@ class PositionEmbedding final : public Layer {
   }
 
  private:
-  static Tensor flat(const Tensor& t) { return t.reshaped(Shape{t.shape[0], t.numel() / t.shape[0]}); }
+  static Tensor flat(const Tensor& t) { return t.rows(t.numel() / t.shape[0]); }
   ParamRef table_;
 };
 

@@ -4,15 +4,11 @@ namespace distrain {
 
 Loss::Loss(LossSpec spec, Backend& backend) : spec_(spec), backend_(backend), stats_(backend, Shape{2}) {}
 
-namespace {
-// (N, K) or (N, T, K) as (rows, K): a sequence model's loss is per position.
-Tensor as_rows(const Tensor& t, int64_t classes) { return t.reshaped(Shape{t.numel() / classes, classes}); }
-}  // namespace
-
 void Loss::enqueue(const Tensor& out, const Tensor& labels, float grad_scale, Tensor dout, Tensor stats) {
   DT_CHECK(out.shape.rank() >= 2, "loss expects (batch, ..., classes) output, got {}", out.shape.str());
   const int64_t classes = out.shape[out.shape.rank() - 1];
-  const Tensor output = as_rows(out, classes), doutput = dout.empty() ? dout : as_rows(dout, classes);
+  // (N, K) or (N, T, K) as (rows, K): a sequence model's loss is per position.
+  const Tensor output = out.rows(classes), doutput = dout.empty() ? dout : dout.rows(classes);
   DT_CHECK(labels.numel() == output.shape[0], "{} labels for output {}", labels.numel(), out.shape.str());
   if (spec_.type == LossType::sparse_categorical_crossentropy)
     backend_.sparse_cross_entropy(output, labels, spec_.from_logits, grad_scale, doutput, stats);

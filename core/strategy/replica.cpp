@@ -8,7 +8,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
                                      tensor ? TensorGroup{tensor->rank(), tensor->size()} : TensorGroup{})),
       loss_(recipe.loss, backend),
       tensor_(tensor) {
-  const bool tokens = recipe.data.dataset == "text" || recipe.data.dataset == "tokens";
+  const bool tokens = recipe.data.token_data();
   DT_USER_CHECK(model_->output_shape().rank() == (tokens ? 2 : 1),
                 "{}: the model's output is {}; {}", recipe.file, model_->output_shape().str(),
                 tokens ? "a language model ends in (sequence, vocabulary), e.g. a dense layer on the sequence"

@@ -41,6 +41,8 @@ struct Tensor {
     DT_CHECK(s.numel() == numel(), "reshape {} -> {} changes the element count", shape.str(), s.str());
     return Tensor{data, s, dtype, device};
   }
+  // The same memory as (numel / width, width): rows of its last `width` elements.
+  Tensor rows(int64_t width) const { return reshaped(Shape{numel() / width, width}); }
   // Elements [begin, begin + count) of the flattened tensor, as a 1-D view.
   Tensor range(int64_t begin, int64_t count) const {
     DT_CHECK(begin >= 0 && count >= 0 && begin + count <= numel(), "range [{}, +{}) of {} elements", begin, count, numel());

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
 
 #include "core/backend/backend.hpp"
+#include "core/base/json.hpp"
 #include "core/base/rng.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
@@ -84,19 +86,41 @@ struct Trained {
   double val_loss = 0, val_accuracy = 0;  // its validation, when the recipe validates
 };
 
+// Options of a run in `dir` that prints nothing.
+inline TrainOptions quiet(const std::string& dir) {
+  TrainOptions o;
+  o.run_dir = dir;
+  o.out = std::fopen("/dev/null", "w");
+  return o;
+}
+
+// The trainable values of checkpoint `ckpt` of the recipe's model, read back on cpu:0.
+inline std::vector<float> checkpoint_values(const Recipe& recipe, const std::string& ckpt) {
+  Recipe single = recipe;
+  single.strategy = StrategySpec{};
+  auto strategy = make_strategy(single);
+  load_weights(ckpt, strategy->model());
+  return to_host(strategy->model().params().values());
+}
+
+// A run folder's metrics.jsonl, one object per epoch, without the timing fields.
+inline std::vector<Json> untimed_metrics(const std::filesystem::path& file) {
+  std::vector<Json> epochs;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    epochs.push_back(Json::parse(line));
+    epochs.back().erase("images_per_sec");
+    epochs.back().erase("seconds");
+  }
+  return epochs;
+}
+
 // Trains the recipe `text` afresh in `dir`, quietly.
 inline Trained train_from_text(const std::string& text, const std::string& dir) {
   const Recipe recipe = parse_recipe(text, dir + ".toml");
   std::filesystem::remove_all(dir);
-  TrainOptions o;
-  o.run_dir = dir;
-  o.out = std::fopen("/dev/null", "w");
-  const TrainSummary s = train(recipe, o);
-  Recipe single = recipe;
-  single.strategy = StrategySpec{};
-  auto strategy = make_strategy(single);
-  load_weights(s.last_checkpoint, strategy->model());
-  return {to_host(strategy->model().params().values()), s.loss, s.val_loss, s.val_accuracy};
+  const TrainSummary s = train(recipe, quiet(dir));
+  return {checkpoint_values(recipe, s.last_checkpoint), s.loss, s.val_loss, s.val_accuracy};
 }
 
 }  // namespace distrain::test

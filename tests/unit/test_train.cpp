@@ -62,12 +62,7 @@ std::vector<float> final_weights(const Recipe& recipe, const std::string& ckpt) 
   return all;
 }
 
-TrainOptions quiet(const std::string& dir) {
-  TrainOptions o;
-  o.run_dir = dir;
-  o.out = std::fopen("/dev/null", "w");
-  return o;
-}
+
 
 }  // namespace
 
@@ -87,18 +82,8 @@ TEST_CASE("exact resume: a run crashed mid-epoch or at an epoch's end and resume
   CHECK(resumed.steps == 30);
   CHECK(final_weights(recipe, full.last_checkpoint) == final_weights(recipe, resumed.last_checkpoint));
   // Same per-epoch metrics, except the timing fields.
-  auto untimed = [](const fs::path& file) {
-    std::vector<Json> epochs;
-    std::ifstream in(file);
-    for (std::string line; std::getline(in, line);) {
-      epochs.push_back(Json::parse(line));
-      epochs.back().erase("images_per_sec");
-      epochs.back().erase("seconds");
-    }
-    return epochs;
-  };
-  CHECK(untimed(a / "metrics.jsonl").size() == 3);
-  CHECK(untimed(a / "metrics.jsonl") == untimed(b / "metrics.jsonl"));
+  CHECK(untimed_metrics(a / "metrics.jsonl").size() == 3);
+  CHECK(untimed_metrics(a / "metrics.jsonl") == untimed_metrics(b / "metrics.jsonl"));
 
   // Crashed just after the checkpoint that ends epoch 2, before its metrics line: the
   // resumed run ends that epoch without a step and must still report it in full.
@@ -109,7 +94,7 @@ TEST_CASE("exact resume: a run crashed mid-epoch or at an epoch's end and resume
   train(recipe, at_end);
   CHECK(list_checkpoints(c).back() == (c / "ckpt-000020.h5").string());
   train(recipe, quiet(c));
-  CHECK(untimed(c / "metrics.jsonl") == untimed(a / "metrics.jsonl"));
+  CHECK(untimed_metrics(c / "metrics.jsonl") == untimed_metrics(a / "metrics.jsonl"));
   CHECK(list_checkpoints(a).size() == 2);  // keep = 2
 }
 
