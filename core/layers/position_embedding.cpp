@@ -1,33 +1,44 @@
-// position_embedding: adds a learned vector per position to a sequence (T, C); the table
-// (T, C) is initialised N(0, 0.02) as GPT-2's.
+// position_embedding: adds a learned vector per position to a sequence (T, C) from a table
+// (max_length, C) initialised N(0, 0.02) as GPT-2's; positions past T are kept, unused,
+// so that a table of GPT-2's 1,024 rows trains on shorter windows.
 #include "core/layers/registry.hpp"
 
 namespace distrain {
 
 class PositionEmbedding final : public Layer {
  public:
-  explicit PositionEmbedding(ConfigTable&) {}
+  explicit PositionEmbedding(ConfigTable& c) : max_length_(c.get_int("max_length", 0)) {
+    if (max_length_ < 0) c.fail("max_length", "must be positive: the positions the table holds");
+  }
   std::string type() const override { return "position_embedding"; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {
     if (in.rank() != 2) fail(fmt::format("expects a sequence (sequence, features), got {}", in.str()));
-    table_ = arena.declare(name(), "embeddings", in, Init::normal, in[0], in[1], true);
+    const int64_t rows = max_length_ ? max_length_ : in[0];
+    if (rows < in[0]) fail(fmt::format("max_length {} is shorter than the sequence ({})", rows, in[0]));
+    if (rows > kMaxExtent / in[1]) fail(fmt::format("a table of {} x {} has too many weights", rows, in[1]));
+    table_ = arena.declare(name(), "embeddings", Shape{rows, in[1]}, Init::normal, rows, in[1], true);
     return in;
   }
 
-  // Seen as (N, T*C), the table is a bias over each example.
+  // Seen as (N, T*C), the table's first T rows are a bias over each example.
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     ctx.backend.copy(in, out);
-    ctx.backend.add_bias(flat(out), table_.value().reshaped(Shape{table_.value().numel()}));
+    ctx.backend.add_bias(flat(out), used_rows(table_.value(), out));
   }
 
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
-    ctx.backend.bias_grad(flat(dout), table_.grad().reshaped(Shape{table_.grad().numel()}));
+    ctx.backend.bias_grad(flat(dout), used_rows(table_.grad(), dout));
     if (!din.empty()) ctx.backend.copy(dout, din);
   }
 
  private:
   static Tensor flat(const Tensor& t) { return t.rows(t.numel() / t.shape[0]); }
+  // The table's first T*C values, T*C being one example of `batch`.
+  static Tensor used_rows(const Tensor& table, const Tensor& batch) {
+    return table.range(0, batch.numel() / batch.shape[0]);
+  }
+  int64_t max_length_;
   ParamRef table_;
 };
 

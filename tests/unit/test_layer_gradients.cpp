@@ -214,6 +214,7 @@ TEST_CASE("transformer layer gradients: layer_norm, gelu, position_embedding, de
   gradient_check("type='layer_norm'", Shape{3, 6}, 2);
   gradient_check("type='gelu'", Shape{4, 5}, 2);
   gradient_check("type='position_embedding'", Shape{4, 3}, 2);
+  gradient_check("type='position_embedding'\nmax_length=6", Shape{4, 3}, 2);  // rows 4 and 5 unused
   gradient_check("type='dense'\nunits=5\nkernel_initializer='normal'", Shape{3, 4}, 2);
   gradient_check("type='attention'\nheads=2", Shape{5, 4}, 2);
   gradient_check("type='attention'\nheads=1", Shape{3, 3}, 1);

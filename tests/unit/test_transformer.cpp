@@ -169,7 +169,7 @@ TEST_CASE("gpt: residual projections start at 0.02 / sqrt(their number), other k
   CHECK(stddev("h.1.proj", "kernel") == doctest::Approx(0.01).epsilon(0.2));
 }
 
-TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowhere, arity, ties") {
+TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowhere, arity, ties, short position table") {
   auto error = [](const std::string& text) {
     try {
       model_from(text);
@@ -192,6 +192,8 @@ TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowher
             .find("its table is (5, 4), this head needs (6, 4)") != std::string::npos);
   CHECK(error(base + "[[layers]]\ntype='repeat'\ncount=2\n").find("model.layers[1].layers: missing or empty") !=
         std::string::npos);
+  CHECK(error(base + "[[layers]]\ntype='position_embedding'\nmax_length=3\n")
+            .find("max_length 3 is shorter than the sequence (4)") != std::string::npos);
   // Nested repeats multiply: 1000 x 1000 copies would be a million layers.
   CHECK(error(base + "[[layers]]\ntype='repeat'\ncount=1000\n[[layers.layers]]\ntype='repeat'\ncount=1000\n"
                      "[[layers.layers.layers]]\ntype='gelu'\n")
