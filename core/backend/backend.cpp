@@ -82,6 +82,25 @@ bool all_finite(Backend& backend, const Tensor& t) {
   return std::all_of(host, host + kFinitenessColumns, [](float x) { return std::isfinite(x); });
 }
 
+double sum_of_squares(Backend& backend, const Tensor& t) {
+  DT_CHECK(t.dtype == DType::f32, "sum_of_squares of {}", dtype_name(t.dtype));
+  const int64_t n = t.numel();
+  if (n == 0) return 0.0;
+  if (t.device.is_cpu()) {
+    const float* p = t.f32();
+    double s = 0.0;
+#pragma omp parallel for simd reduction(+ : s) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * p[i];
+    return s;
+  }
+  const Tensor row{t.data, Shape{1, n}, DType::f32, t.device};
+  Buffer dot(backend, Shape{1, 1});
+  backend.gemm(false, true, 1.0f, row, row, 0.0f, dot.view());
+  float host = 0;
+  backend.download(dot.view(), &host);
+  return host;
+}
+
 void finiteness_sums(Backend& backend, const Tensor& t, Tensor sums) {
   DT_CHECK(t.dtype == DType::f32 && sums.numel() == kFinitenessColumns, "finiteness sums of {} into {}",
            dtype_name(t.dtype), sums.shape.str());

@@ -179,6 +179,9 @@ float adam_step_size(const AdamHyper& h);
 // column sums as (rows, 16), downloaded (a NaN or infinity anywhere makes its column's sum
 // non-finite, as would values near the float limit, which are divergence anyway).
 bool all_finite(Backend& backend, const Tensor& t);
+// The sum of the squares of t's elements (float32): on the host in double; on a device t.t
+// by one GEMM (float accumulation), downloaded.
+double sum_of_squares(Backend& backend, const Tensor& t);
 // The device half of all_finite, left unread: sums (kFinitenessColumns,) on t's device
 // receive t's column sums (all finite exactly when t's elements are, as above).
 constexpr int64_t kFinitenessColumns = 16;

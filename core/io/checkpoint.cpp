@@ -315,6 +315,8 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
     write_attr_i64(g, "epoch_correct", state.epoch_stats.correct);
     write_attr_i64(g, "epoch_count", state.epoch_stats.count);
     write_attr_f64(g, "epoch_seconds", state.epoch_seconds);
+    write_attr_f64(g, "epoch_grad_norm_sum", state.epoch_grad_norm_sum);
+    write_attr_i64(g, "epoch_grad_norms", state.epoch_grad_norms);
   }
   DT_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "flushing {}", tmp);
 }
@@ -374,6 +376,10 @@ void check_state(const TrainState& s, const std::string& path) {
                 "{}: checkpoint epoch statistics out of range (count {}, correct {}, loss_sum {}, seconds {}); the file is "
                 "corrupt",
                 path, e.count, e.correct, e.loss_sum, s.epoch_seconds);
+  DT_USER_CHECK(s.epoch_grad_norms >= 0 && s.epoch_grad_norms <= s.step && std::isfinite(s.epoch_grad_norm_sum) &&
+                    s.epoch_grad_norm_sum >= 0,
+                "{}: checkpoint gradient norms out of range ({} norms, sum {}); the file is corrupt", path, s.epoch_grad_norms,
+                s.epoch_grad_norm_sum);
 }
 }  // namespace
 
@@ -399,6 +405,10 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
        read_attr_i64(g, "epoch_correct", h.state.epoch_stats.correct) &&
        read_attr_i64(g, "epoch_count", h.state.epoch_stats.count) && read_attr_f64(g, "epoch_seconds", h.state.epoch_seconds);
   DT_USER_CHECK(ok, "{}: checkpoint /state is incomplete (corrupt?)", path);
+  // Absent from checkpoints written before optimizer.clip_norm: no norms then.
+  if (!read_attr_f64(g, "epoch_grad_norm_sum", h.state.epoch_grad_norm_sum) ||
+      !read_attr_i64(g, "epoch_grad_norms", h.state.epoch_grad_norms))
+    h.state.epoch_grad_norm_sum = 0, h.state.epoch_grad_norms = 0;
   check_state(h.state, path);
   return h;
 }

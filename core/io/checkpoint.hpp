@@ -24,6 +24,9 @@ struct TrainState {
   int64_t batch_in_epoch = 0;  // next batch of that epoch
   LossStats epoch_stats;       // metrics of the epoch so far
   double epoch_seconds = 0.0;  // training time spent in the epoch so far
+  // With optimizer.clip_norm: the sum of the epoch's steps' global gradient norms, and their number.
+  double epoch_grad_norm_sum = 0.0;
+  int64_t epoch_grad_norms = 0;
 };
 
 struct CheckpointHeader {

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <filesystem>
@@ -81,13 +82,21 @@ void parse_data(ConfigTable c, DataSpec& d) {
   c.finish();
 }
 
-void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, int64_t per_replica_batch) {
+void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, const StrategySpec& strategy) {
   const std::string type = c.get_choice("type", "adam", {"sgd", "adam", "adamw"});
   o = default_optimizer_spec(type);
   o.learning_rate = c.get_float("learning_rate", o.learning_rate);
   if (!(o.learning_rate > 0)) c.fail("learning_rate", "must be positive");
   o.weight_decay = c.get_float("weight_decay", o.weight_decay);
   if (o.weight_decay < 0) c.fail("weight_decay", "must be >= 0");
+  o.clip_norm = c.get_float("clip_norm", 0.0);
+  if (!(o.clip_norm >= 0) || !std::isfinite(o.clip_norm)) c.fail("clip_norm", "must be >= 0 (0: no clipping)");
+  // The norm is of the gradient one update applies: a synchronous server sums the workers'
+  // pushes of its range only, and the mesh's tensor-sliced variables would need their own sum.
+  if (o.clip_norm > 0 && strategy.name == "parameter_server" && strategy.staleness == 0)
+    c.fail("clip_norm", "needs an asynchronous parameter_server (staleness > 0 or unbounded): each server sums its part of the "
+                        "workers' gradients alone, so none knows the global norm");
+  if (o.clip_norm > 0 && strategy.name == "mesh") c.fail("clip_norm", "is not supported by strategy \"mesh\" yet");
   if (type == "sgd") {
     o.momentum = c.get_float("momentum", 0.0);
     o.nesterov = c.get_bool("nesterov", false);
@@ -101,7 +110,7 @@ void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, int64_t p
     if (!(o.epsilon > 0)) c.fail("epsilon", "must be positive");
   }
   ConfigTable sc = c.sub("schedule");
-  s.base_batch = sc.get_int("base_batch", per_replica_batch);
+  s.base_batch = sc.get_int("base_batch", strategy.per_replica_batch);
   if (s.base_batch <= 0) sc.fail("base_batch", "must be positive");
   s.scaling = sc.get_choice("scaling", "linear", {"linear", "sqrt", "none"});
   s.warmup_steps = sc.get_int("warmup_steps", 0);
@@ -345,7 +354,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
                 "{}: strategy.name = \"mesh\" does not run language models on token data yet; use one_device, mirrored, "
                 "multi_worker_mirrored or zero",
                 file);
-  parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy.per_replica_batch);
+  parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy);
   parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   root.finish();

@@ -2,20 +2,18 @@
 
 namespace distrain {
 
-void Adam::bind(Backend& backend, int64_t count) {
-  backend_ = &backend;
+void Adam::allocate_slots(Backend& backend, int64_t count) {
   m_ = Buffer(backend, Shape{count});
   v_ = Buffer(backend, Shape{count});
   backend.fill(m_.view(), 0.0f);
   backend.fill(v_.view(), 0.0f);
 }
 
-void Adam::update(Tensor params, const Tensor& grads, float lr) {
-  DT_CHECK(backend_, "optimizer used before bind()");
-  ++iterations_;
-  backend_->adam_update(params, grads, m_.view(), v_.view(),
+void Adam::update_range(Tensor params, const Tensor& grads, Range r, float lr, bool decay) {
+  backend_->adam_update(params.range(r.begin, r.size()), grads.range(r.begin, r.size()), m_.view().range(r.begin, r.size()),
+                        v_.view().range(r.begin, r.size()),
                         AdamHyper{lr, static_cast<float>(spec_.beta_1), static_cast<float>(spec_.beta_2),
-                                  static_cast<float>(spec_.epsilon), static_cast<float>(spec_.weight_decay),
+                                  static_cast<float>(spec_.epsilon), decay ? static_cast<float>(spec_.weight_decay) : 0.0f,
                                   iterations_});
 }
 

@@ -10,15 +10,14 @@ namespace distrain {
 class Adam final : public Optimizer {
  public:
   explicit Adam(const OptimizerSpec& spec) : spec_(spec) {}
-  void bind(Backend& backend, int64_t count) override;
-  void update(Tensor params, const Tensor& grads, float lr) override;
   std::vector<std::pair<std::string, Tensor>> slots() const override;
   std::string describe() const override;
   std::string type() const override { return spec_.type; }
 
  private:
+  void allocate_slots(Backend& backend, int64_t count) override;
+  void update_range(Tensor params, const Tensor& grads, Range r, float lr, bool decay) override;
   OptimizerSpec spec_;
-  Backend* backend_ = nullptr;
   Buffer m_, v_;
 };
 

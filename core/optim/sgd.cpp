@@ -2,20 +2,18 @@
 
 namespace distrain {
 
-void Sgd::bind(Backend& backend, int64_t count) {
-  backend_ = &backend;
+void Sgd::allocate_slots(Backend& backend, int64_t count) {
   if (spec_.momentum != 0.0) {
     velocity_ = Buffer(backend, Shape{count});
     backend.fill(velocity_.view(), 0.0f);
   }
 }
 
-void Sgd::update(Tensor params, const Tensor& grads, float lr) {
-  DT_CHECK(backend_, "optimizer used before bind()");
-  backend_->sgd_update(params, grads, velocity_.view(),
-                       SgdHyper{lr, static_cast<float>(spec_.momentum), static_cast<float>(spec_.weight_decay),
+void Sgd::update_range(Tensor params, const Tensor& grads, Range r, float lr, bool decay) {
+  const Tensor velocity = velocity_.view().empty() ? Tensor{} : velocity_.view().range(r.begin, r.size());
+  backend_->sgd_update(params.range(r.begin, r.size()), grads.range(r.begin, r.size()), velocity,
+                       SgdHyper{lr, static_cast<float>(spec_.momentum), decay ? static_cast<float>(spec_.weight_decay) : 0.0f,
                                 spec_.nesterov});
-  ++iterations_;
 }
 
 std::vector<std::pair<std::string, Tensor>> Sgd::slots() const {

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "core/strategy/multi_replica.hpp"
 
 namespace distrain {
@@ -18,7 +19,7 @@ class CentralStorage final : public MultiReplicaStrategy {
     grads_ = Buffer(host_, arena);
     replica_grads_ = Buffer(host_, arena);
     optimizer_ = make_optimizer(recipe.optimizer);
-    optimizer_->bind(host_, arena.numel());
+    optimizer_->bind(host_, arena.numel(), decayed_ranges(model().params()));
     state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, host_);
   }
 
@@ -48,7 +49,7 @@ class CentralStorage final : public MultiReplicaStrategy {
   ReducedGradients reduced_gradients() override { return {&host_, grads_.view()}; }
 
   void apply_update(const StepInfo& info) override {
-    optimizer_->update(values_.view(), grads_.view(), info.learning_rate);
+    optimizer_->update(values_.view(), grads_.view(), info.learning_rate, info.gradient_scale);
     for (int r = 0; r < local_replicas(); ++r) replica(r).backend().upload(values_.view().data, replica(r).model().params().values());
   }
 

@@ -9,6 +9,7 @@
 #include "core/comm/mpi_communicator.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "core/strategy/pipeline_stage.hpp"
 #include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
@@ -93,7 +94,9 @@ class MeshStrategy final : public Strategy {
                                              &tensor(), place);
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
     optimizer_ = make_optimizer(recipe.optimizer);
-    optimizer_->bind(stage_->backend(), model().gatherer().own().numel());
+    const std::vector<Range> decayed = decayed_ranges(model().params());
+    optimizer_->bind(stage_->backend(), model().gatherer().own().numel(),
+                     shards_ ? shards_->in_shard(decayed, mesh_.coord().data) : decayed);
   }
 
   std::string name() const override { return "mesh"; }
@@ -197,7 +200,7 @@ class MeshStrategy final : public Strategy {
   void apply_update(const StepInfo& info) override {
     Model& m = model();
     m.gatherer().before_update();
-    optimizer_->update(m.gatherer().own(), m.reducer().own(), info.learning_rate);
+    optimizer_->update(m.gatherer().own(), m.reducer().own(), info.learning_rate, info.gradient_scale);
     m.gatherer().after_update();
   }
   void discard_step() override { stage_->restore_state(); }

@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/optim/weight_decay.hpp"
 #include "core/strategy/multi_replica.hpp"
 
 namespace distrain {
@@ -17,7 +18,8 @@ class Mirrored final : public MultiReplicaStrategy {
         multi_worker_(multi_worker) {
     for (int r = 0; r < local_replicas(); ++r) {
       optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(replica(r).backend(), replica(r).model().params().values().numel());
+      optimizers_.back()->bind(replica(r).backend(), replica(r).model().params().values().numel(),
+                               decayed_ranges(replica(r).model().params()));
     }
     state_ = std::make_unique<ArenaOptimizerState>(*optimizers_[0], replica(0).backend());
   }
@@ -46,7 +48,7 @@ class Mirrored final : public MultiReplicaStrategy {
   void apply_update(const StepInfo& info) override {
     threads().run([&](int r) {
       ParamArena& p = replica(r).model().params();
-      optimizers_[static_cast<size_t>(r)]->update(p.values(), p.grads(), info.learning_rate);
+      optimizers_[static_cast<size_t>(r)]->update(p.values(), p.grads(), info.learning_rate, info.gradient_scale);
     });
     maybe_check_consistency();
   }

@@ -1,6 +1,7 @@
 #include "core/strategy/one_device.hpp"
 
 #include "core/backend/backend.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "core/strategy/replica.hpp"
 
 namespace distrain {
@@ -13,7 +14,7 @@ class OneDevice final : public Strategy {
       : device_(Device::parse(recipe.strategy.devices.at(0), recipe.file + ": strategy.devices")),
         replica_(recipe, backend_for(device_)),
         optimizer_(make_optimizer(recipe.optimizer)) {
-    optimizer_->bind(replica_.backend(), replica_.model().params().values().numel());
+    optimizer_->bind(replica_.backend(), replica_.model().params().values().numel(), decayed_ranges(replica_.model().params()));
     ledger().add_source(replica_.backend());
     state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, replica_.backend());
   }
@@ -43,7 +44,8 @@ class OneDevice final : public Strategy {
   ReducedGradients reduced_gradients() override { return {&replica_.backend(), replica_.model().params().grads()}; }
   void discard_step() override { replica_.restore_state(); }
   void apply_update(const StepInfo& info) override {
-    optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate);
+    optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate,
+                       info.gradient_scale);
   }
 
  private:

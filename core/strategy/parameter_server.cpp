@@ -72,7 +72,7 @@ class ParameterServer final : public Strategy {
     ledger().add_source(replica_->backend());
     ranges_ = PsRanges{replica_->model().params().values().numel(), num_ps_};
     optimizer_ = make_optimizer(recipe.optimizer);  // a worker's: its slot names and type (the slots are the servers')
-    optimizer_->bind(replica_->backend(), 0);
+    optimizer_->bind(replica_->backend(), 0, {});
   }
 
   // A worker tells every server it is done; not while an error is on its way to main,
@@ -168,13 +168,18 @@ class ParameterServer final : public Strategy {
     replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()), ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())));
   }
 
-  // A non-finite gradient is not pushed: the trainer then stops the job (a server has no
+  // Nothing is reduced here: a worker's own gradients are what it pushes (apply_update). A
+  // non-finite gradient is not pushed: the trainer then stops the job (a server has no
   // means to refuse a push).
-  void reduce_gradients() override {
-    pushed_finite_ = all_finite(replica_->backend(), model().params().grads());
-    if (!pushed_finite_) return;
+  void reduce_gradients() override { pushed_finite_ = all_finite(replica_->backend(), model().params().grads()); }
+
+  // The servers apply each push (or, synchronous, their sum); clipping scales this worker's
+  // gradients first, by their own norm (the recipe refuses clip_norm with staleness 0).
+  void apply_update(const StepInfo& info) override {
     std::vector<float> grads(static_cast<size_t>(ranges_.arena));
     replica_->backend().download(model().params().grads(), grads.data());
+    if (info.gradient_scale != 1.0f)
+      for (float& g : grads) g *= info.gradient_scale;
     for (int k = 0; k < num_ps_; ++k) {
       std::vector<float> msg(static_cast<size_t>(ranges_.length(k)) + 1);
       msg[0] = lr_;
@@ -183,13 +188,12 @@ class ParameterServer final : public Strategy {
     }
     ++clock_;
   }
-
-  void apply_update(const StepInfo&) override {}  // the servers apply
   // The recipe refuses train.on_nonfinite = "skip_step" here: a server applies each push
   // without knowing the other workers' losses.
   void discard_step() override { throw Error("parameter_server: a step cannot be discarded"); }
   // This worker's own gradients, checked before they are pushed (reduce_gradients).
   bool gradients_finite() override { return pushed_finite_; }
+  double gradient_sum_of_squares() override { return sum_of_squares(replica_->backend(), model().params().grads()); }
 
  private:
   friend class PsModelState;

@@ -10,6 +10,7 @@
 #include "core/io/checkpoint.hpp"
 #include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
+#include "core/optim/weight_decay.hpp"
 
 namespace distrain {
 
@@ -25,7 +26,7 @@ PsServer::PsServer(MpiCommunicator& world, const PsRanges& ranges, int64_t stale
       n_(ranges.length(k_)), layout_(layout), optimizer_spec_(optimizer), optimizer_(make_optimizer(optimizer)),
       values_(static_cast<size_t>(n_), 0.0f), message_(static_cast<size_t>(n_) + 1), sum_(static_cast<size_t>(n_)),
       workers_(world.size() - ranges.servers) {
-  optimizer_->bind(layout.backend(), n_);
+  optimizer_->bind(layout.backend(), n_, within(decayed_ranges(layout.params()), ranges.range(k_)));
   pushed_.resize(static_cast<size_t>(workers_));
   clocks_.assign(static_cast<size_t>(workers_), 0);
   report_.server = k_;
@@ -53,7 +54,7 @@ void PsServer::load(const std::string& resume, const std::string& init_from, uin
   if (resume.empty()) return;
   // Slots: the checkpoint stores them whole; keep our range.
   auto whole = make_optimizer(optimizer_spec_);
-  whole->bind(layout_.backend(), ranges_.arena);
+  whole->bind(layout_.backend(), ranges_.arena, {});  // only its slots are read
   ArenaOptimizerState whole_state(*whole, layout_.backend());
   load_optimizer(resume, arena, whole_state);
   const auto from = whole->slots();

@@ -34,6 +34,9 @@ class ShardLayout {
   };
   // The parts of arena range r (inside one layer or spanning several) that g owns.
   std::vector<Piece> owned(const Range& r, int g) const;
+  // Where the parts of arena ranges `ranges` (in arena order) that g owns lie in g's shard,
+  // in shard order, neighbours merged: which of a shard's elements weight decay applies to.
+  std::vector<Range> in_shard(const std::vector<Range>& ranges, int g) const;
 
  private:
   std::vector<Range> layers_;

@@ -32,6 +32,11 @@ void StepLedger::record_losses(const LossStats& stats) {
   rows_.back().host_losses = stats;
 }
 
+void StepLedger::record_grad_norm(double norm) {
+  DT_CHECK(open_, "a gradient norm recorded outside a step");
+  rows_.back().grad_norm = norm;
+}
+
 void StepLedger::check(bool finite) {
   DT_CHECK(open_, "a check outside a step");
   rows_.back().check = finite ? Check::finite : Check::not_finite;
@@ -108,7 +113,7 @@ std::vector<StepResult> StepLedger::read() {
       const auto first = sums.begin() + static_cast<int64_t>(i) * kFinitenessColumns;
       finite = std::all_of(first, first + kFinitenessColumns, [](float x) { return std::isfinite(x); });
     }
-    out.push_back(StepResult{r.step, row_losses(r, [&](size_t s) { return &losses[s][2 * i]; }), finite});
+    out.push_back(StepResult{r.step, row_losses(r, [&](size_t s) { return &losses[s][2 * i]; }), finite, r.grad_norm});
   }
   rows_.clear();
   return out;

@@ -19,6 +19,7 @@ struct StepResult {
   int64_t step = 0;    // 1-based: the optimizer steps done once it ran
   LossStats stats;     // this process's replicas (Strategy::read_steps sums over workers)
   bool finite = true;  // the loss and the reduced gradients
+  std::optional<double> grad_norm;  // their global norm before clipping (optimizer.clip_norm)
 };
 
 class StepLedger {
@@ -42,6 +43,8 @@ class StepLedger {
   // now on the host; on a device, their column sums (any NaN or infinity makes its
   // column's sum non-finite) go to a slot, unread.
   void check(Backend& backend, const Tensor& grads);
+  // The global norm of the open step's gradients, before clipping.
+  void record_grad_norm(double norm);
   // The open row's losses now (waiting for their devices): for a strategy that decides
   // whether to apply the step before it updates.
   LossStats losses_now();
@@ -62,6 +65,7 @@ class StepLedger {
     std::vector<int64_t> examples;        // per source
     std::optional<LossStats> host_losses;  // recorded instead of slots
     Check check = Check::none;
+    std::optional<double> grad_norm;
   };
   struct Source {
     Backend* backend;

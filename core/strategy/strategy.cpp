@@ -54,8 +54,9 @@ void Strategy::reduce_check_update(const StepInfo& info) {
   if (on_device.backend && !on_device.grads.device.is_cpu() && !info.skip_nonfinite) {
     reduce_gradients();
     ledger_.check(*on_device.backend, on_device.grads);
+    const StepInfo update = clipped(info);
     times_.reduce = seconds_since(t1);
-    apply_update(info);
+    apply_update(update);
     return;
   }
   bool finite = finite_on_every_worker(std::isfinite(ledger_.losses_now().loss_sum));
@@ -64,9 +65,30 @@ void Strategy::reduce_check_update(const StepInfo& info) {
     finite = gradients_finite();
   }
   ledger_.check(finite);
+  if (finite) {
+    const StepInfo update = clipped(info);
+    times_.reduce = seconds_since(t1);
+    apply_update(update);
+    return;
+  }
   times_.reduce = seconds_since(t1);
-  if (finite) apply_update(info);
-  else if (info.skip_nonfinite) discard_step();
+  if (info.skip_nonfinite) discard_step();
+}
+
+// As torch.nn.utils.clip_grad_norm_: g *= clip / (norm + 1e-6) when the norm exceeds clip.
+StepInfo Strategy::clipped(const StepInfo& info) {
+  if (info.clip_norm <= 0) return info;
+  const double norm = std::sqrt(gradient_sum_of_squares());
+  ledger_.record_grad_norm(norm);
+  StepInfo out = info;
+  if (norm > info.clip_norm) out.gradient_scale = static_cast<float>(info.clip_norm / (norm + 1e-6));
+  return out;
+}
+
+double Strategy::gradient_sum_of_squares() {
+  const ReducedGradients g = reduced_gradients();
+  DT_CHECK(g.backend, "strategy {} neither sums its gradients' squares nor says where they are", name());
+  return sum_of_squares(*g.backend, g.grads);
 }
 
 bool Strategy::gradients_finite() {

@@ -24,6 +24,8 @@ struct StepInfo {
   float learning_rate = 0.0f;  // from the schedule, for the global batch
   uint64_t seed = 0;           // this step's seed (dropout masks)
   bool skip_nonfinite = false; // a non-finite loss discards the step instead of applying it
+  float clip_norm = 0.0f;      // > 0: the reduced gradients are scaled to at most this global norm
+  float gradient_scale = 1.0f; // set by the step itself: what clipping multiplies the gradients by
 };
 
 // Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,
@@ -182,6 +184,9 @@ class Strategy {
   // Whether the reduced gradients are all finite, decided now on the host: the same answer
   // on every replica and worker. By default a scan of reduced_gradients().
   virtual bool gradients_finite();
+  // The sum of squares of the gradients an update applies, over every shard (collective
+  // where sharded): the same on every replica and worker. By default reduced_gradients()'.
+  virtual double gradient_sum_of_squares();
   // Whether a step's losses are finite on every worker, from this process's verdict.
   virtual bool finite_on_every_worker(bool local) { return local; }
   // Turns this process's figures of `steps` (read from the ledger) into sums over every
@@ -195,6 +200,8 @@ class Strategy {
  private:
   std::unique_ptr<ArenaModelState> arena_state_;
   void reduce_check_update(const StepInfo& info);
+  // info with gradient_scale set from the global norm, which the ledger records.
+  StepInfo clipped(const StepInfo& info);
   StepTimes times_;
   StepLedger ledger_;
 };

@@ -6,6 +6,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/base/range.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "core/strategy/multi_replica.hpp"
 #include "core/strategy/shard_layout.hpp"
 #include "core/strategy/sharded_variables.hpp"
@@ -69,7 +70,8 @@ class Zero final : public MultiReplicaStrategy {
     shards_ = ShardLayout(model().trainable_ranges(), num_replicas());
     for (int r = 0; r < local_replicas(); ++r) {
       optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(replica(r).backend(), shards_.size());
+      optimizers_.back()->bind(replica(r).backend(), shards_.size(),
+                               shards_.in_shard(decayed_ranges(p), first_local_replica() + r));
     }
     // Whole parameters (stages 1, 2) are read and written as any replicated model's, and
     // replicas must keep them equal; sharded ones (3) have no full copy to read or compare.
@@ -117,13 +119,22 @@ class Zero final : public MultiReplicaStrategy {
     return bad[0] == 0.0f;
   }
   ReducedGradients reduced_gradients() override { return {}; }  // a shard each: gradients_finite() decides
+  double gradient_sum_of_squares() override {
+    std::vector<double> sums(static_cast<size_t>(local_replicas()));
+    threads().run([&](int r) {
+      const auto i = static_cast<size_t>(r);
+      sums[i] = sum_of_squares(replica(r).backend(), replica(r).model().reducer().own());
+      sum_over_replicas(r, host_tensor(&sums[i], 1));
+    });
+    return sums[0];
+  }
 
   // Every replica updates its shard, then the gatherer shares the update as its stage needs.
   void apply_update(const StepInfo& info) override {
     threads().run([&](int r) {
       Model& m = replica(r).model();
       m.gatherer().before_update();
-      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().own(), m.reducer().own(), info.learning_rate);
+      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().own(), m.reducer().own(), info.learning_rate, info.gradient_scale);
       m.gatherer().after_update();
     });
     if (whole_values_) maybe_check_consistency();

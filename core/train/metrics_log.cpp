@@ -53,6 +53,7 @@ void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
                      {"learning_rate", r.learning_rate},
                      {"images_per_sec", r.images_per_sec},
                      {"seconds", r.seconds},
+                     {"grad_norm", r.grad_norm ? Json(*r.grad_norm) : Json(nullptr)},
                      {"complete", complete}};
   write_text(file, dump_line(line) + "\n", std::ios::app);
 }

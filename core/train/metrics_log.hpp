@@ -1,7 +1,9 @@
 // The run folder's JSON records, written by worker 0:
 //   metrics.jsonl  one object per epoch, appended as the epoch ends: epoch, step, loss,
 //                  accuracy, val_loss, val_accuracy (null when not validated), learning_rate,
-//                  images_per_sec, seconds, complete (false when train.steps ended it early);
+//                  images_per_sec, seconds, grad_norm (the mean global gradient norm before
+//                  clipping, null without optimizer.clip_norm), complete (false when
+//                  train.steps ended it early);
 //   summary.json   one object at the end of the run: name, steps, epochs_completed, loss,
 //                  accuracy, val_loss, val_accuracy, train_seconds, images_per_sec, last_checkpoint.
 // Numbers are written at full precision; a NaN loss is null.

@@ -8,6 +8,7 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/model/loss.hpp"
@@ -28,6 +29,7 @@ struct EpochReport {
   int64_t batches = 0;  // done in this epoch (fewer than the epoch's when train.steps ends it)
   LossStats train, validation;  // validation.count == 0 when not validated
   double learning_rate = 0.0, images_per_sec = 0.0, seconds = 0.0;
+  std::optional<double> grad_norm;  // the mean of the steps' global gradient norms (optimizer.clip_norm)
 };
 
 class Progress {

@@ -36,6 +36,7 @@ LoopPlan recipe_plan(const Recipe& recipe, int64_t batches_per_epoch) {
   plan.total_steps = recipe.train.steps > 0 ? std::min(recipe.train.steps, planned) : planned;
   plan.seed = recipe.seed;
   plan.on_nonfinite = recipe.train.skip_nonfinite_steps ? OnNonFinite::skip_step : OnNonFinite::stop;
+  plan.clip_norm = static_cast<float>(recipe.optimizer.clip_norm);
   return plan;
 }
 
@@ -70,7 +71,8 @@ void StepLoop::step(const Batch& batch, double lr) {
   const bool skip = plan_.on_nonfinite == OnNonFinite::skip_step;
   strategy_.train_step(
       batch,
-      StepInfo{state_.step, static_cast<float>(lr), derive_seed(plan_.seed, static_cast<uint64_t>(state_.step)), skip});
+      StepInfo{state_.step, static_cast<float>(lr), derive_seed(plan_.seed, static_cast<uint64_t>(state_.step)), skip,
+               plan_.clip_norm});
   ++state_.step;  // a skipped step's batch is used up too: a rerun goes on with the next, as this run does
   ++state_.batch_in_epoch;
   const bool read = observer_.needs_figures(state_) || state_.batch_in_epoch == plan_.batches_per_epoch ||
@@ -92,6 +94,7 @@ void StepLoop::read_figures() {
     if (skipped && (plan_.on_nonfinite != OnNonFinite::skip_step || skipped_in_a_row_ > TrainSpec::kMaxSkippedInARow))
       stop_for_nonfinite(r.stats, r.step, skipped_in_a_row_, observer_.last_checkpoint());
     if (!skipped) state_.epoch_stats += r.stats;
+    if (!skipped && r.grad_norm) state_.epoch_grad_norm_sum += *r.grad_norm, ++state_.epoch_grad_norms;
     observer_.step_read(r, skipped);
   }
 }

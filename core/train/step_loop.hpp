@@ -30,6 +30,7 @@ struct LoopPlan {
   int64_t total_steps = 0;  // the last step: train.steps where it caps the run, else epochs x batches_per_epoch
   uint64_t seed = 0;        // a step's seed (dropout masks) derives from this and the step
   OnNonFinite on_nonfinite = OnNonFinite::stop;
+  float clip_norm = 0.0f;  // optimizer.clip_norm
 
   bool complete(const TrainState& s) const { return s.step >= total_steps || s.epoch >= epochs; }
 };

@@ -26,9 +26,11 @@ const std::string& trimmed(const std::string& run_dir, const TrainState& resumed
 TensorBoardLog::TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps, double flush_seconds)
     : file_(trimmed(run_dir, resumed)), every_steps_(every_steps), flush_every_(flush_seconds) {}
 
-void TensorBoardLog::step(int64_t step, const LossStats& stats) {
+void TensorBoardLog::step(int64_t step, const LossStats& stats, std::optional<double> grad_norm) {
   if (every_steps_ <= 0 || step % every_steps_ != 0) return;
-  file_.add(step, {{kStepTag, mean_loss_f32(stats)}});
+  Scalars s{{kStepTag, mean_loss_f32(stats)}};
+  if (grad_norm) s.emplace_back("grad_norm", static_cast<float>(*grad_norm));
+  file_.add(step, s);
   const auto now = std::chrono::steady_clock::now();
   if (now - flushed_ < flush_every_) return;
   file_.flush();
@@ -43,6 +45,7 @@ void TensorBoardLog::epoch(const EpochReport& report) {
   }
   s.emplace_back("learning_rate", static_cast<float>(report.learning_rate));
   s.emplace_back("images_per_sec", static_cast<float>(report.images_per_sec));
+  if (report.grad_norm) s.emplace_back("grad_norm", static_cast<float>(*report.grad_norm));
   file_.add(report.step, s);
   file_.flush();
 }

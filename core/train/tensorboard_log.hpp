@@ -4,6 +4,7 @@
 // every train.tensorboard_every_steps-th step. Written by rank 0 only, as metrics.jsonl.
 #pragma once
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "core/io/checkpoint.hpp"
@@ -21,8 +22,9 @@ class TensorBoardLog {
   // flush_seconds: the step losses reach the file at least this often, so that TensorBoard
   // shows a running epoch live (0: each one at once).
   TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps, double flush_seconds = 10);
-  // After optimizer step `step` (counted from 1), with that step's metrics.
-  void step(int64_t step, const LossStats& stats);
+  // After optimizer step `step` (counted from 1), with that step's metrics and, with
+  // optimizer.clip_norm, its gradients' global norm (`grad_norm`).
+  void step(int64_t step, const LossStats& stats, std::optional<double> grad_norm = std::nullopt);
   // At the end of an epoch (or of the run, inside one); flushes the file.
   void epoch(const EpochReport& report);
 

@@ -54,7 +54,7 @@ void TrainRun::step_read(const StepResult& result, bool skipped) {
     return;
   }
   trained_examples_ += result.stats.count;
-  if (tensorboard_) tensorboard_->step(result.step, result.stats);
+  if (tensorboard_) tensorboard_->step(result.step, result.stats, result.grad_norm);
 }
 
 bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
@@ -78,6 +78,7 @@ bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
 void TrainRun::end_epoch(const TrainState& state, double lr) {
   EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy_.epoch_total(state.epoch_stats), {},
                      lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds};
+  if (state.epoch_grad_norms) report.grad_norm = state.epoch_grad_norm_sum / static_cast<double>(state.epoch_grad_norms);
   if (recipe_.train.validate) {
     strategy_.prepare_for_read();
     report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);

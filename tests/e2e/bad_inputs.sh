@@ -97,6 +97,14 @@ printf '\x00\xff\xfe[[[\n' >>"$work/garbage.toml"
 run "$distrain" check "$work/garbage.toml"
 classify "recipe is binary garbage" 2 "garbage.toml"
 
+# --- gradient clipping: a norm it cannot compute is refused by name ---
+run "$distrain" check "$tiny" --set optimizer.clip_norm=-1
+classify "clip_norm negative" 2 "optimizer.clip_norm: must be >= 0"
+run "$distrain" check "$tiny" --set optimizer.clip_norm=1 --set strategy.name=parameter_server --set strategy.staleness=0
+classify "clip_norm with a synchronous parameter server" 2 "needs an asynchronous parameter_server"
+run "$distrain" check "$tiny" --set optimizer.clip_norm=1 --set strategy.name=mesh
+classify "clip_norm on the mesh" 2 "is not supported by strategy \"mesh\" yet"
+
 # --- sizes: overflow and memory, refused by check and by train before any allocation ---
 run "$distrain" check "$tiny" --set strategy.per_replica_batch=9223372036854775807
 classify "per_replica_batch = INT64_MAX (check)" 2 "strategy.per_replica_batch"

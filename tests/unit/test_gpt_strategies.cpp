@@ -8,11 +8,14 @@
 // each replica of mirrored / central_storage / zero with derive_seed(step seed, replica)
 // over its own slice, so the masks (and the weights) differ; with dropout the
 // multi-replica strategies are compared with mirrored instead.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "core/base/json.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/trainer.hpp"
@@ -176,6 +179,42 @@ TEST_CASE("gpt: with attention dropout 0.1, central_storage and zero stages 1-3 
           train_from_text(gpt_recipe(text, run.strategy, devices, 4, run.extra, 0.1), (tmp / "distrain_gpt_other").string());
       check_close(mirrored.weights, other.weights);
     }
+  }
+}
+
+// The global norm is of the reduced gradients wherever they are (a shard each under ZeRO),
+// so every layout scales by one_device's factor; the clip (0.05) is below every step's norm.
+TEST_CASE("gpt: optimizer.clip_norm: mirrored, central_storage and zero stages 1-3 clip as one_device, same norm in metrics") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  auto clipped = [](std::string recipe) {
+    const std::string key = "weight_decay = 0.1\n";
+    return recipe.replace(recipe.find(key), key.size(), key + "clip_norm = 0.05\n");
+  };
+  auto grad_norm = [](const fs::path& dir) {
+    std::ifstream in(dir / "metrics.jsonl");
+    std::string line;
+    std::getline(in, line);
+    const Json j = Json::parse(line);
+    return j.at("grad_norm").is_null() ? -1.0 : j.at("grad_norm").get<double>();
+  };
+  const fs::path one = tmp / "distrain_gpt_clip_one", other_dir = tmp / "distrain_gpt_clip_other";
+  const auto unclipped = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8), one.string());
+  CHECK(grad_norm(one) < 0);  // null without clip_norm
+  const auto single = train_from_text(clipped(gpt_recipe(text, "one_device", "\"cpu:0\"", 8)), one.string());
+  const double norm = grad_norm(one);
+  CHECK(norm > 0.05);
+  double moved = 0;  // clipping changed the steps
+  for (size_t i = 0; i < single.weights.size(); ++i)
+    moved = std::max(moved, static_cast<double>(std::abs(single.weights[i] - unclipped.weights[i])));
+  CHECK(moved > 1e-4);
+  std::vector<Run> runs{Run{"mirrored", ""}};
+  runs.insert(runs.end(), std::begin(kCentralAndZero), std::end(kCentralAndZero));
+  for (const Run& run : runs) {
+    INFO(run.strategy << " " << run.extra);
+    const auto other = train_from_text(clipped(gpt_recipe(text, run.strategy, cpu_devices(2), 4, run.extra)), other_dir.string());
+    check_close(single.weights, other.weights);
+    CHECK(grad_norm(other_dir) == doctest::Approx(norm).epsilon(1e-5));
   }
 }
 

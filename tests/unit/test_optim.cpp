@@ -15,7 +15,7 @@ std::vector<float> run_steps(const OptimizerSpec& spec, std::vector<float> p, co
   Buffer bp(be, Shape{n}), bg(be, Shape{n});
   from_host(p, bp.view());
   auto opt = make_optimizer(spec);
-  opt->bind(be, n);
+  opt->bind(be, n, {{0, n}});
   for (const auto& g : grads) {
     from_host(g, bg.view());
     opt->update(bp.view(), bg.view(), lr);

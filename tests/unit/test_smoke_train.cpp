@@ -5,6 +5,7 @@
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "datasets/idx.hpp"
 #include "datasets/loader.hpp"
 #include "tests/unit/helpers.hpp"
@@ -35,7 +36,7 @@ layers = [
   model.params().initialize(1);
   Loss loss(LossSpec{}, be);
   auto opt = make_optimizer(default_optimizer_spec("adam"));
-  opt->bind(be, model.params().values().numel());
+  opt->bind(be, model.params().values().numel(), decayed_ranges(model.params()));
 
   Loader loader(data, LoaderSpec{64, 1, true, true, 1});
   loader.start(0);

@@ -176,6 +176,32 @@ TEST_CASE("mirrored, central_storage and zero with R replicas x b match one_devi
   }
 }
 
+TEST_CASE("shard layout: weight decay's ranges land on the same elements in every shard") {
+  const std::vector<Range> layers{{0, 100}, {112, 112}, {112, 113}, {128, 1128}, {1136, 1140}};
+  const std::vector<Range> decayed{{0, 64}, {96, 100}, {200, 700}, {1136, 1140}};
+  auto is_decayed = [&](int64_t i) {
+    for (const Range& r : decayed)
+      if (i >= r.begin && i < r.end) return true;
+    return false;
+  };
+  for (int n : {1, 2, 3, 4, 7}) {
+    INFO("replicas " << n);
+    const ShardLayout layout(layers, n);
+    for (int g = 0; g < n; ++g) {
+      std::vector<bool> in_shard(static_cast<size_t>(layout.size()), false);
+      int64_t last_end = -1;
+      for (const Range& r : layout.in_shard(decayed, g)) {
+        CHECK(r.begin > last_end);  // in order, merged
+        last_end = r.end;
+        for (int64_t i = r.begin; i < r.end; ++i) in_shard[static_cast<size_t>(i)] = true;
+      }
+      for (const ShardLayout::Piece& p : layout.owned({0, 1140}, g))
+        for (int64_t i = 0; i < p.arena.size(); ++i)
+          CHECK(in_shard[static_cast<size_t>(p.shard_offset + i)] == is_decayed(p.arena.begin + i));
+    }
+  }
+}
+
 TEST_CASE("shard layout: every element of every layer has one owner, at one place in its shard") {
   // Layers as a model lays them out: aligned starts, gaps, a layer without variables.
   const std::vector<Range> layers{{0, 100}, {112, 112}, {112, 113}, {128, 1128}, {1136, 1140}};

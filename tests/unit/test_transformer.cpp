@@ -2,9 +2,12 @@
 // consumers, the output head tied to the token embedding, and the whole model's gradients
 // against finite differences of its token-level cross-entropy.
 #include <cmath>
+#include <set>
 
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/optim/weight_decay.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -167,6 +170,39 @@ TEST_CASE("gpt: residual projections start at 0.02 / sqrt(their number), other k
   CHECK(stddev("h.0.dense_1", "kernel") == doctest::Approx(0.02).epsilon(0.15));
   CHECK(stddev("h.0.attn", "proj_kernel") == doctest::Approx(0.01).epsilon(0.25));  // 4 residual projections
   CHECK(stddev("h.1.proj", "kernel") == doctest::Approx(0.01).epsilon(0.2));
+}
+
+TEST_CASE("gpt: weight decay applies to kernels only, and an optimizer decays just the ranges it is given") {
+  auto m = model_from(tiny_gpt());
+  const ParamArena& arena = m->params();
+  std::set<std::string> decayed_names;
+  for (const Variable& v : arena.variables())
+    if (decays(v)) decayed_names.insert(v.layer + "/" + v.name);
+  CHECK(decayed_names == std::set<std::string>{"h.0.attn/qkv_kernel", "h.0.attn/proj_kernel", "h.0.dense_1/kernel",
+                                               "h.0.proj/kernel", "h.1.attn/qkv_kernel", "h.1.attn/proj_kernel",
+                                               "h.1.dense_1/kernel", "h.1.proj/kernel"});
+  // qkv_kernel, qkv_bias, proj_kernel: the bias between them splits the ranges.
+  const std::vector<Range> ranges = decayed_ranges(arena);
+  const Variable& qkv = arena.variables()[static_cast<size_t>(arena.find("h.0.attn", "qkv_kernel"))];
+  CHECK(ranges.front().begin == qkv.offset);
+  CHECK(ranges.front().end == qkv.offset + qkv.shape.numel());  // 8 x 24: no padding
+
+  // With zero gradients Adam moves nothing: what changes is the decay, on the ranges named.
+  Backend& be = cpu();
+  const int64_t n = 64;
+  Buffer p(be, Shape{n}), g(be, Shape{n});
+  from_host(std::vector<float>(static_cast<size_t>(n), 1.0f), p.view());
+  be.fill(g.view(), 0.0f);
+  OptimizerSpec spec = default_optimizer_spec("adamw");
+  spec.weight_decay = 0.5;
+  auto opt = make_optimizer(spec);
+  opt->bind(be, n, {{0, 16}, {32, 48}});
+  opt->update(p.view(), g.view(), 0.1f);
+  const std::vector<float> after = to_host(p.view());
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    CHECK(after[static_cast<size_t>(i)] == doctest::Approx((i < 16 || (i >= 32 && i < 48)) ? 0.95 : 1.0));
+  }
 }
 
 TEST_CASE("gpt: graph errors name the key: unknown input, an output going nowhere, arity, ties, short position table") {

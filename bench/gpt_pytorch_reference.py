@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""PyTorch reference for `distrain bench` on the GPTs of recipes/gpt2_124m.toml and
+recipes/shakespeare_char_gpt.toml: the same model, batch, AdamW and threads, eager mode.
+
+GPT-2 as nanoGPT writes it: pre-LayerNorm blocks (ln_1, causal attention with one C->3C
+projection and a C->C output projection, residual add, ln_2, C->4C, GELU tanh form, 4C->C,
+residual add), final ln_f, head tied to the token table, no dropout, LayerNorm eps 1e-5.
+GPT-2 initialisation: N(0, 0.02) everywhere, N(0, 0.02/sqrt(2 layers)) on the two residual
+projections, zero biases. Random tokens, one batch in memory.
+
+Prints one JSON line with the median step time (forward, backward, AdamW step, after
+warm-up), tokens/s and the parameter count. With --sgemm-peak, prints this machine's fp32
+matmul rate at the given threads instead. For comparison figures only
+(bench/compare_gpt.sh); llmc_files.py imports SIZES and GPT from here.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# vocab, layers, heads, width, position rows, sequence, batch: as the recipes have them.
+SIZES = {
+    "gpt2_124m": dict(vocab=50257, layers=12, heads=12, width=768, max_len=1024, seq=64, batch=4),
+    "shakespeare_char": dict(vocab=65, layers=4, heads=4, width=128, max_len=64, seq=64, batch=12),
+}
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(width, eps=1e-5)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.attn_proj = nn.Linear(width, width)
+        self.ln_2 = nn.LayerNorm(width, eps=1e-5)
+        self.fc = nn.Linear(width, 4 * width)
+        self.mlp_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, layers, heads, width, max_len, **_):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(max_len, width)
+        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width, eps=1e-5)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.wte.weight  # tied: one table
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def sgemm_peak(n=4096, repeats=5):
+    # Best of several large square fp32 products: what the BLAS reaches on these threads.
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return {"n": n, "gflops": 2 * n ** 3 / best / 1e9, "ms": best * 1e3,
+            "threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", choices=sorted(SIZES), default="gpt2_124m")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--batch", type=int, help="examples a step (default: the size's)")
+    ap.add_argument("--sgemm-peak", action="store_true", help="print the fp32 matmul rate and exit")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.sgemm_peak:
+        print(json.dumps(sgemm_peak()))
+        return
+    torch.manual_seed(0)
+    cfg = SIZES[args.size]
+    batch, seq = args.batch or cfg["batch"], cfg["seq"]
+    model = GPT(**cfg)
+    # Weight decay on the 2-D matrices only (the tables and kernels), as nanoGPT.
+    params = list(model.parameters())  # the tied table once
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+    x = torch.randint(0, cfg["vocab"], (batch, seq))
+    y = torch.randint(0, cfg["vocab"], (batch, seq))
+    times, first_loss = [], None
+    for step in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if first_loss is None:
+            first_loss = loss.item()
+        if step >= args.warmup:
+            times.append(dt)
+    med = statistics.median(times)
+    print(json.dumps({"framework": f"pytorch {torch.__version__}", "size": args.size, "batch": batch,
+                      "seq": seq, "threads": args.threads, "parameters": sum(p.numel() for p in params),
+                      "tokens_per_sec": batch * seq / med, "first_loss": first_loss,
+                      "step_ms": {"min": min(times) * 1e3, "median": med * 1e3, "max": max(times) * 1e3},
+                      "step_ms_median": med * 1e3, "steps": args.steps, "warmup": args.warmup}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#include "core/optim/weight_decay.hpp"
+
+namespace distrain {
+
+bool decays(const Variable& v) {
+  const std::string suffix = "kernel";
+  return v.trainable && v.name.size() >= suffix.size() &&
+         v.name.compare(v.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<Range> decayed_ranges(const ParamArena& arena) {
+  std::vector<Range> ranges;
+  for (const Variable& v : arena.variables()) {
+    if (!decays(v)) continue;
+    const int64_t end = v.offset + v.shape.numel();
+    const Range r{v.offset, (end + ParamArena::kAlign - 1) / ParamArena::kAlign * ParamArena::kAlign};  // with its padding
+    if (!ranges.empty() && ranges.back().end == r.begin) ranges.back().end = r.end;
+    else ranges.push_back(r);
+  }
+  return ranges;
+}
+
+std::vector<Range> within(const std::vector<Range>& ranges, Range window) {
+  std::vector<Range> out;
+  for (const Range& r : ranges) {
+    const Range part = intersect(r, window);
+    if (!part.empty()) out.push_back({part.begin - window.begin, part.end - window.begin});
+  }
+  return out;
+}
+
+}  // namespace distrain
