@@ -72,7 +72,7 @@ double median(std::vector<double> v) {
 // token stream of a window per example.
 Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
   const Model model(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
-  const int64_t per = model.input_shape().numel(), count = recipe.strategy.per_replica_batch;
+  const int64_t per = model.input_shape().numel(), count = recipe.step_batch();
   const Shape& out = model.output_shape();
   const auto classes = static_cast<uint64_t>(out[out.rank() - 1]);
   Dataset data{"synthetic", model.input_shape(), static_cast<int64_t>(classes), {}, {}, {}};
@@ -94,7 +94,7 @@ Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
 // the data are on the devices (as `train` gives them), else their values; token data's
 // example i is window i and the tokens one further on.
 Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Dataset& data, bool indices) {
-  const int64_t per = data.example_shape.numel(), count = recipe.strategy.per_replica_batch;
+  const int64_t per = data.example_shape.numel(), count = recipe.step_batch();
   Batch batch;
   batch.global_count = count * strategy.num_replicas();
   batch.labels_per_example = data.token_data() ? per : 1;

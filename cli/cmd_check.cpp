@@ -40,9 +40,9 @@ void register_check(CLI::App& app) {
     auto strategy = make_strategy(recipe);
     const Model& model = strategy->model();
     check_memory_fits(recipe, *strategy);
-    const int64_t global = recipe.strategy.per_replica_batch * strategy->num_replicas();
+    const int64_t global = recipe.step_batch() * strategy->num_replicas();
     const int64_t per_epoch =
-        Loader(data.train, LoaderSpec{recipe.strategy.per_replica_batch, strategy->num_replicas(), false, recipe.data.drop_remainder})
+        Loader(data.train, LoaderSpec{recipe.step_batch(), strategy->num_replicas(), false, recipe.data.drop_remainder})
             .batches_per_epoch();
     check_planned_steps(recipe, per_epoch);
     const int64_t planned = per_epoch * recipe.train.epochs;
@@ -51,8 +51,12 @@ void register_check(CLI::App& app) {
     fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
     fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
                data.test.size(), data.train.example_shape.str(), data.train.num_classes);
-    fmt::print("strategy    {}; {} replica(s) x {} per replica = global batch {}\n", strategy->describe(),
-               strategy->num_replicas(), recipe.strategy.per_replica_batch, global);
+    const std::string micro = recipe.train.accumulate_steps > 1
+                                  ? fmt::format(" ({} micro-batches of {}, train.accumulate_steps)", recipe.train.accumulate_steps,
+                                                recipe.strategy.per_replica_batch)
+                                  : "";
+    fmt::print("strategy    {}; {} replica(s) x {} per replica{} = global batch {}\n", strategy->describe(),
+               strategy->num_replicas(), recipe.step_batch(), micro, global);
     fmt::print("steps       {} per epoch x {} epochs = {}{}\n", per_epoch, recipe.train.epochs, planned,
                total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
     fmt::print("optimizer   {}\n", strategy->optimizer().describe());

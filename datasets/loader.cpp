@@ -110,6 +110,25 @@ Batch Loader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64
 }
 
 // s.count examples from order[at]: images (or indices) and labels.
+namespace {
+
+// Elements [begin, begin + n) of examples of equal size in `all` (count examples).
+template <class T>
+std::vector<T> examples_of(const std::vector<T>& all, int64_t count, int64_t begin, int64_t n) {
+  if (all.empty()) return {};
+  const auto per = static_cast<int64_t>(all.size()) / count;
+  return std::vector<T>(all.begin() + begin * per, all.begin() + (begin + n) * per);
+}
+
+}  // namespace
+
+ReplicaSlice ReplicaSlice::part(int64_t begin, int64_t n) const {
+  DT_CHECK(begin >= 0 && n >= 0 && begin + n <= count, "examples [{}, +{}) of a slice of {}", begin, n, count);
+  if (n == 0) return {};
+  return ReplicaSlice{examples_of(images, count, begin, n), examples_of(labels, count, begin, n),
+                      examples_of(tokens, count, begin, n), examples_of(indices, count, begin, n), n};
+}
+
 void Loader::fill_examples(ReplicaSlice& s, const std::vector<int64_t>& order, int64_t at) const {
   const int64_t per = data_.example_shape.numel();
   s.labels.resize(static_cast<size_t>(s.count));

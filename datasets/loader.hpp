@@ -31,6 +31,9 @@ struct ReplicaSlice {
   // the dataset is on the device (DeviceData), which gathers them.
   std::vector<int32_t> indices;
   int64_t count = 0;
+
+  // Examples [begin, begin + n) of this slice, in every form it holds (a micro-batch).
+  ReplicaSlice part(int64_t begin, int64_t n) const;
 };
 
 struct Batch {

@@ -288,6 +288,11 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
     c.fail("tensorboard_flush_seconds", fmt::format("must be in [0, 86400] (0: every step's loss at once), got {}",
                                                     t.tensorboard_flush_seconds));
   t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
+  t.accumulate_steps = c.get_int("accumulate_steps", 1);
+  if (t.accumulate_steps < 1 || t.accumulate_steps > TrainSpec::kMaxAccumulateSteps)
+    c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));
+  if (t.accumulate_steps > 1 && strategy == "mesh")
+    c.fail("accumulate_steps", "the mesh splits its batch itself: use strategy.micro_batches");
   if (t.skip_nonfinite_steps && strategy == "parameter_server")
     c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "
                            "the other workers' losses; use \"stop\"");

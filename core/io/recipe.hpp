@@ -49,6 +49,11 @@ struct TrainSpec {
   // (up to kMaxSkippedInARow in a row) and go on.
   bool skip_nonfinite_steps = false;
   static constexpr int kMaxSkippedInARow = 10;
+  // Micro-batches of strategy.per_replica_batch whose gradients one optimizer step sums:
+  // the step's batch per replica is per_replica_batch x accumulate_steps, its activations
+  // those of one micro-batch.
+  int64_t accumulate_steps = 1;
+  static constexpr int64_t kMaxAccumulateSteps = 65536;
 };
 
 struct CheckpointSpec {
@@ -74,6 +79,8 @@ struct Recipe {
   std::shared_ptr<const toml::table> table;
 
   const toml::table& model() const { return *(*table)["model"].as_table(); }
+  // The examples one replica takes per optimizer step (train.accumulate_steps micro-batches).
+  int64_t step_batch() const { return strategy.per_replica_batch * train.accumulate_steps; }
   std::string resolved_text() const;
 };
 

@@ -20,8 +20,8 @@ void Adam::update_range(Tensor params, const Tensor& grads, Range r, float lr, b
 std::vector<std::pair<std::string, Tensor>> Adam::slots() const { return {{"m", m_.view()}, {"v", v_.view()}}; }
 
 std::string Adam::describe() const {
-  return fmt::format("{} (beta_1 {}, beta_2 {}, epsilon {}, weight_decay {})", spec_.type, spec_.beta_1, spec_.beta_2,
-                     spec_.epsilon, spec_.weight_decay);
+  return fmt::format("{} (beta_1 {}, beta_2 {}, epsilon {}, weight_decay {} on kernels{})", spec_.type, spec_.beta_1,
+                     spec_.beta_2, spec_.epsilon, spec_.weight_decay, clipping(spec_));
 }
 
 }  // namespace distrain

@@ -40,6 +40,10 @@ void Optimizer::update(Tensor params, const Tensor& grads, float lr, float gradi
   for (const Segment& s : segments_) update_range(params, grads, s.range, lr, s.decay);
 }
 
+std::string clipping(const OptimizerSpec& spec) {
+  return spec.clip_norm > 0 ? fmt::format(", clip_norm {}", spec.clip_norm) : "";
+}
+
 OptimizerSpec default_optimizer_spec(const std::string& type) {
   OptimizerSpec s;
   s.type = type;

@@ -25,6 +25,9 @@ struct OptimizerSpec {
   double clip_norm = 0.0;  // > 0: gradients scaled so that their global norm is at most this
 };
 
+// ", clip_norm X" when the spec clips, else "": for describe().
+std::string clipping(const OptimizerSpec& spec);
+
 // The spec with Keras' defaults for `type` (learning rate 0.01 for sgd, 0.001 for adam/adamw).
 OptimizerSpec default_optimizer_spec(const std::string& type);
 

@@ -22,8 +22,8 @@ std::vector<std::pair<std::string, Tensor>> Sgd::slots() const {
 }
 
 std::string Sgd::describe() const {
-  return fmt::format("sgd (momentum {}, nesterov {}, weight_decay {})", spec_.momentum, spec_.nesterov,
-                     spec_.weight_decay);
+  return fmt::format("sgd (momentum {}, nesterov {}, weight_decay {} on kernels{})", spec_.momentum, spec_.nesterov,
+                     spec_.weight_decay, clipping(spec_));
 }
 
 }  // namespace distrain

@@ -1,5 +1,7 @@
 #include "core/strategy/replica.hpp"
 
+#include "core/base/rng.hpp"
+
 namespace distrain {
 
 Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Communicator* tensor)
@@ -49,7 +51,22 @@ void Replica::upload(const ReplicaSlice& slice, DataUse use) {
   backend_.upload(slice.labels.data(), labels_.view());
 }
 
-void Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats) {
+void Replica::forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats,
+                               int64_t micro_batches) {
+  if (micro_batches <= 1) {
+    pass(slice, grad_scale, step_seed, stats);
+    return;
+  }
+  if (micro_stats_.empty()) micro_stats_ = Buffer(backend_, Shape{2});
+  backend_.fill(stats, 0.0f);
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const int64_t begin = slice.count * m / micro_batches, end = slice.count * (m + 1) / micro_batches;
+    pass(slice.part(begin, end - begin), grad_scale, derive_seed(step_seed, static_cast<uint64_t>(m)), micro_stats_.view());
+    if (end > begin) backend_.axpby(1.0f, micro_stats_.view(), 1.0f, stats);
+  }
+}
+
+void Replica::pass(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats) {
   if (slice.count == 0) {
     model_->forward_without_examples();  // still take part in the gatherer's and reducer's collectives
     model_->backward_without_examples();

@@ -22,8 +22,12 @@ class Replica {
   // loss sum and correct count go to `stats` ((2,) on this device; StepLedger::loss_slot),
   // unread. grad_scale is 1 / (examples in the global batch), tokens for token data. An empty slice computes
   // nothing (nor writes stats) but still makes the model's gatherer and reducer calls
-  // (they may be collective).
-  void forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats);
+  // (they may be collective). With micro_batches > 1 the slice is cut into that many parts
+  // as equal as can be, each a forward and backward of its own (gradient accumulation:
+  // activations of one part at a time), their losses summed into `stats`; every replica
+  // makes micro_batches passes, empty parts too, for the collectives' sake.
+  void forward_backward(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats,
+                        int64_t micro_batches = 1);
   // Loss and accuracy in inference mode; no gradients.
   LossStats evaluate(const ReplicaSlice& slice);
 
@@ -44,6 +48,8 @@ class Replica {
   void set_cross_replica_sum(CrossReplicaSum sum) { cross_replica_sum_ = std::move(sum); }
 
  private:
+  // One forward and backward, its loss written to `stats` (nothing for an empty slice).
+  void pass(const ReplicaSlice& slice, float grad_scale, uint64_t step_seed, Tensor stats);
   void upload(const ReplicaSlice& slice, DataUse use);
 
   Backend& backend_;
@@ -53,6 +59,7 @@ class Replica {
   Buffer rows_;             // (n) a slice's indices, with data_
   std::array<std::shared_ptr<const DeviceData>, 2> data_;  // by DataUse
   Buffer kept_state_;       // (state elements) see keep_state()
+  Buffer micro_stats_;      // (2,) a micro-batch's loss sum and correct count
   CrossReplicaSum cross_replica_sum_;
   Communicator* tensor_;
   Tensor x_, y_;

@@ -49,6 +49,11 @@ void ShardingReducer::attach(ParamArena& arena, const std::vector<Range>& layers
   shard_ = Buffer(arena.backend(), Shape{layout_.size()});
   if (!shard_.empty()) arena.backend().fill(shard_.view(), 0.0f);
   bucket_ = layer_bucket(arena.backend(), layout_);
+  reduced_ = Buffer(arena.backend(), Shape{layout_.bucket_size() / std::max(1, layout_.replicas())});
+}
+
+void ShardingReducer::zero() {
+  if (!shard_.empty()) arena_->backend().fill(shard_.view(), 0.0f);
 }
 
 // The whole padded bucket starts at zero: the padding past the layer must sum to zero.
@@ -63,7 +68,10 @@ void ShardingReducer::open(size_t layer) {
 void ShardingReducer::reduce(size_t layer) {
   if (layers_.at(layer).empty()) return;
   arena_->bind_grads(0, Tensor{});
-  scatter_layer(all_, layout_, layer, bucket_.view(), shard_.view());
+  const int64_t chunk = layout_.chunk(layer);
+  const Tensor reduced = reduced_.view().range(0, chunk);
+  all_.reduce_scatter(bucket_.view().range(0, chunk * layout_.replicas()), reduced, ReduceOp::sum);
+  arena_->backend().axpby(1.0f, reduced, 1.0f, shard_.view().range(layout_.offset(layer), chunk));
 }
 
 }  // namespace distrain

@@ -35,12 +35,16 @@ class ShardingReducer final : public GradientReducer {
  public:
   explicit ShardingReducer(Communicator& all) : all_(all) {}
   void attach(ParamArena& arena, const std::vector<Range>& layers) override;
-  void zero() override {}  // each layer's reduce_scatter overwrites its chunk of the shard
+  // The shard sums each layer's reduce_scatters from zero: a step of several micro-batches
+  // (train.accumulate_steps) reduces every layer once per micro-batch.
+  void zero() override;
   void open(size_t layer) override;
   void reduce(size_t layer) override;
   void flush() override {}  // every layer was reduced as it finished
   Tensor own() const override { return shard_.view(); }
-  int64_t bytes() const override { return static_cast<int64_t>(shard_.view().bytes() + bucket_.view().bytes()); }
+  int64_t bytes() const override {
+    return static_cast<int64_t>(shard_.view().bytes() + bucket_.view().bytes() + reduced_.view().bytes());
+  }
 
  private:
   Communicator& all_;
@@ -49,10 +53,11 @@ class ShardingReducer final : public GradientReducer {
   ShardLayout layout_;
   Buffer shard_;   // (layout size) the reduced gradients this replica owns
   Buffer bucket_;  // (largest layer, padded) the layer in backward
+  Buffer reduced_;  // (largest chunk) the layer's reduce_scatter, before it is added to the shard
 };
 
 // Layer l's chunks, n x C_l elements in `bucket`, summed over every replica into this
-// replica's chunk of `shard`. Shared by the reducers above.
+// replica's chunk of `shard`. ScatterAtFlush's.
 void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor shard);
 // A zeroed bucket for any one layer of the layout.
 Buffer layer_bucket(Backend& backend, const ShardLayout& layout);

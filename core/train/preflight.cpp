@@ -67,7 +67,7 @@ void check_data_fits(const Recipe& recipe, const Dataset& train) {
 void check_last_batch(const Recipe& recipe, const Dataset& train) {
   const int64_t replicas = planned_replicas(recipe);
   if (!recipe.strategy.sync_batch_norm || recipe.data.drop_remainder || replicas <= 0) return;  // <= 0: make_strategy says why
-  const int64_t remainder = train.size() % (recipe.strategy.per_replica_batch * replicas);
+  const int64_t remainder = train.size() % (recipe.step_batch() * replicas);
   DT_USER_CHECK(remainder == 0 || remainder >= replicas,
                 "{}: the last batch of each epoch has {} examples for {} replicas, and sync_batch_norm needs at least one "
                 "on each; set data.drop_remainder = true",
@@ -75,10 +75,10 @@ void check_last_batch(const Recipe& recipe, const Dataset& train) {
 }
 
 void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
-  const int64_t batch = recipe.strategy.per_replica_batch;
-  DT_USER_CHECK(mul(batch, strategy.num_replicas()) < kMax,
+  const int64_t batch = recipe.strategy.per_replica_batch;  // a micro-batch's activations at once
+  DT_USER_CHECK(mul(recipe.step_batch(), strategy.num_replicas()) < kMax,
                 "{}: strategy.per_replica_batch = {} x {} replicas overflows a 64-bit global batch; lower it", recipe.file,
-                batch, strategy.num_replicas());
+                recipe.step_batch(), strategy.num_replicas());
   const MemoryUse train = strategy.memory_per_replica(batch);
   const int64_t replicas = cpu_replicas(recipe);
   const int64_t train_total = mul(add(fixed_bytes(train), train.activations), replicas);

@@ -63,6 +63,7 @@ std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const
   plan.seed = recipe.seed;
   plan.on_nonfinite = OnNonFinite::ignore;
   plan.clip_norm = static_cast<float>(recipe.optimizer.clip_norm);  // its cost is part of a step
+  plan.micro_batches = recipe.train.accumulate_steps;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
   RepeatedBatch batches(batch);
   StepTimer timer(strategy, timing, recipe.strategy.per_replica_batch, clock);

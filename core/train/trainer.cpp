@@ -133,7 +133,7 @@ std::string resume_point(const Recipe& recipe, const std::string& run_dir, bool 
 }
 
 LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
-  LoaderSpec spec{recipe.strategy.per_replica_batch, strategy.num_replicas(), recipe.data.shuffle,
+  LoaderSpec spec{recipe.step_batch(), strategy.num_replicas(), recipe.data.shuffle,
                   recipe.data.drop_remainder, recipe.seed};
   spec.first_replica = strategy.first_local_replica();
   spec.local_replicas = strategy.local_replicas();

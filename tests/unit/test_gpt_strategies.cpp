@@ -218,6 +218,29 @@ TEST_CASE("gpt: optimizer.clip_norm: mirrored, central_storage and zero stages 1
   }
 }
 
+// train.accumulate_steps = 2 sums two micro-batches' gradients, each a pass of its own:
+// the step is one_device's with the whole batch, under every layout (ZeRO-2/3 reduce each
+// micro-batch into their shard).
+TEST_CASE("gpt: accumulate_steps = 2 under one_device, mirrored, central_storage and zero 1-3 matches one step on the batch") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  const std::string accumulate = "steps = 5\nvalidate = false\naccumulate_steps = 2";
+  const auto single = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8), (tmp / "distrain_gpt_acc_one").string());
+  const auto micro =
+      train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 4, "", 0.0, accumulate), (tmp / "distrain_gpt_acc").string());
+  check_close(single.weights, micro.weights);
+  CHECK(micro.loss == doctest::Approx(single.loss).epsilon(1e-5));
+  std::vector<Run> runs{Run{"mirrored", ""}};
+  runs.insert(runs.end(), std::begin(kCentralAndZero), std::end(kCentralAndZero));
+  for (const Run& run : runs) {
+    INFO(run.strategy << " " << run.extra);
+    const auto other = train_from_text(gpt_recipe(text, run.strategy, cpu_devices(2), 2, run.extra, 0.0, accumulate),
+                                       (tmp / "distrain_gpt_acc_other").string());
+    check_close(single.weights, other.weights);
+    CHECK(other.loss == doctest::Approx(single.loss).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("gpt: exact resume, one_device and mirrored with attention dropout, stopped mid-epoch, ends bitwise identical") {
   const fs::path tmp = fs::temp_directory_path();
   // 1,200 characters: 1,080 train (67 windows of 16, 9 batches of 8, the last of 3) and
