@@ -66,14 +66,15 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
 
 void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
   const MeshCoord c = coord_of(shape, rank);
-  const int64_t values = m.params().values().numel() * 4, state = m.params().state().numel() * 4;
+  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
+  const int64_t values = m.params().values().numel() * element, state = m.params().state().numel() * element;
   // shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
   // whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
   int64_t updated = values, extra = 0;
   if (recipe.strategy.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);
-    updated = layout.size() * 4;
-    extra = (layout.size() + layout.bucket_size()) * 4;
+    updated = layout.size() * element;
+    extra = (layout.size() + layout.bucket_size()) * element;
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}\n",

@@ -224,7 +224,8 @@ int64_t free_bytes(const fs::path& dir) {
 int64_t checkpoint_bytes(ModelState& model, OptimizerState& optimizer, const std::string& recipe_text) {
   int64_t bytes = static_cast<int64_t>(recipe_text.size()) + (64 << 10);
   const auto slots = static_cast<int64_t>(optimizer.slot_names().size());
-  for (const Variable& v : model.layout().variables()) bytes += v.full_shape.numel() * 4 * (1 + (v.trainable ? slots : 0));
+  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
+  for (const Variable& v : model.layout().variables()) bytes += v.full_shape.numel() * element * (1 + (v.trainable ? slots : 0));
   return bytes;
 }
 

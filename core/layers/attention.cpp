@@ -61,7 +61,9 @@ class Attention final : public Layer {
 
   // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
   // and a log-sum-exp per head and token.
-  int64_t workspace_bytes(int64_t n) const override { return n * t_ * (8 * c_ + heads_) * 4; }
+  int64_t workspace_bytes(int64_t n) const override {
+    return n * t_ * (8 * c_ + heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
+  }
 
  private:
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }

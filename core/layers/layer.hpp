@@ -25,6 +25,8 @@ namespace distrain {
 // elements (Model and the layers refuse more with a UserError).
 inline constexpr int64_t kMaxWindow = int64_t{1} << 16;
 inline constexpr int64_t kMaxExtent = int64_t{1} << 40;
+// The element type of activations and their gradients: memory estimates count in it.
+inline constexpr DType kActivationDType = DType::f32;
 
 struct Ctx {
   Backend& backend;

@@ -33,7 +33,9 @@ class LayerNorm final : public Layer {
                                     beta_.grad());
   }
 
-  int64_t workspace_bytes(int64_t n) const override { return 2 * n * rows_per_example_ * 4; }
+  int64_t workspace_bytes(int64_t n) const override {
+    return 2 * n * rows_per_example_ * static_cast<int64_t>(dtype_size(kActivationDType));
+  }
 
  private:
   float epsilon_;

@@ -276,8 +276,9 @@ int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t bytes = 0;
   for (size_t i = 0; i < shapes_.size(); ++i) {
-    int64_t layer = 0;  // values and gradients, float32
-    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * 4, &layer) ||
+    int64_t layer = 0;  // values and gradients
+    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) ||
+        __builtin_mul_overflow(layer, 2 * static_cast<int64_t>(dtype_size(kActivationDType)), &layer) ||
         __builtin_add_overflow(bytes, layer, &bytes) || __builtin_add_overflow(bytes, layers_[i]->workspace_bytes(n), &bytes))
       return kMax;
   }

@@ -183,7 +183,8 @@ void PipelineStage::restore_state() {
 
 int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place, int64_t n) {
   const int64_t micro = (n + place.micro_batches - 1) / place.micro_batches;
-  const int64_t input = place.stage > 0 ? stage_model.input_shape().numel() * micro * 4 : 0;
+  const int64_t input =
+      place.stage > 0 ? stage_model.input_shape().numel() * micro * static_cast<int64_t>(dtype_size(kActivationDType)) : 0;
   const int copies = micro_batches_in_flight(place.schedule, place.stage, place.stages, place.micro_batches);
   return copies * (stage_model.activation_bytes(micro) + input);
 }

@@ -50,6 +50,8 @@ struct ParamRef {
 class ParamArena {
  public:
   static constexpr int64_t kAlign = 16;
+  // The element type of values, gradients, state and optimizer slots: byte counts come from it.
+  static constexpr DType kDType = DType::f32;
 
   // `shape` is the whole variable's; with a `slice`, this rank holds (and the arena lays
   // out) only that slice of it.

@@ -262,13 +262,14 @@ TEST_CASE("zero stages 2 and 3: replicas left without examples by the last batch
   }
   const int64_t bucket = 4 * chunk_max, arena = m.params().trainable_arena_size();
   CHECK(shard * 4 <= arena + 4 * 16 * static_cast<int64_t>(m.layers().size()));
-  // The shard plus one layer's bucket: no gradient arena (2), no parameter arena (3).
-  CHECK(z2->memory_per_replica(16).gradients == (shard + bucket) * 4);
+  // The shard, one layer's bucket and its reduced chunk (added to the shard): no gradient
+  // arena (2), no parameter arena (3).
+  CHECK(z2->memory_per_replica(16).gradients == (shard + bucket + chunk_max) * 4);
   CHECK(m.params().grads().numel() == 0);
   // Stage 2's parameters are whole (with room past the end for the last layer's padding
   // chunks, which all-gather straight into them) plus the shard.
   CHECK(z2->memory_per_replica(16).parameters == (arena + 16 * 4 + shard) * 4);
-  CHECK(z3->memory_per_replica(16).gradients == (shard + bucket) * 4);
+  CHECK(z3->memory_per_replica(16).gradients == (shard + bucket + chunk_max) * 4);
   CHECK(z3->memory_per_replica(16).parameters == (shard + bucket) * 4);
   CHECK(z3->model().params().values().numel() == 0);
 }
