@@ -5,8 +5,9 @@
 #   gpt2_124m         recipes/gpt2_124m.toml: GPT-2 124M, batch 4 x 64 tokens (llm.c's setting)
 #   shakespeare_char  recipes/shakespeare_char_gpt.toml: 4 layers, width 128, batch 12 x 64
 # Prints per size the median tokens/s of each (and each run's), the ratios distrain/llm.c and
-# distrain/pytorch, and each one's share of this machine's SGEMM peak (torch, 4096^3 fp32,
-# best of 5, same threads), counting 6N + 12 L T C FLOPs a token (N: the model's parameters,
+# distrain/pytorch, and each one's share of this machine's SGEMM peak (4096^3 fp32, best of 5,
+# same threads: the faster of torch's MKL, which on AMD may keep to AVX2, and NumPy's
+# OpenBLAS), counting 6N + 12 L T C FLOPs a token (N: the model's parameters,
 # the tied table once; the same N for all three).
 #   bench/compare_gpt.sh [BUILD_DIR] [THREADS] [ROUNDS]        (defaults: build 2 3)
 #   SIZES=shakespeare_char bench/compare_gpt.sh                (one size; STEPS, WARMUP too)
@@ -20,8 +21,9 @@
 #                                                      in main(), for shakespeare_char's batch
 # Without them the llm.c column is skipped. train_gpt2 reads gpt2_124M.bin and the Tiny
 # Shakespeare token files from its working directory: bench/llmc_files.py writes them (random
-# GPT-2-initialised weights of the size, random tokens) into a temporary directory, and the
-# binary is stopped before its step 10 or 20 (validation, sampling); its step 0 is warm-up.
+# GPT-2-initialised weights of the size, random tokens) into a temporary directory; the
+# binary is stopped after step 19 at the latest (step 20 samples text), and its steps
+# before WARMUP are warm-up like the others' (its validation passes are outside its timer).
 #
 # The references run in the virtual environment bench/.venv-gpt, made on first use with
 # `python3 -m venv` (Debian: apt-get install -y python3-venv) and pip: torch from PyPI (the
@@ -35,7 +37,7 @@ sizes=${SIZES:-gpt2_124m shakespeare_char}
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv=$here/bench/.venv-gpt
 python=$venv/bin/python
-export OMP_NUM_THREADS=$threads
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads  # the latter: NumPy's, in the peak
 
 bin=$here/$build/distrain
 [ -x "$bin" ] || { echo "error: $bin not found: build distrain first (BUILD_DIR)" >&2; exit 1; }
@@ -179,9 +181,13 @@ print(f"  first train loss: {', '.join(losses).replace('llmc', 'llm.c')} (ln V =
 PY
 done
 peak2=$("$python" "$here/bench/gpt_pytorch_reference.py" --sgemm-peak --threads "$threads")
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 "$python" - "$peak1" "$peak2" <<'PY'
 import json, sys
 a, b = (json.loads(x) for x in sys.argv[1:])
-print(f"SGEMM peak (torch {a['torch']}, {a['n']}^3 fp32, best of 5, {a['threads']} threads): "
-      f"{a['gflops']:.0f} GFLOP/s before the runs, {b['gflops']:.0f} after (the shares use the first)")
+def one(p):
+    return f"{p['gflops']:.0f} GFLOP/s (torch {p['torch_gflops']:.0f}" + (f", numpy {p['numpy_gflops']:.0f})" if "numpy_gflops" in p else ")")
+print(f"SGEMM peak ({a['n']}^3 fp32, best of 5, {a['threads']} threads; torch {a['torch']}"
+      + (f", numpy {a['numpy']}" if "numpy" in a else "") + f"): {one(a)} before the runs, {one(b)} after; "
+      "the shares use the first")
 PY

@@ -10,7 +10,7 @@ projections, zero biases. Random tokens, one batch in memory.
 
 Prints one JSON line with the median step time (forward, backward, AdamW step, after
 warm-up), tokens/s and the parameter count. With --sgemm-peak, prints this machine's fp32
-matmul rate at the given threads instead. For comparison figures only
+matmul rate at the given threads instead (torch's BLAS and, if installed, NumPy's). For comparison figures only
 (bench/compare_gpt.sh); llmc_files.py imports SIZES and GPT from here.
 """
 import argparse
@@ -75,17 +75,33 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def sgemm_peak(n=4096, repeats=5):
-    # Best of several large square fp32 products: what the BLAS reaches on these threads.
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
+def best_seconds(f, repeats):
+    f()
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        torch.mm(a, b)
+        f()
         best = min(best, time.perf_counter() - t0)
-    return {"n": n, "gflops": 2 * n ** 3 / best / 1e9, "ms": best * 1e3,
-            "threads": torch.get_num_threads(), "torch": torch.__version__}
+    return best
+
+
+def sgemm_peak(n=4096, repeats=5):
+    # Best of several large square fp32 products on these threads: torch's BLAS (MKL, which
+    # on AMD processors may keep to its AVX2 kernels) and NumPy's (OpenBLAS) when NumPy is
+    # there (its threads: OMP_NUM_THREADS or OPENBLAS_NUM_THREADS, read when it loads); the
+    # peak is the faster of the two.
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    out = {"n": n, "threads": torch.get_num_threads(), "torch": torch.__version__,
+           "torch_gflops": 2 * n ** 3 / best_seconds(lambda: torch.mm(a, b), repeats) / 1e9}
+    try:
+        import numpy as np
+        x, y = a.numpy(), b.numpy()
+        out["numpy"] = np.__version__
+        out["numpy_gflops"] = 2 * n ** 3 / best_seconds(lambda: x @ y, repeats) / 1e9
+    except ImportError:
+        pass
+    out["gflops"] = max(out["torch_gflops"], out.get("numpy_gflops", 0.0))
+    return out
 
 
 def main():
