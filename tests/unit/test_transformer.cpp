@@ -172,6 +172,31 @@ TEST_CASE("gpt: residual projections start at 0.02 / sqrt(their number), other k
   CHECK(stddev("h.1.proj", "kernel") == doctest::Approx(0.01).epsilon(0.2));
 }
 
+TEST_CASE("gelu: the vectorised tanh form is within float rounding of the exact one, forward and slope") {
+  Backend& be = cpu();
+  std::vector<float> xs;
+  for (float v = -12.0f; v <= 12.0f; v += 0.001f) xs.push_back(v);
+  const auto n = static_cast<int64_t>(xs.size());
+  Buffer x(be, Shape{n}), y(be, Shape{n}), ones(be, Shape{n}), dx(be, Shape{n});
+  from_host(xs, x.view());
+  be.fill(ones.view(), 1.0f);
+  be.gelu(x.view(), y.view());
+  be.gelu_backward(x.view(), ones.view(), dx.view());
+  const std::vector<float> got = to_host(y.view()), slope = to_host(dx.view());
+  double worst = 0, worst_slope = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i], t = std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+    const double want = 0.5 * v * (1 + t);
+    const double want_slope = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+    worst = std::max(worst, std::abs(got[i] - want) / std::max(1.0, std::abs(v)));
+    // The slope amplifies tanh's rounding by v (1 - t^2)'s derivative in t: |v| sqrt(2/pi) (1 + 0.134 v^2).
+    const double amplified = 1.0 + std::abs(v) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+    worst_slope = std::max(worst_slope, std::abs(slope[i] - want_slope) / amplified);
+  }
+  CHECK(worst < 3e-7);
+  CHECK(worst_slope < 3e-7);
+}
+
 TEST_CASE("gpt: weight decay applies to kernels only, and an optimizer decays just the ranges it is given") {
   auto m = model_from(tiny_gpt());
   const ParamArena& arena = m->params();

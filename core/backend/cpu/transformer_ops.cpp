@@ -1,7 +1,9 @@
 // The CPU backend's transformer ops: embedding, layer norm, GELU and causal attention.
 // Loops over rows or (example, head) pairs in parallel; each output element is computed
 // by one thread in a fixed order, so results do not depend on the thread count.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
@@ -14,6 +16,29 @@ namespace {
 constexpr int64_t kParallelRows = 64;  // fewer rows than this run on one thread
 constexpr int64_t kKeyTile = 64;       // keys scored at once: the scores a thread holds
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+
+// tanh without a library call, so that GELU's loops vectorise (std::tanh kept them scalar
+// and made GELU 1.4% of a GPT-2 124M step per block): tanh(u) = 1 - 2 / (e^2u + 1), e^x as
+// 2^k e^r with |r| <= ln 2 / 2 and e^r to degree 7 (relative error below 1e-8); within
+// 2e-7 of std::tanh. Past |u| = 9, tanh is 1 in float.
+inline float vector_tanh(float u) {
+  const float x = 2.0f * std::min(std::max(u, -9.0f), 9.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 x 2^23: adding and subtracting rounds to an integer
+  const float k = (x * 1.44269504f + kRound) - kRound;
+  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // ln 2 in two parts (Cody-Waite)
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;  // 2^k, |k| <= 26
+  float two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  return 1.0f - 2.0f / (p * two_k + 1.0f);
+}
 
 float dot(const float* a, const float* b, int64_t n) {
   float acc = 0.0f;
@@ -120,10 +145,10 @@ void CpuBackend::gelu(const Tensor& x, Tensor y) {
   const int64_t n = x.numel();
   const float* px = x.f32();
   float* py = y.f32();
-#pragma omp parallel for if (n > (1 << 14))
+#pragma omp parallel for simd if (n > (1 << 14))
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i];
-    py[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
+    py[i] = 0.5f * v * (1.0f + vector_tanh(kGeluC * (v + 0.044715f * v * v * v)));
   }
 }
 
@@ -132,10 +157,10 @@ void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = x.numel();
   const float *px = x.f32(), *pdy = dy.f32();
   float* pdx = dx.f32();
-#pragma omp parallel for if (n > (1 << 14))
+#pragma omp parallel for simd if (n > (1 << 14))
   for (int64_t i = 0; i < n; ++i) {
     const float v = px[i];
-    const float t = std::tanh(kGeluC * (v + 0.044715f * v * v * v));
+    const float t = vector_tanh(kGeluC * (v + 0.044715f * v * v * v));
     const float slope = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
     pdx[i] = pdy[i] * slope;
   }
