@@ -121,7 +121,7 @@ int Model::create_repeat(const toml::table& table, const std::string& file, cons
   ConfigTable config(table, file, key + ".");
   config.get_string("type");
   const int64_t count = config.get_int("count");
-  if (count < 1 || count > kMaxLayers) config.fail("count", fmt::format("must be in [1, {}]", kMaxLayers));
+  if (count < 1 || count > static_cast<int64_t>(kMaxLayers)) config.fail("count", fmt::format("must be in [1, {}]", kMaxLayers));
   const std::string name = config.get_string("name", fmt::format("block_{}", ++scope.per_type["repeat"]));
   if (name.empty() || name == "input" || name.find('/') != std::string::npos)
     config.fail("name", "must be non-empty, not \"input\", without '/'");

@@ -15,7 +15,7 @@ int StepLedger::add_source(Backend& backend) {
 
 void StepLedger::begin_step() {
   DT_CHECK(!open_ && unread() < kCapacity, "a step ledger with {} unread steps{}", unread(), open_ ? " and one open" : "");
-  rows_.push_back(Row{0, std::vector<int64_t>(sources_.size(), 0), std::nullopt, Check::none});
+  rows_.push_back(Row{0, std::vector<int64_t>(sources_.size(), 0), std::nullopt, Check::none, std::nullopt});
   open_ = true;
 }
 

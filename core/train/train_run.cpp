@@ -77,7 +77,7 @@ bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
 // the step cap.
 void TrainRun::end_epoch(const TrainState& state, double lr) {
   EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy_.epoch_total(state.epoch_stats), {},
-                     lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds};
+                     lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds, std::nullopt};
   if (state.epoch_grad_norms) report.grad_norm = state.epoch_grad_norm_sum / static_cast<double>(state.epoch_grad_norms);
   if (recipe_.train.validate) {
     strategy_.prepare_for_read();
