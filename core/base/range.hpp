@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace distrain {
 
@@ -18,5 +19,17 @@ struct Range {
 
 // [max(a.begin, b.begin), min(a.end, b.end)); empty when they do not overlap.
 inline Range intersect(const Range& a, const Range& b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
+
+// Non-overlapping ranges sorted by start, each joined to its neighbour where one ends as
+// the next begins.
+inline std::vector<Range> merged(std::vector<Range> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::vector<Range> out;
+  for (const Range& r : ranges) {
+    if (!out.empty() && out.back().end == r.begin) out.back().end = r.end;
+    else out.push_back(r);
+  }
+  return out;
+}
 
 }  // namespace distrain

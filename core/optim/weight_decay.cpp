@@ -2,22 +2,16 @@
 
 namespace distrain {
 
-bool decays(const Variable& v) {
-  const std::string suffix = "kernel";
-  return v.trainable && v.name.size() >= suffix.size() &&
-         v.name.compare(v.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+bool decays(const Variable& v) { return v.trainable && v.name.ends_with("kernel"); }
 
 std::vector<Range> decayed_ranges(const ParamArena& arena) {
   std::vector<Range> ranges;
   for (const Variable& v : arena.variables()) {
     if (!decays(v)) continue;
     const int64_t end = v.offset + v.shape.numel();
-    const Range r{v.offset, (end + ParamArena::kAlign - 1) / ParamArena::kAlign * ParamArena::kAlign};  // with its padding
-    if (!ranges.empty() && ranges.back().end == r.begin) ranges.back().end = r.end;
-    else ranges.push_back(r);
+    ranges.push_back({v.offset, (end + ParamArena::kAlign - 1) / ParamArena::kAlign * ParamArena::kAlign});  // with its padding
   }
-  return ranges;
+  return merged(std::move(ranges));
 }
 
 std::vector<Range> within(const std::vector<Range>& ranges, Range window) {

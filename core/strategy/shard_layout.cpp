@@ -44,13 +44,7 @@ std::vector<Range> ShardLayout::in_shard(const std::vector<Range>& ranges, int g
   std::vector<Range> out;
   for (const Range& r : ranges)
     for (const Piece& p : owned(r, g)) out.push_back({p.shard_offset, p.shard_offset + p.arena.size()});
-  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  std::vector<Range> merged;
-  for (const Range& r : out) {
-    if (!merged.empty() && merged.back().end == r.begin) merged.back().end = r.end;
-    else merged.push_back(r);
-  }
-  return merged;
+  return merged(std::move(out));
 }
 
 }  // namespace distrain

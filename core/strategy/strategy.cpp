@@ -65,14 +65,10 @@ void Strategy::reduce_check_update(const StepInfo& info) {
     finite = gradients_finite();
   }
   ledger_.check(finite);
-  if (finite) {
-    const StepInfo update = clipped(info);
-    times_.reduce = seconds_since(t1);
-    apply_update(update);
-    return;
-  }
+  const StepInfo update = finite ? clipped(info) : info;
   times_.reduce = seconds_since(t1);
-  if (info.skip_nonfinite) discard_step();
+  if (finite) apply_update(update);
+  else if (info.skip_nonfinite) discard_step();
 }
 
 // As torch.nn.utils.clip_grad_norm_: g *= clip / (norm + 1e-6) when the norm exceeds clip.

@@ -6,9 +6,8 @@
 
 namespace distrain {
 
-void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor shard) {
-  const int64_t chunk = layout.chunk(l);
-  all.reduce_scatter(bucket.range(0, chunk * layout.replicas()), shard.range(layout.offset(l), chunk), ReduceOp::sum);
+void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor chunk) {
+  all.reduce_scatter(bucket.range(0, layout.chunk(l) * layout.replicas()), chunk, ReduceOp::sum);
 }
 
 Buffer layer_bucket(Backend& backend, const ShardLayout& layout) {
@@ -34,7 +33,7 @@ void ScatterAtFlush::flush() {
     const Tensor padded = bucket_.view().range(0, n);
     backend_->copy(whole().range(r.begin, r.size()), padded.range(0, r.size()));
     if (n > r.size()) backend_->fill(padded.range(r.size(), n - r.size()), 0.0f);  // the padding sums to zero
-    scatter_layer(all_, layout_, l, padded, shard_.view());
+    scatter_layer(all_, layout_, l, padded, shard_.view().range(layout_.offset(l), layout_.chunk(l)));
   }
 }
 
@@ -70,7 +69,7 @@ void ShardingReducer::reduce(size_t layer) {
   arena_->bind_grads(0, Tensor{});
   const int64_t chunk = layout_.chunk(layer);
   const Tensor reduced = reduced_.view().range(0, chunk);
-  all_.reduce_scatter(bucket_.view().range(0, chunk * layout_.replicas()), reduced, ReduceOp::sum);
+  scatter_layer(all_, layout_, layer, bucket_.view(), reduced);
   arena_->backend().axpby(1.0f, reduced, 1.0f, shard_.view().range(layout_.offset(layer), chunk));
 }
 

@@ -56,9 +56,9 @@ class ShardingReducer final : public GradientReducer {
   Buffer reduced_;  // (largest chunk) the layer's reduce_scatter, before it is added to the shard
 };
 
-// Layer l's chunks, n x C_l elements in `bucket`, summed over every replica into this
-// replica's chunk of `shard`. ScatterAtFlush's.
-void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor shard);
+// Layer l's chunks, n x C_l elements in `bucket`, summed over every replica into `chunk`
+// (C_l elements): this replica's part of the layer. Shared by the reducers above.
+void scatter_layer(Communicator& all, const ShardLayout& layout, size_t l, const Tensor& bucket, Tensor chunk);
 // A zeroed bucket for any one layer of the layout.
 Buffer layer_bucket(Backend& backend, const ShardLayout& layout);
 

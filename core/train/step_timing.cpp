@@ -57,13 +57,10 @@ std::vector<StepTime> time_steps(const Recipe& recipe, Strategy& strategy, const
   DT_CHECK(timing.read_every >= 1 && timing.read_every <= StepLedger::kCapacity, "figures read every {} steps",
            timing.read_every);
   const int64_t steps = timing.warmup + timing.steps;
-  LoopPlan plan;  // one epoch of `steps` batches
-  plan.batches_per_epoch = steps;
+  LoopPlan plan = recipe_plan(recipe, steps);  // its steps as training's (clipping, micro-batches)
+  plan.epochs = 1;                              // but one epoch of `steps` batches, whatever their figures
   plan.total_steps = steps;
-  plan.seed = recipe.seed;
   plan.on_nonfinite = OnNonFinite::ignore;
-  plan.clip_norm = static_cast<float>(recipe.optimizer.clip_norm);  // its cost is part of a step
-  plan.micro_batches = recipe.train.accumulate_steps;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(batch.global_count), steps);
   RepeatedBatch batches(batch);
   StepTimer timer(strategy, timing, recipe.strategy.per_replica_batch, clock);
