@@ -11,7 +11,7 @@
 #include "core/model/model.hpp"
 #include "core/model/stage_partition.hpp"
 #include "core/optim/optimizer.hpp"
-#include "core/strategy/pipeline_stage.hpp"
+#include "core/strategy/replica.hpp"
 #include "core/strategy/shard_layout.hpp"
 
 namespace distrain::cli {

@@ -235,7 +235,10 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   DT_USER_CHECK(is_chain(), "{}: pipeline stages cut a chain of layers; this model has named inputs (a residual graph), "
                 "which the mesh does not cut yet: use strategy.mesh_pipeline = 1",
                 file);
-  if (part.first > 0) input_shape_ = shapes_[part.first - 1];
+  if (part.first > 0) {  // a later stage's input is the activations before it
+    input_shape_ = shapes_[part.first - 1];
+    input_dtype_ = kActivationDType;
+  }
   layers_.erase(layers_.begin() + static_cast<int64_t>(end), layers_.end());
   layers_.erase(layers_.begin(), layers_.begin() + static_cast<int64_t>(part.first));
   shapes_.erase(shapes_.begin() + static_cast<int64_t>(end), shapes_.end());

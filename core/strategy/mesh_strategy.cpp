@@ -10,7 +10,7 @@
 #include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
 #include "core/optim/weight_decay.hpp"
-#include "core/strategy/pipeline_stage.hpp"
+#include "core/strategy/replica.hpp"
 #include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
 #include "core/strategy/zero_reducers.hpp"
@@ -90,8 +90,9 @@ class MeshStrategy final : public Strategy {
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
     const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.micro_batches),
                            parse_pipe_schedule(spec_.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
-    stage_ = std::make_unique<PipelineStage>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()),
-                                             &tensor(), place);
+    stage_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()),
+                                       &tensor(), place);
+    stats_ = Buffer(stage_->backend(), Shape{2});
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
     optimizer_ = make_optimizer(recipe.optimizer);
     const std::vector<Range> decayed = decayed_ranges(model().params());
@@ -186,9 +187,13 @@ class MeshStrategy final : public Strategy {
   void compute_gradients(const Batch& batch, const StepInfo& info) override {
     model().zero_grads();
     if (info.skip_nonfinite) stage_->keep_state();
+    const ReplicaSlice& slice = batch.replicas.at(0);
     const float scale = 1.0f / static_cast<float>(batch.global_labels());
-    ledger().record_losses(from_last_stage(
-        stage_->train(batch.replicas.at(0), scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)))));
+    stage_->forward_backward(slice, scale, derive_seed(info.seed, static_cast<uint64_t>(mesh_.coord().data)), stats_.view());
+    float sums[2];
+    stage_->backend().download(stats_.view(), sums);
+    const int64_t labels = stage_->last() ? static_cast<int64_t>(slice.labels.size()) : 0;
+    ledger().record_losses(from_last_stage(LossStats{sums[0], static_cast<int64_t>(sums[1]), labels}));
   }
   void reduce_gradients() override { model().reducer().flush(); }
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.
@@ -234,7 +239,8 @@ class MeshStrategy final : public Strategy {
   std::unique_ptr<Model> layout_;  // the whole model, no storage: checkpoints' layout
   StagePlan plan_;
   std::map<std::string, int> stage_of_layer_;
-  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<Replica> stage_;
+  Buffer stats_;  // (2,) the last stage's loss sum and correct count
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<ShardLayout> shards_;  // shard_optimizer: the slots' layout over the data axis
   MeshModelState model_state_;

@@ -7,7 +7,7 @@
 //           says (Megatron's column/row pairs); the ranks of one tensor group see the same
 //           examples, and each holds and updates only its slices of the split variables;
 //   pipeline  the layers cut into stages (core/model/stage_partition.hpp), each rank running
-//           its stage's micro-batches in the schedule's order (core/strategy/pipeline_stage.hpp).
+//           its stage's micro-batches in the schedule's order (core/strategy/replica.hpp).
 // Checkpoints hold whole variables: saving reads each from its stage and gathers it over
 // the tensor axis, loading slices it, so a checkpoint moves between this and any other
 // strategy.

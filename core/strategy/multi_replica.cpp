@@ -100,7 +100,7 @@ void MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo&
     if (info.skip_nonfinite) rep.keep_state();
     const ReplicaSlice& slice = batch.replicas.at(static_cast<size_t>(r));
     rep.forward_backward(slice, grad_scale, derive_seed(info.seed, static_cast<uint64_t>(first_local_replica() + r)),
-                         ledger().loss_slot(r, static_cast<int64_t>(slice.labels.size())), info.micro_batches);
+                         ledger().loss_slot(r, static_cast<int64_t>(slice.labels.size())));
   });
 }
 

@@ -38,7 +38,7 @@ class OneDevice final : public Strategy {
     if (info.skip_nonfinite) replica_.keep_state();
     const ReplicaSlice& slice = batch.replicas.at(0);
     replica_.forward_backward(slice, 1.0f / static_cast<float>(batch.global_labels()), info.seed,
-                              ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())), info.micro_batches);
+                              ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())));
   }
   void reduce_gradients() override {}  // one replica: its gradients are the global ones
   ReducedGradients reduced_gradients() override { return {&replica_.backend(), replica_.model().params().grads()}; }

@@ -166,7 +166,7 @@ class ParameterServer final : public Strategy {
     const float scale = spec_.staleness == 0 ? 1.0f / static_cast<float>(batch.global_labels())
                                              : 1.0f / static_cast<float>(std::max<size_t>(slice.labels.size(), 1));
     replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()),
-                               ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())), info.micro_batches);
+                               ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())));
   }
 
   // Nothing is reduced here: a worker's own gradients are what it pushes (apply_update). A

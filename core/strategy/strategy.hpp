@@ -26,7 +26,6 @@ struct StepInfo {
   bool skip_nonfinite = false; // a non-finite loss discards the step instead of applying it
   float clip_norm = 0.0f;      // > 0: the reduced gradients are scaled to at most this global norm
   float gradient_scale = 1.0f; // set by the step itself: what clipping multiplies the gradients by
-  int64_t micro_batches = 1;   // train.accumulate_steps: forward and backward passes per replica
 };
 
 // Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,

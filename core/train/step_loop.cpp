@@ -37,7 +37,6 @@ LoopPlan recipe_plan(const Recipe& recipe, int64_t batches_per_epoch) {
   plan.seed = recipe.seed;
   plan.on_nonfinite = recipe.train.skip_nonfinite_steps ? OnNonFinite::skip_step : OnNonFinite::stop;
   plan.clip_norm = static_cast<float>(recipe.optimizer.clip_norm);
-  plan.micro_batches = recipe.train.accumulate_steps;
   return plan;
 }
 
@@ -73,7 +72,7 @@ void StepLoop::step(const Batch& batch, double lr) {
   strategy_.train_step(
       batch,
       StepInfo{state_.step, static_cast<float>(lr), derive_seed(plan_.seed, static_cast<uint64_t>(state_.step)), skip,
-               plan_.clip_norm, 1.0f, plan_.micro_batches});
+               plan_.clip_norm, 1.0f});
   ++state_.step;  // a skipped step's batch is used up too: a rerun goes on with the next, as this run does
   ++state_.batch_in_epoch;
   const bool read = observer_.needs_figures(state_) || state_.batch_in_epoch == plan_.batches_per_epoch ||

@@ -31,7 +31,6 @@ struct LoopPlan {
   uint64_t seed = 0;        // a step's seed (dropout masks) derives from this and the step
   OnNonFinite on_nonfinite = OnNonFinite::stop;
   float clip_norm = 0.0f;  // optimizer.clip_norm
-  int64_t micro_batches = 1;  // train.accumulate_steps
 
   bool complete(const TrainState& s) const { return s.step >= total_steps || s.epoch >= epochs; }
 };
