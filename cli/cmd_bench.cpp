@@ -71,7 +71,7 @@ double median(std::vector<double> v) {
 // process's replicas, drawn from the seed and the rank; for a language model, a random
 // token stream of a window per example.
 Dataset synthetic_examples(const Recipe& recipe, const Strategy& strategy) {
-  const Model model(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
+  const Model model(recipe.model(), backend_for(Device{}), storage_free_seams());  // whole: a stage's is a part
   const int64_t per = model.input_shape().numel(), count = recipe.step_batch();
   const Shape& out = model.output_shape();
   const auto classes = static_cast<uint64_t>(out[out.rank() - 1]);

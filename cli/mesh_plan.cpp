@@ -43,7 +43,7 @@ const char* split_text(const Layer& l) {
 
 // A model of tensor rank t (of `degree`) holding `part` of the layers.
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
-  return std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree}, part);
+  return std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree}, part);
 }
 
 StagePlace place_of(const Recipe& recipe, const StagePlan& plan, int stage) {

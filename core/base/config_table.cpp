@@ -19,14 +19,15 @@ const toml::table& empty_table() {
 ConfigTable::ConfigTable(const toml::table& table, std::string file, std::string prefix)
     : table_(table), file_(std::move(file)), prefix_(std::move(prefix)) {}
 
-void ConfigTable::fail(const std::string& key, const std::string& message) const {
+std::string ConfigTable::where(const std::string& key) const {
   const toml::node* n = table_.get(key);
   const auto line = n ? n->source().begin.line : 0;
   const std::string* set_by = n ? n->source().path.get() : nullptr;  // "--set KEY=VALUE" for an override
-  const std::string at = set_by && set_by->starts_with("--set ") ? *set_by
-                         : line                                  ? fmt::format("{}:{}", file_, line)
-                                                                 : file_;
-  throw UserError(fmt::format("{}: {}{}: {}", at, prefix_, key, message));
+  return set_by && set_by->starts_with("--set ") ? *set_by : line ? fmt::format("{}:{}", file_, line) : file_;
+}
+
+void ConfigTable::fail(const std::string& key, const std::string& message) const {
+  throw UserError(fmt::format("{}: {}{}: {}", where(key), prefix_, key, message));
 }
 
 const toml::node* ConfigTable::lookup(const std::string& key) {

@@ -38,6 +38,8 @@ class ConfigTable {
 
   // Throws if the table has keys that were never read.
   void finish() const;
+  // "<file>:<line>" of the key (or the --set that gave it; the file alone without a line).
+  std::string where(const std::string& key) const;
   // Throws UserError "<file>:<line>: <prefix><key>: <message>".
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
   const std::string& file() const { return file_; }

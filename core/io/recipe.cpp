@@ -362,6 +362,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy);
   parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
+  r.model_spec = std::make_shared<const ModelSpec>(parse_model_spec(*model->as_table(), file));
   root.finish();
   return r;
 }

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 #include <vector>
 
+#include "core/io/model_spec.hpp"
 #include "core/model/loss.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/optim/optimizer.hpp"
@@ -78,7 +79,9 @@ struct Recipe {
   // errors raised later, e.g. by a layer in [model], still know their line.
   std::shared_ptr<const toml::table> table;
 
-  const toml::table& model() const { return *(*table)["model"].as_table(); }
+  std::shared_ptr<const ModelSpec> model_spec;  // [model], read once; shared by copies
+
+  const ModelSpec& model() const { return *model_spec; }
   // The examples one replica takes per optimizer step (train.accumulate_steps micro-batches).
   int64_t step_batch() const { return strategy.per_replica_batch * train.accumulate_steps; }
   std::string resolved_text() const;

@@ -83,7 +83,7 @@ class Attention final : public Layer {
   double residual_stddev_ = 0.02;
   int64_t t_ = 0, c_ = 0;
   ParamRef qkv_kernel_, qkv_bias_, proj_kernel_, proj_bias_;
-  Buffer qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward
+  NotCopied<Buffer> qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward
 };
 
 DT_REGISTER_LAYER("attention", Attention);

@@ -86,8 +86,8 @@ class BatchNorm final : public Layer {
   bool center_, scale_;
   int64_t channels_ = 0;
   ParamRef gamma_, beta_, moving_mean_, moving_var_;
-  std::unique_ptr<BatchNormOp> op_;
-  Buffer batch_mean_, batch_var_, ones_, zeros_, unused_grad_, dx_scratch_;
+  NotCopied<std::unique_ptr<BatchNormOp>> op_;
+  NotCopied<Buffer> batch_mean_, batch_var_, ones_, zeros_, unused_grad_, dx_scratch_;
 };
 
 DT_REGISTER_LAYER("batch_norm", BatchNorm);

@@ -90,7 +90,7 @@ class Conv2D final : public Layer {
   std::optional<TensorSplit> requested_;  // tensor_parallel; none: "replicated"
   Conv2DSpec spec_{};
   ParamRef kernel_ref_, bias_ref_;
-  std::unique_ptr<Conv2DOp> op_;
+  NotCopied<std::unique_ptr<Conv2DOp>> op_;
 };
 
 DT_REGISTER_LAYER("conv2d", Conv2D);

@@ -28,7 +28,7 @@ class GlobalAvgPool2D final : public Layer {
 
  private:
   Pool2DSpec spec_{};
-  std::unique_ptr<Pool2DOp> op_;
+  NotCopied<std::unique_ptr<Pool2DOp>> op_;
 };
 
 DT_REGISTER_LAYER("global_avg_pool2d", GlobalAvgPool2D);

@@ -16,6 +16,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/comm/communicator.hpp"
+#include "core/tensor/buffer.hpp"
 #include "core/tensor/param_arena.hpp"
 
 namespace distrain {
@@ -58,6 +59,18 @@ struct TensorPlace {
 // A layer's `tensor_parallel` key: "auto" (nullopt: as the mesh's plan says), "column",
 // "row" or "replicated" (none).
 std::optional<TensorSplit> parse_tensor_request(const std::string& value);
+
+// What a layer makes for its passes (buffers forward keeps for backward, scratch, a
+// backend's op): not part of its configuration, so a copy of the layer (copy_layer)
+// starts without it.
+template <class T>
+class NotCopied : public T {
+ public:
+  NotCopied() = default;
+  NotCopied(const NotCopied&) : T() {}
+  NotCopied& operator=(const NotCopied&) = delete;
+  using T::operator=;
+};
 
 class Layer {
  public:

@@ -41,7 +41,7 @@ class LayerNorm final : public Layer {
   float epsilon_;
   int64_t rows_per_example_ = 1;
   ParamRef gamma_, beta_;
-  Buffer mean_, rstd_;  // (rows) of the last forward
+  NotCopied<Buffer> mean_, rstd_;  // (rows) of the last forward
 };
 
 DT_REGISTER_LAYER("layer_norm", LayerNorm);

@@ -46,7 +46,7 @@ class Pool2D : public Layer {
   std::array<int64_t, 2> pool_, strides_;
   bool same_;
   Pool2DSpec spec_{};
-  std::unique_ptr<Pool2DOp> op_;
+  NotCopied<std::unique_ptr<Pool2DOp>> op_;
 };
 
 class MaxPool2D final : public Pool2D {

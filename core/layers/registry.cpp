@@ -7,8 +7,12 @@
 namespace distrain {
 
 namespace {
-std::map<std::string, LayerFactory>& factories() {
-  static std::map<std::string, LayerFactory> f;
+struct Registered {
+  LayerFactory factory;
+  LayerCopier copier;
+};
+std::map<std::string, Registered>& factories() {
+  static std::map<std::string, Registered> f;
   return f;
 }
 // A layer's name is an HDF5 group in checkpoints (/model/<name>/kernel): a '/' would nest
@@ -41,8 +45,9 @@ void Layer::set_tensor_place(const TensorPlace& place) {
   place_ = place;
 }
 
-bool register_layer(const std::string& type, LayerFactory factory) {
-  DT_CHECK(factories().emplace(type, std::move(factory)).second, "layer type '{}' registered twice", type);
+bool register_layer(const std::string& type, LayerFactory factory, LayerCopier copier) {
+  DT_CHECK(factories().emplace(type, Registered{std::move(factory), std::move(copier)}).second,
+           "layer type '{}' registered twice", type);
   return true;
 }
 
@@ -59,9 +64,17 @@ std::unique_ptr<Layer> create_layer(ConfigTable& config) {
     config.fail("type", fmt::format("unknown layer type '{}' (known: {})", type, fmt::join(known_layer_types(), ", ")));
   const std::string name = config.get_string("name", "");
   if (config.has("name")) check_layer_name(config, name);
-  auto layer = it->second(config);
+  auto layer = it->second.factory(config);
   config.finish();
   layer->set_name(name);
+  return layer;
+}
+
+std::unique_ptr<Layer> copy_layer(const Layer& prototype) {
+  auto it = factories().find(prototype.type());
+  DT_CHECK(it != factories().end(), "layer '{}' of unregistered type '{}'", prototype.name(), prototype.type());
+  auto layer = it->second.copier(prototype);
+  DT_CHECK(layer->type() == prototype.type(), "copying layer '{}' of type '{}'", prototype.name(), prototype.type());
   return layer;
 }
 

@@ -5,143 +5,34 @@
 #include <map>
 #include <set>
 
-#include "core/base/config_table.hpp"
 #include "core/layers/registry.hpp"
 #include "core/layers/tensor_gather.hpp"
 #include "core/model/tensor_plan.hpp"
 
 namespace distrain {
 
-namespace {
-// The element count, or INT64_MAX where it overflows (then above any limit).
-int64_t checked_numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (const int64_t d : dims)
-    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
-  return n;
-}
-}  // namespace
-
-// Names an `inputs` entry can refer to: the layers built so far in this list (a repeat's
-// copy has its own), then the enclosing lists'; "input" is the list's input (a block's,
-// or the model's).
-struct Model::Scope {
-  std::map<std::string, int> names;
-  std::map<std::string, int> per_type;  // default names <type>_<k>
-  int input = -1;
-  const Scope* parent = nullptr;
-  std::string prefix;  // of the layer names made here: "h.2."
-  int previous = -2;   // the last layer built in this list (-2: none yet, then `input`)
-  std::optional<int> find(const std::string& name) const {
-    if (name == "input") return input;
-    if (auto it = names.find(name); it != names.end()) return it->second;
-    return parent ? parent->find(name) : std::nullopt;
-  }
-  int default_input() const { return previous == -2 ? input : previous; }
-};
-
-Model::Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams, TensorGroup tensor,
-             ModelPart part)
+Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGroup tensor, ModelPart part)
     : backend_(backend),
+      input_shape_(spec.input_shape),
+      input_dtype_(spec.input_dtype),
       gatherer_(seams.gatherer ? std::move(seams.gatherer) : std::make_unique<FullValues>()),
       reducer_(seams.reducer ? std::move(seams.reducer) : std::make_unique<FullGradients>()) {
-  ConfigTable config(model, file, "model.");
-  std::vector<int64_t> dims = config.get_int_list("input_shape");
-  if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d <= 0; }))
-    config.fail("input_shape", "expected an array of positive integers such as [28, 28, 1]");
-  if (checked_numel(dims) > kMaxExtent)
-    config.fail("input_shape", fmt::format("more than {} elements per example", kMaxExtent));
-  input_shape_ = Shape(std::move(dims));
-  const toml::node* layers = config.raw("layers");
-  const toml::array* list = layers ? layers->as_array() : nullptr;
-  if (!list || list->empty()) config.fail("layers", "missing or empty: add [[model.layers]] tables");
-  config.finish();
-  std::vector<LayerSource> sources;
-  Scope top;
-  create_layers(*list, file, "model.layers", top, sources);
-  check_graph(file, sources);
-  place_on_tensor_axis(tensor, file, sources);
+  std::vector<size_t> origin;  // each layer's index in the spec, for messages
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    layers_.push_back(copy_layer(*spec.layers[i].prototype));
+    inputs_.push_back(spec.layers[i].inputs);
+    origin.push_back(i);
+  }
+  place_on_tensor_axis(tensor, spec, origin);
   part_ = part;
   input_grad_wanted_ = part.input_grad;
-  setup_layers(file, sources);
-  keep_part(part, file);
+  setup_layers(spec, origin);
+  keep_part(part, spec.file);
   arena_.allocate(backend_);
   tie_layers();
   find_trainable_ranges();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
-}
-
-int Model::create_layers(const toml::array& list, const std::string& file, const std::string& key, Scope& scope,
-                         std::vector<LayerSource>& sources) {
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string item = fmt::format("{}[{}]", key, i);
-    const toml::table* t = list[i].as_table();
-    DT_USER_CHECK(t, "{}: {}: expected a table", file, item);
-    const toml::node* type = t->get("type");
-    scope.previous = type && type->value<std::string>() == "repeat" ? create_repeat(*t, file, item, scope, sources)
-                                                                    : create_layer_at(*t, file, item, scope, sources);
-  }
-  return scope.default_input();
-}
-
-// One layer; its input defaults to the layer before it in its list (or the list's input).
-int Model::create_layer_at(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
-                           std::vector<LayerSource>& sources) {
-  ConfigTable config(table, file, key + ".");
-  if (layers_.size() >= kMaxLayers)  // nested repeat blocks multiply: stop before memory runs out
-    config.fail("type", fmt::format("the model has more than {} layers; make the repeat counts smaller", kMaxLayers));
-  std::vector<int> inputs;
-  for (const std::string& name : config.get_string_list("inputs", {})) {
-    const std::optional<int> at = scope.find(name);
-    if (!at) config.fail("inputs", fmt::format("no layer named '{}' before this one", name));
-    inputs.push_back(*at);
-  }
-  auto layer = create_layer(config);
-  if (inputs.empty()) inputs.assign(1, scope.default_input());
-  if (static_cast<int>(inputs.size()) != layer->arity())
-    config.fail("inputs", fmt::format("{} takes {} input{}, got {}", layer->type(), layer->arity(),
-                                      layer->arity() == 1 ? "" : "s", inputs.size()));
-  const std::string local = layer->name().empty() ? fmt::format("{}_{}", layer->type(), ++scope.per_type[layer->type()])
-                                                  : layer->name();
-  const int index = static_cast<int>(layers_.size());
-  if (!scope.names.emplace(local, index).second) config.fail("name", fmt::format("layer name '{}' is used twice", local));
-  layer->set_name(scope.prefix + local);
-  layer->set_index(index);
-  layers_.push_back(std::move(layer));
-  inputs_.push_back(std::move(inputs));
-  sources.push_back(LayerSource{&table, key});
-  return index;
-}
-
-// type = "repeat": `count` copies of its `layers` one after the other, copy k's layers named
-// <name>.<k>.<layer>; each copy's input is the previous copy's output.
-int Model::create_repeat(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
-                         std::vector<LayerSource>& sources) {
-  ConfigTable config(table, file, key + ".");
-  config.get_string("type");
-  const int64_t count = config.get_int("count");
-  if (count < 1 || count > static_cast<int64_t>(kMaxLayers)) config.fail("count", fmt::format("must be in [1, {}]", kMaxLayers));
-  const std::string name = config.get_string("name", fmt::format("block_{}", ++scope.per_type["repeat"]));
-  if (name.empty() || name == "input" || name.find('/') != std::string::npos)
-    config.fail("name", "must be non-empty, not \"input\", without '/'");
-  const toml::node* layers = config.raw("layers");
-  const toml::array* list = layers ? layers->as_array() : nullptr;
-  if (!list || list->empty()) config.fail("layers", fmt::format("missing or empty: add [[{}.layers]] tables after it", key.substr(0, key.rfind('['))));
-  std::optional<int> input;
-  for (const std::string& in : config.get_string_list("inputs", {})) {
-    if (input) config.fail("inputs", "a repeat block takes one input");
-    input = scope.find(in);
-    if (!input) config.fail("inputs", fmt::format("no layer named '{}' before this one", in));
-  }
-  config.finish();
-  int last = input.value_or(scope.default_input());
-  for (int64_t k = 0; k < count; ++k) {
-    Scope copy{{}, {}, last, &scope, fmt::format("{}{}.{}.", scope.prefix, name, k)};
-    last = create_layers(*list, file, key + ".layers", copy, sources);
-  }
-  if (!scope.names.emplace(name, last).second) config.fail("name", fmt::format("layer name '{}' is used twice", name));
-  return last;
 }
 
 bool Model::is_chain() const {
@@ -150,80 +41,40 @@ bool Model::is_chain() const {
   return true;
 }
 
-// Every output but the model's feeds a layer (else its gradient would be undefined), and
-// the layers that read the model's input agree on its element type.
-void Model::check_graph(const std::string& file, const std::vector<LayerSource>& sources) {
-  std::vector<bool> used(layers_.size(), false);
-  std::optional<DType> input_type;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    for (const int j : inputs_[i]) {
-      if (j >= 0) {
-        used[static_cast<size_t>(j)] = true;
-        continue;
-      }
-      const DType type = layers_[i]->input_dtype();
-      DT_USER_CHECK(!input_type || *input_type == type, "{}: {}: layer '{}' reads the model's input as {}, another as {}",
-                    file, sources[i].key, layers_[i]->name(), dtype_name(type), dtype_name(*input_type));
-      input_type = type;
-    }
-  input_dtype_ = input_type.value_or(DType::f32);
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    DT_USER_CHECK(used[i], "{}: {}: the output of layer '{}' goes nowhere: the last layer is the model's output, every "
-                  "other must feed a later one (name it in `inputs`)",
-                  file, sources[i].key, layers_[i]->name());
-}
-
 // Splits layers over the tensor axis as plan_tensor_parallel says, inserting a
 // tensor_gather after each split output the next layer needs whole.
-void Model::place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources) {
+void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin) {
   if (tensor.size == 1) return;
   DT_USER_CHECK(is_chain(), "{}: tensor parallelism splits a chain of layers; this model has named inputs (a residual "
                 "graph), which the mesh does not split yet: use strategy.mesh_tensor = 1",
-                file);
-  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, tensor.size, file);
+                spec.file);
+  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, tensor.size, spec.file);
   std::vector<std::unique_ptr<Layer>> placed;
-  std::vector<LayerSource> placed_sources;
+  std::vector<size_t> placed_origin;
   int gathers = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (plan[i].split != TensorSplit::none) layers_[i]->set_tensor_place(TensorPlace{plan[i].split, tensor.rank, tensor.size});
     placed.push_back(std::move(layers_[i]));
-    placed_sources.push_back(sources[i]);
+    placed_origin.push_back(origin[i]);
     if (!plan[i].gather_after) continue;
     placed.push_back(make_tensor_gather(TensorPlace{TensorSplit::none, tensor.rank, tensor.size}));
     placed.back()->set_name(fmt::format("tensor_gather_{}", ++gathers));
-    placed_sources.push_back(sources[i]);  // errors name the layer it gathers for
+    placed_origin.push_back(origin[i]);  // errors name the layer it gathers for
   }
   layers_ = std::move(placed);
-  sources = std::move(placed_sources);
+  origin = std::move(placed_origin);
   inputs_.clear();
   for (size_t i = 0; i < layers_.size(); ++i) inputs_.push_back({static_cast<int>(i) - 1});
 }
 
-// Shape inference: each layer's setup declares its variables (in this model's arena when
-// the layer is in its part, else in one thrown away) and gives its output shape.
-void Model::setup_layers(const std::string& file, const std::vector<LayerSource>& sources) {
+// Each layer's setup declares its variables (in this model's arena when the layer is in
+// its part, else in one thrown away) and gives its output shape.
+void Model::setup_layers(const ModelSpec& spec, const std::vector<size_t>& origin) {
   ParamArena elsewhere;
-  int residual_projections = 0;
-  for (const auto& layer : layers_) residual_projections += layer->residual_projections();
   for (size_t i = 0; i < layers_.size(); ++i) {
-    Layer& layer = *layers_[i];
-    const std::string& key = sources[i].key;
     std::vector<Shape> in;
     for (const int j : inputs_[i]) in.push_back(j < 0 ? input_shape_ : shapes_[static_cast<size_t>(j)]);
-    Shape shape;
-    try {
-      if (residual_projections) layer.set_residual_projections(residual_projections);
-      shape = layer.setup_inputs(in, i >= part_.first && i < part_.end ? arena_ : elsewhere);
-      shape.numel();
-    } catch (const ShapeOverflow& e) {
-      ConfigTable(*sources[i].table, file, key + ".")
-          .fail("type", fmt::format("layer '{}': {}; make the layer or model.input_shape smaller", layer.name(), e.what()));
-    } catch (const UserError& e) {  // a layer's own size limits: name the recipe and the key
-      throw UserError(fmt::format("{}: {}: {}", file, key, e.what()));
-    }
-    DT_USER_CHECK(checked_numel(shape.dims()) <= kMaxExtent, "{}: {}: output {} has more than {} elements per example", file,
-                  key, shape.str(), kMaxExtent);
-    shapes_.push_back(shape);
+    shapes_.push_back(infer_output_shape(spec, origin[i], *layers_[i], in, i >= part_.first && i < part_.end ? arena_ : elsewhere));
   }
 }
 

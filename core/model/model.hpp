@@ -1,8 +1,8 @@
-// Model: layers built from a recipe's [model] table, with shape inference at build time
-// and all variables in one ParamArena. The layers form a graph in recipe order: each
-// takes the previous layer's output unless its `inputs` name others (a residual `add`),
-// and repeat blocks are expanded into their copies (docs/recipe.md, "The model graph").
-// The last layer's output is the model's.
+// Model: the layers of a model spec (core/io/model_spec.hpp: the recipe's [model], read
+// once), copied from its prototypes and set up, with all variables in one ParamArena. The
+// layers form the spec's graph in recipe order: each takes the previous layer's output
+// unless its `inputs` name others (a residual `add`), repeat blocks expanded into their
+// copies (docs/recipe.md, "The model graph"). The last layer's output is the model's.
 //
 // Activations for a batch of N are kept per layer (backward needs each layer's inputs
 // and output); they are reallocated only when N changes. Where an output feeds several
@@ -17,9 +17,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
+#include "core/io/model_spec.hpp"
 #include "core/layers/layer.hpp"
 #include "core/model/gradient_reducer.hpp"
 #include "core/model/layer_clock.hpp"
@@ -49,17 +49,13 @@ struct ModelSeams {
 
 class Model {
  public:
-  static constexpr size_t kMaxLayers = 1 << 16;  // after repeat blocks are expanded
-
-  // `model` is the [model] table: input_shape and [[model.layers]]; `file` names the
-  // recipe for errors. Throws UserError on a bad layer or a shape mismatch.
+  // Throws UserError where the spec cannot be placed as asked (tensor, part).
   // Under tensor parallelism (`tensor`: this rank of the mesh's tensor axis and its size)
   // layers split as core/model/tensor_plan.hpp says; the forward and backward passes then
   // need Ctx::tensor.
   // A `part` runs only those layers and holds only their variables; the other layers are
   // built for their shapes (and names) only.
-  Model(const toml::table& model, const std::string& file, Backend& backend, ModelSeams seams = {},
-        TensorGroup tensor = {}, ModelPart part = {});
+  Model(const ModelSpec& spec, Backend& backend, ModelSeams seams = {}, TensorGroup tensor = {}, ModelPart part = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -106,20 +102,6 @@ class Model {
   std::string summary() const;
 
  private:
-  struct LayerSource {  // where a layer came from, for messages
-    const toml::table* table;
-    std::string key;  // model.layers[i], model.layers[i].layers[j]
-  };
-  struct Scope;  // the names a layer's `inputs` can refer to
-  // Builds the layers of `list` (repeat blocks expanded) after those built so far; returns
-  // the index of the last one.
-  int create_layers(const toml::array& list, const std::string& file, const std::string& key, Scope& scope,
-                    std::vector<LayerSource>& sources);
-  int create_layer_at(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
-                      std::vector<LayerSource>& sources);
-  int create_repeat(const toml::table& table, const std::string& file, const std::string& key, Scope& scope,
-                    std::vector<LayerSource>& sources);
-  void check_graph(const std::string& file, const std::vector<LayerSource>& sources);
   bool is_chain() const;
   // The embedding table a layer uses besides its own variables (a tied head); allocates
   // the gradient it writes.
@@ -129,8 +111,9 @@ class Model {
   std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<int>& adds);
   void gather(size_t i);
   void release(size_t i);
-  void place_on_tensor_axis(const TensorGroup& tensor, const std::string& file, std::vector<LayerSource>& sources);
-  void setup_layers(const std::string& file, const std::vector<LayerSource>& sources);
+  // origin: each layer's index in the spec (a tensor_gather's: the layer it gathers for).
+  void place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin);
+  void setup_layers(const ModelSpec& spec, const std::vector<size_t>& origin);
   // Keeps only the part's layers (their variables were declared; the others' were not).
   void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);

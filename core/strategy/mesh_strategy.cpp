@@ -84,7 +84,7 @@ class MeshStrategy final : public Strategy {
         mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
-    layout_ = std::make_unique<Model>(recipe.model(), recipe.file, backend_for(Device{}), storage_free_seams(),
+    layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                       TensorGroup{mesh_.coord().tensor, shape_.tensor});
     plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);

@@ -79,12 +79,12 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
       tensor_(tensor),
       loss_(recipe.loss, backend) {
   const TensorGroup group = tensor ? TensorGroup{tensor->rank(), tensor->size()} : TensorGroup{};
-  copies_.push_back(std::make_unique<Model>(recipe.model(), recipe.file, backend, std::move(seams), group, place_.part));
+  copies_.push_back(std::make_unique<Model>(recipe.model(), backend, std::move(seams), group, place_.part));
   const ParamArena& p = copies_[0]->params();
   const int copies = micro_batches_in_flight(place_.schedule, place_.stage, place_.stages, place_.micro_batches);
   for (int c = 1; c < copies; ++c) {
     copies_.push_back(std::make_unique<Model>(
-        recipe.model(), recipe.file, backend,
+        recipe.model(), backend,
         ModelSeams{std::make_unique<SharedValues>(p.values()), std::make_unique<SharedGradients>(p.grads())}, group,
         place_.part));
     copies_.back()->params().share_state(p.state());

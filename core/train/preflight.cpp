@@ -52,7 +52,7 @@ int64_t cpu_replicas(const Recipe& recipe) {
 }  // namespace
 
 void check_data_fits(const Recipe& recipe, const Dataset& train) {
-  const Model model(recipe.model(), recipe.file, backend_for(Device{}),
+  const Model model(recipe.model(), backend_for(Device{}),
                     storage_free_seams());
   DT_USER_CHECK(model.input_shape() == train.example_shape,
                 "{}: model.input_shape {} does not match the data's examples {} ({})", recipe.file,

@@ -90,7 +90,7 @@ layers = [
 
 inline Model& checkpoint_model() {
   static const Recipe recipe = parse_recipe(kCheckpointRecipe, "fuzz.toml");
-  static Model m(recipe.model(), recipe.file, backend_for(Device{DeviceType::cpu, 0}));
+  static Model m(recipe.model(), backend_for(Device{DeviceType::cpu, 0}));
   return m;
 }
 

@@ -282,7 +282,7 @@ TEST_CASE("recipe sizes whose arithmetic would overflow int64 are refused with t
                        UserError);
   auto model_of = [](const std::string& layers, const std::string& input = "[4, 4, 1]") {
     const Recipe r = parse_recipe(kTiny, "r.toml", {"model.input_shape=" + input, "model.layers=" + layers});
-    Model m(r.model(), r.file, cpu());
+    Model m(r.model(), cpu());
   };
   CHECK_THROWS_WITH_AS(model_of(R"([{ type = "conv2d", filters = 2, kernel_size = 9223372036854775807 }])"),
                        doctest::Contains("kernel_size"), UserError);

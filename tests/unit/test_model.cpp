@@ -31,7 +31,7 @@ units = 10
 
 std::unique_ptr<Model> model_from(const std::string& text) {
   const toml::table t = toml::parse(text);
-  return std::make_unique<Model>(t, "test.toml", cpu());
+  return std::make_unique<Model>(parse_model_spec(t, "test.toml"), cpu());
 }
 
 }  // namespace

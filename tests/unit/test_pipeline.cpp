@@ -108,7 +108,7 @@ TEST_CASE("pipeline schedules: each micro-batch forward then backward, in order,
 }
 
 TEST_CASE("stage partition: balanced by estimated cost, or at the named layers, and bad requests name the key") {
-  const Model m(toml::parse(kChain), "m.toml", cpu());
+  const Model m(parse_model_spec(toml::parse(kChain), "m.toml"), cpu());
   const std::vector<double> costs = layer_costs(m);
   REQUIRE(costs.size() == 5);
   CHECK(costs[0] == 6.0 * (6 * 8 + 8));  // dense: 6 x weights x 1 position
@@ -131,10 +131,10 @@ TEST_CASE("stage partition: balanced by estimated cost, or at the named layers, 
 }
 
 TEST_CASE("a model cut in two stages computes the whole model's output, input gradient and parameter gradients") {
-  const toml::table table = toml::parse(kChain);
-  Model whole(table, "m.toml", cpu());
-  Model first(table, "m.toml", cpu(), ModelSeams{}, TensorGroup{}, ModelPart{0, 3, false});
-  Model second(table, "m.toml", cpu(), ModelSeams{}, TensorGroup{}, ModelPart{3, 5, true});
+  const ModelSpec spec = parse_model_spec(toml::parse(kChain), "m.toml");
+  Model whole(spec, cpu());
+  Model first(spec, cpu(), ModelSeams{}, TensorGroup{}, ModelPart{0, 3, false});
+  Model second(spec, cpu(), ModelSeams{}, TensorGroup{}, ModelPart{3, 5, true});
   CHECK(first.layers().size() == 3);
   CHECK(second.layers().front()->name() == "dense_3");
   CHECK(second.input_shape() == Shape{16});
@@ -177,7 +177,7 @@ TEST_CASE("pipeline stages on thread ranks: every schedule and micro-batch count
   float sums[2];
   whole.forward_backward(slice, 1.0f / 12, 5, host_tensor(sums, 2));
   const LossStats want{sums[0], static_cast<int64_t>(sums[1]), 12};
-  const Model layout(recipe.model(), recipe.file, cpu(), storage_free_seams());
+  const Model layout(recipe.model(), cpu(), storage_free_seams());
   for (int p : {2, 3})
     for (PipeSchedule schedule : {PipeSchedule::gpipe, PipeSchedule::one_f_one_b})
       for (int m : {1, 3, 4, 12}) {

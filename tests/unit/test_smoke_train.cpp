@@ -32,7 +32,7 @@ layers = [
   { type = "dense", units = 10 },
 ])");
   Backend& be = cpu();
-  Model model(model_table, "smoke", be);
+  Model model(parse_model_spec(model_table, "smoke"), be);
   model.params().initialize(1);
   Loss loss(LossSpec{}, be);
   auto opt = make_optimizer(default_optimizer_spec("adam"));

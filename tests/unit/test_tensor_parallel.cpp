@@ -171,7 +171,7 @@ SplitRun run_split(const toml::table& table, int degree, const std::vector<float
   SplitRun s;
   std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
   for (int r = 0; r < degree; ++r)
-    s.models.push_back(std::make_unique<Model>(table, "m.toml", cpu(), ModelSeams{}, TensorGroup{r, degree}));
+    s.models.push_back(std::make_unique<Model>(parse_model_spec(table, "m.toml"), cpu(), ModelSeams{}, TensorGroup{r, degree}));
   s.got.resize(static_cast<size_t>(degree));
   std::vector<std::thread> threads;
   for (int r = 0; r < degree; ++r)
@@ -198,11 +198,11 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 TEST_CASE("tensor parallel model: dense pairs, a lone dense gathered and a replicated one match the whole model on 2 ranks") {
   const toml::table table = toml::parse(kMlp);
   const std::vector<float> x = random_vector(24, 5), dout = random_vector(12, 6);
-  Model whole(table, "mlp.toml", cpu());
+  Model whole(parse_model_spec(table, "mlp.toml"), cpu());
   const ModelRun want = run_model(whole, nullptr, x, dout);
   std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, 2, 1});
   std::vector<std::unique_ptr<Model>> models;
-  for (int r = 0; r < 2; ++r) models.push_back(std::make_unique<Model>(table, "mlp.toml", cpu(), ModelSeams{}, TensorGroup{r, 2}));
+  for (int r = 0; r < 2; ++r) models.push_back(std::make_unique<Model>(parse_model_spec(table, "mlp.toml"), cpu(), ModelSeams{}, TensorGroup{r, 2}));
   std::vector<std::string> names;
   for (const auto& l : models[0]->layers()) names.push_back(l->name());
   CHECK(names == std::vector<std::string>{"dense_1", "rescaling_1", "dense_2", "dense_3", "tensor_gather_1", "dense_4"});
@@ -233,7 +233,7 @@ TEST_CASE("tensor parallel model: impossible splits are refused before any work,
 input_shape = [6]
 layers = [{ type = "dense", units = 4, tensor_parallel = "row" }]
 )");
-  CHECK_THROWS_WITH_AS(Model(row_first, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2}),
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(row_first, "m.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2}),
                        "m.toml: layer 'dense_1': tensor_parallel = \"row\" needs a column-parallel layer before it (with only "
                        "relu, dropout, rescaling, pooling or batch_norm between)",
                        UserError);
@@ -241,8 +241,8 @@ layers = [{ type = "dense", units = 4, tensor_parallel = "row" }]
 input_shape = [6]
 layers = [{ type = "dense", units = 10 }]
 )");
-  CHECK_THROWS_WITH_AS(Model(odd, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 4}),
-                       "m.toml: model.layers[0]: layer 'dense_1': units = 10 does not split over a tensor degree of 4", UserError);
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(odd, "m.toml"), cpu(), ModelSeams{}, TensorGroup{0, 4}),
+                       "m.toml:3: model.layers[0]: layer 'dense_1': units = 10 does not split over a tensor degree of 4", UserError);
 }
 
 
@@ -268,7 +268,7 @@ layers = [
 )";
 
 TEST_CASE("tensor parallel plan: conv2d column -> batch_norm, relu, pooling on the slice -> conv2d row, a gather before flatten") {
-  const Model m(toml::parse(kConvNet), "m.toml", cpu(), ModelSeams{}, TensorGroup{1, 2});
+  const Model m(parse_model_spec(toml::parse(kConvNet), "m.toml"), cpu(), ModelSeams{}, TensorGroup{1, 2});
   std::vector<std::string> got;
   for (const auto& l : m.layers()) {
     const TensorSplit s = l->tensor_place().split;
@@ -301,7 +301,7 @@ TEST_CASE("tensor parallel plan: conv2d column -> batch_norm, relu, pooling on t
 TEST_CASE("tensor parallel model: conv2d pairs with batch norm between, a gathered conv and dense pairs match the whole model") {
   const toml::table table = toml::parse(kConvNet);
   const std::vector<float> x = random_vector(4 * 10 * 10 * 2, 7), dout = random_vector(12, 8);
-  Model whole(table, "m.toml", cpu());
+  Model whole(parse_model_spec(table, "m.toml"), cpu());
   const ModelRun want = run_model(whole, nullptr, x, dout);
   double worst = 0;
   for (int degree : {2, 4}) {
@@ -343,14 +343,14 @@ TEST_CASE("tensor parallel model: conv2d filters that do not split, and conv2d o
 input_shape = [6, 6, 1]
 layers = [{ type = "conv2d", filters = 6, kernel_size = 3 }, { type = "flatten" }]
 )");
-  CHECK_THROWS_WITH_AS(Model(odd, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 4}),
-                       "m.toml: model.layers[0]: layer 'conv2d_1': filters = 6 does not split over a tensor degree of 4",
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(odd, "m.toml"), cpu(), ModelSeams{}, TensorGroup{0, 4}),
+                       "m.toml:3: model.layers[0]: layer 'conv2d_1': filters = 6 does not split over a tensor degree of 4",
                        UserError);
   const toml::table row_first = toml::parse(R"(
 input_shape = [6, 6, 1]
 layers = [{ type = "conv2d", filters = 4, kernel_size = 3, tensor_parallel = "row" }]
 )");
-  CHECK_THROWS_WITH_AS(Model(row_first, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2}),
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(row_first, "m.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2}),
                        doctest::Contains("layer 'conv2d_1': tensor_parallel = \"row\" needs a column-parallel layer"), UserError);
   // replicated: conv2d_1 whole; the next conv is then column-parallel on its own, gathered
   // after the pool; tensor_parallel = "column" on the last conv keeps it from pairing.
@@ -363,7 +363,7 @@ layers = [
   { type = "conv2d", filters = 2, kernel_size = 1, tensor_parallel = "column" },
 ]
 )");
-  const Model m(overrides, "m.toml", cpu(), ModelSeams{}, TensorGroup{0, 2});
+  const Model m(parse_model_spec(overrides, "m.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2});
   std::vector<std::string> names;
   for (const auto& l : m.layers()) names.push_back(l->name());
   CHECK(names == std::vector<std::string>{"conv2d_1", "conv2d_2", "max_pool2d_1", "tensor_gather_1", "conv2d_3", "tensor_gather_2"});

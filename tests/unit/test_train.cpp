@@ -197,7 +197,7 @@ TEST_CASE("recipe: --set overrides, unknown keys, wrong types, bad values, all w
                                             "model.layers.6.units=20", "name=renamed run"});
   CHECK(r.optimizer.learning_rate == 0.01);
   CHECK(r.name == "renamed run");  // not TOML: taken as a string
-  CHECK(r.model()["layers"][6]["units"].value<int64_t>() == 20);
+  CHECK(r.model().layers[6].output == Shape{20});
   CHECK(r.resolved_text().find("learning_rate = 0.01") != std::string::npos);
 
   CHECK_THROWS_WITH_AS(load_recipe(p.string(), {"optimizer.learning_rat=0.01"}), doctest::Contains("optimizer.learning_rat: unknown key"), UserError);

@@ -69,9 +69,7 @@ units = 7
 }
 
 std::unique_ptr<Model> model_from(const std::string& text) {
-  static std::vector<toml::table> keep;  // the model keeps pointers into its table for messages
-  keep.push_back(toml::parse(text));
-  return std::make_unique<Model>(keep.back(), "gpt.toml", cpu());
+  return std::make_unique<Model>(parse_model_spec(toml::parse(text), "gpt.toml"), cpu());
 }
 
 struct TokenBatch {
@@ -143,6 +141,38 @@ TEST_CASE("gpt: repeat blocks name their copies, the head shares the embedding's
   CHECK(m->params().find("head", "kernel") == -1);        // tied: no kernel of its own
   CHECK(m->input_dtype() == DType::i32);
   CHECK(m->output_shape() == Shape{5, 7});
+}
+
+TEST_CASE("model spec: the model table read once into the graph and shapes, and models built from it are copies of its layers") {
+  const ModelSpec spec = parse_model_spec(toml::parse(tiny_gpt()), "gpt.toml");
+  REQUIRE(spec.layers.size() == 20);
+  CHECK(spec.input_dtype == DType::i32);
+  CHECK(spec.layers[4].prototype->name() == "h.0.attn_add");
+  CHECK(spec.layers[4].inputs == std::vector<int>{1, 3});
+  CHECK(spec.layers[10].key == "model.layers[2].layers[0]");  // the second copy's first layer
+  CHECK(spec.layers[10].where == "gpt.toml:15");  // its table's `type`
+  CHECK(spec.layers.back().output == Shape{5, 7});
+  // Two models from one spec: the same layers and shapes, their own storage and passes.
+  Model a(spec, cpu()), b(spec, cpu());
+  CHECK(a.layer_shapes() == b.layer_shapes());
+  CHECK(a.layers()[3].get() != spec.layers[3].prototype.get());
+  a.params().initialize(1);
+  b.params().initialize(2);
+  CHECK(to_host(a.params().values()) != to_host(b.params().values()));
+  std::vector<int32_t> ids(2 * 5, 3);
+  Buffer x(cpu(), Shape{2, 5}, DType::i32);
+  cpu().upload(ids.data(), x.view());
+  Ctx ctx{cpu(), false};
+  const std::vector<float> out_a = to_host(a.forward(ctx, x.view()));
+  b.params().initialize(1);
+  CHECK(to_host(b.forward(ctx, x.view())) == out_a);
+  // Errors found while reading name the line of the layer's table.
+  CHECK_THROWS_WITH_AS(parse_model_spec(toml::parse("input_shape = [4]\nlayers = [{ type = 'dense', units = 3 },\n"
+                                                    "  { type = 'add', inputs = ['dense_1', 'dense_1'] }, { type = 'relu', inputs = 'dense_1' }]"),
+                                        "m.toml"),
+                       "m.toml:3: model.layers[1]: the output of layer 'add_1' goes nowhere: the last layer is the model's "
+                       "output, every other must feed a later one (name it in `inputs`)",
+                       UserError);
 }
 
 TEST_CASE("gpt: the whole model's gradients match finite differences, tied and untied head, attention dropout") {
