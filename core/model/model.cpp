@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <set>
 
 #include "core/layers/registry.hpp"
 #include "core/layers/tensor_gather.hpp"
