@@ -46,6 +46,8 @@ struct Args {
 
 struct Measured {
   MemoryUse memory;  // per replica
+  int64_t device_peak = 0;  // the high-water mark of replica 0's device (DeviceMemory)
+  std::string device;
   std::string strategy;
   int replicas = 1, threads = 1;
   int64_t global_batch = 0, steps = 0, read_every = 1;
@@ -180,6 +182,8 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   const std::vector<StepTime> times =
       time_steps(recipe, *strategy, batch, TimingPlan{a.warmup, a.steps, m.read_every}, timed ? &clock : nullptr);
   take_figures(times, a.warmup, m);
+  m.device = first_device.device().str();
+  m.device_peak = first_device.memory().peak();
   if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
@@ -211,7 +215,8 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
            {{"parameters", m.memory.parameters},
             {"gradients", m.memory.gradients},
             {"optimizer", m.memory.optimizer},
-            {"activations", m.memory.activations}}}};
+            {"activations", m.memory.activations}}},
+          {"device_memory_peak", {{"device", m.device}, {"bytes", m.device_peak}}}};
 }
 
 // The inverse of to_json; throws Json::exception when a key is missing or of another type.
@@ -243,6 +248,9 @@ Measured measured_from_json(const Json& j) {
   const Json& mem = j.at("memory_per_replica");
   m.memory = {mem.at("parameters").get<int64_t>(), mem.at("gradients").get<int64_t>(), mem.at("optimizer").get<int64_t>(),
               mem.at("activations").get<int64_t>()};
+  const Json& peak = j.at("device_memory_peak");
+  m.device = peak.at("device").get<std::string>();
+  m.device_peak = peak.at("bytes").get<int64_t>();
   return m;
 }
 
@@ -465,6 +473,9 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              reduces ? fmt::format("   gradient reduction {:.1f}%", 100 * m.comm_share) : "");
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
+  const int64_t predicted = m.memory.parameters + m.memory.gradients + m.memory.optimizer + m.memory.activations;
+  fmt::print("  device memory on {}: measured peak {} B, predicted {} B ({:.2f}x)\n", m.device, m.device_peak, predicted,
+             predicted > 0 ? static_cast<double>(m.device_peak) / static_cast<double>(predicted) : 0.0);
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
   if (!m.stage_idle.empty()) print_stages(m);
   if (m.profile) fmt::print("{}", profile_table(*m.profile));

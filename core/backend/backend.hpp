@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "core/backend/device_memory.hpp"
 #include "core/tensor/tensor.hpp"
 
 namespace distrain {
@@ -96,6 +97,8 @@ class Backend {
 
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;
+  // What Buffers hold on this device, against its budget (Buffer charges and refunds).
+  DeviceMemory& memory() { return memory_; }
   // Host <-> device and device <-> device copies of whole tensors.
   virtual void upload(const void* host, Tensor dst) = 0;
   virtual void download(const Tensor& src, void* host) = 0;
@@ -161,6 +164,9 @@ class Backend {
 
   virtual void sgd_update(Tensor param, const Tensor& grad, Tensor velocity, const SgdHyper& h) = 0;
   virtual void adam_update(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamHyper& h) = 0;
+
+ private:
+  DeviceMemory memory_;
 };
 
 // Shared by the implementations, so every device checks and computes alike.

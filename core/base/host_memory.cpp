@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace distrain {
@@ -20,6 +22,26 @@ std::optional<int64_t> available_host_memory() {
       return kib * 1024;
   }
   return std::nullopt;
+}
+
+std::optional<int64_t> parse_byte_count(const std::string& text) {
+  static const std::map<std::string, double> kUnits = {
+      {"", 1},          {"B", 1},         {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  size_t unit = end;
+  while (unit < text.size() && text[unit] == ' ') ++unit;
+  const auto it = kUnits.find(text.substr(unit));
+  if (it == kUnits.end() || !(value >= 0)) return std::nullopt;
+  const double bytes = std::round(value * it->second);
+  if (!(bytes < 9.2e18)) return std::nullopt;
+  return static_cast<int64_t>(bytes);
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -12,5 +12,9 @@ std::optional<int64_t> available_host_memory();
 
 // "296.1 TB", "1.50 GiB": a byte count for messages.
 std::string format_bytes(int64_t bytes);
+// "2GiB", "512 MiB", "1.5GB", "4096": a byte count from a recipe or flag (binary units
+// KiB..TiB, decimal kB..TB, bytes without a unit); nullopt for anything else, a negative
+// count or one past INT64_MAX.
+std::optional<int64_t> parse_byte_count(const std::string& text);
 
 }  // namespace distrain

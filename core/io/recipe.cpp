@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/backend/gpu_info.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/base/config_table.hpp"
 #include "core/base/error.hpp"
 #include "core/io/toml_depth.hpp"
@@ -244,6 +245,17 @@ void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
   }
 }
 
+// A byte count ("2GiB", "512MiB") or an integer of bytes; 0 or absent: no budget.
+void parse_device_memory(ConfigTable& c, StrategySpec& s) {
+  const toml::node* node = c.raw("device_memory");
+  if (!node) return;
+  std::optional<int64_t> bytes;
+  if (const auto* i = node->as_integer()) bytes = i->get() >= 0 ? std::optional<int64_t>(i->get()) : std::nullopt;
+  if (const auto* t = node->as_string()) bytes = parse_byte_count(t->get());
+  if (!bytes) c.fail("device_memory", "expected a size such as \"2GiB\", \"512MiB\" or \"16GB\" (or 0 for no budget)");
+  s.device_memory = *bytes;
+}
+
 void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.name = c.get_choice("name", "one_device", kStrategies);
   parse_communication(c, s, parse_devices(c, s));
@@ -267,6 +279,7 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   const int64_t threads = c.get_int("threads", 0);
   if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
   s.threads = static_cast<int>(threads);
+  parse_device_memory(c, s);
   c.finish();
 }
 

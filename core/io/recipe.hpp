@@ -33,6 +33,7 @@ struct StrategySpec {
   int64_t micro_batches = 1;              // mesh: micro-batches per per-replica batch (pipeline)
   std::string schedule = "1f1b";          // mesh: gpipe | 1f1b
   std::vector<std::string> stage_boundaries;  // mesh: first layer of each pipeline stage after the first
+  int64_t device_memory = 0;  // bytes each device of this process may hold in buffers (0: no budget)
   double timeout_seconds = 300;           // MPI collectives and messages: a rank missing this long fails the job (0 = wait forever)
   static constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 };

@@ -27,8 +27,12 @@ Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGr
   input_grad_wanted_ = part.input_grad;
   setup_layers(spec, origin);
   keep_part(part, spec.file);
-  arena_.allocate(backend_);
-  tie_layers();
+  {
+    static const std::string kPurpose = "the model's variables and their gradients";
+    const MemoryPurpose purpose(kPurpose);
+    arena_.allocate(backend_);
+    tie_layers();
+  }
   find_trainable_ranges();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
@@ -140,6 +144,8 @@ int64_t Model::activation_bytes(int64_t n) const {
 
 void Model::ensure_activations(int64_t n) {
   if (n == batch_) return;
+  activation_purpose_ = fmt::format("the activations of a batch of {} and their gradients", n);
+  const MemoryPurpose purpose(activation_purpose_);
   acts_.clear();
   dacts_.clear();
   for (const Shape& s : shapes_) {
@@ -205,6 +211,7 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
            input_shape_.str());
   ensure_activations(x.shape[0]);
   input_ = x;
+  const MemoryPurpose purpose(activation_purpose_);  // what layers keep for backward
   for (size_t i = 0; i < layers_.size(); ++i) {
     gather(i);
     if (clock_) clock_->start();

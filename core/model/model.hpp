@@ -139,6 +139,7 @@ class Model {
   std::unique_ptr<ParamGatherer> gatherer_;
   std::unique_ptr<GradientReducer> reducer_;
   int64_t batch_ = -1;
+  std::string activation_purpose_;  // names the batch's buffers in device memory errors
   Tensor input_;
   std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)
   ModelPart part_;

@@ -21,6 +21,8 @@ Tensor Optimizer::slot(const std::string& name) const {
 
 void Optimizer::bind(Backend& backend, int64_t count, const std::vector<Range>& decayed) {
   backend_ = &backend;
+  static const std::string kPurpose = "the optimizer's state";
+  const MemoryPurpose purpose(kPurpose);
   allocate_slots(backend, count);
   segments_.clear();
   int64_t at = 0;

@@ -164,6 +164,13 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
+  for (const std::string& d : recipe.strategy.devices) {  // every buffer from here on counts
+    DeviceMemory& memory = backend_for(Device::parse(d, recipe.file + ": strategy.devices")).memory();
+    memory.set_budget(recipe.strategy.device_memory);
+    memory.reset_peak();
+  }
+  static const std::string kPurpose = "the strategy's model, optimizer and communication buffers";
+  const MemoryPurpose purpose(kPurpose);
   auto strategy = build_strategy(recipe);
   // The checks made before it was built counted these replicas.
   DT_CHECK(strategy->num_replicas() == planned_replicas(recipe), "strategy {} has {} replicas, {} were planned",

@@ -10,7 +10,14 @@ Buffer::Buffer(Backend& backend, Shape shape, DType dtype) : backend_(&backend) 
   view_.shape = std::move(shape);
   view_.dtype = dtype;
   view_.device = backend.device();
-  view_.data = view_.bytes() ? backend.allocate(view_.bytes()) : nullptr;
+  if (!view_.bytes()) return;
+  backend.memory().charge(view_);
+  try {
+    view_.data = backend.allocate(view_.bytes());
+  } catch (...) {
+    backend.memory().refund(static_cast<int64_t>(view_.bytes()));
+    throw;
+  }
 }
 
 Buffer::~Buffer() { release(); }
@@ -27,7 +34,10 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 }
 
 void Buffer::release() {
-  if (backend_ && view_.data) backend_->deallocate(view_.data);
+  if (backend_ && view_.data) {
+    backend_->deallocate(view_.data);
+    backend_->memory().refund(static_cast<int64_t>(view_.bytes()));
+  }
   view_.data = nullptr;
 }
 

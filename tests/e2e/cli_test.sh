@@ -284,7 +284,7 @@ PY
   cat >fake/mpirun <<'SH'
 #!/bin/sh
 echo "a launcher notice"
-echo '{"recipe":"tiny","strategy":"multi_worker_mirrored","replicas":2,"global_batch":64,"threads":1,"images_per_sec":1234.5,"step_ms":{"min":1,"median":2,"max":3},"comm_share":0.25,"steps":3,"read_every":1,"sent_per_step":{"data_bytes":10,"data_collectives":1,"tensor_bytes":0,"theory":"all_reduce: 2(N-1)/N x G","theory_bytes":10},"memory_per_replica":{"parameters":1,"gradients":1,"optimizer":1,"activations":1}}'
+echo '{"recipe":"tiny","strategy":"multi_worker_mirrored","replicas":2,"global_batch":64,"threads":1,"images_per_sec":1234.5,"step_ms":{"min":1,"median":2,"max":3},"comm_share":0.25,"steps":3,"read_every":1,"sent_per_step":{"data_bytes":10,"data_collectives":1,"tensor_bytes":0,"theory":"all_reduce: 2(N-1)/N x G","theory_bytes":10},"memory_per_replica":{"parameters":1,"gradients":1,"optimizer":1,"activations":1},"device_memory_peak":{"device":"cpu:0","bytes":5}}'
 echo "[rank 1] a last word"
 SH
   chmod +x fake/mpirun
