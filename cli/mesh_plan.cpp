@@ -18,13 +18,19 @@ namespace distrain::cli {
 
 namespace {
 
-// "[:, 512:1024]": the slice of a variable, numpy style.
+// "[:, 512:1024]": the slice of a variable, numpy style; a grouped axis (attention's query,
+// key and value columns) lists its block of each group: "[:, 0:64+128:192+256:320]".
 std::string slice_text(const Variable& v) {
   std::string s = "[";
   for (int i = 0; i < v.full_shape.rank(); ++i) {
     if (i) s += ", ";
-    const int64_t part = v.full_shape[i] / v.slice.count;
-    s += i == v.slice.axis ? fmt::format("{}:{}", v.slice.index * part, (v.slice.index + 1) * part) : ":";
+    if (i != v.slice.axis) {
+      s += ":";
+      continue;
+    }
+    const int64_t group = v.full_shape[i] / v.slice.groups, part = group / v.slice.count;
+    for (int g = 0; g < v.slice.groups; ++g)
+      s += fmt::format("{}{}:{}", g ? "+" : "", g * group + v.slice.index * part, g * group + (v.slice.index + 1) * part);
   }
   return s + "]";
 }
@@ -36,6 +42,7 @@ const char* split_text(const Layer& l) {
     case TensorSplit::column: return "column";
     case TensorSplit::row: return "row";
     case TensorSplit::sliced: return "on the slice";
+    case TensorSplit::heads: return "by heads";
     case TensorSplit::none: break;
   }
   return "whole";

@@ -367,11 +367,6 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
     loss.finish();
   }
   parse_strategy(root.sub("strategy"), r.strategy);
-  // Tensor and pipeline parallelism split chains of layers; a GPT is a graph.
-  DT_USER_CHECK(r.strategy.name != "mesh" || !r.data.token_data(),
-                "{}: strategy.name = \"mesh\" does not run language models on token data yet; use one_device, mirrored, "
-                "multi_worker_mirrored or zero",
-                file);
   parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy);
   parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);

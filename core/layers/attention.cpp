@@ -5,6 +5,11 @@
 // scaled by 1/sqrt(residual projections in the model) as it writes into the residual
 // stream. The scores are never held whole (flash attention: Backend::attention), so its
 // memory grows as T, not T^2.
+// Over a mesh's tensor axis it splits by heads (TensorSplit::heads, Megatron's attention):
+// rank r of d holds heads [r H/d, (r+1) H/d), i.e. those columns of each of the query, key
+// and value blocks of the first projection and those rows of the output projection; the
+// partial outputs are summed over the group, then the (whole) output bias added. With
+// dropout, a rank draws its heads' masks as heads 0.. of its own (one_device's differ).
 #include <cmath>
 
 #include "core/base/rng.hpp"
@@ -15,12 +20,16 @@ namespace distrain {
 class Attention final : public Layer {
  public:
   explicit Attention(ConfigTable& c)
-      : heads_(c.get_int("heads")), rate_(static_cast<float>(c.get_float("dropout", 0.0))) {
+      : heads_(c.get_int("heads")),
+        rate_(static_cast<float>(c.get_float("dropout", 0.0))),
+        requested_(parse_tensor_request(c.get_choice("tensor_parallel", "auto", {"auto", "heads", "replicated"}))) {
     if (heads_ <= 0) c.fail("heads", "must be positive");
     if (rate_ < 0.0f || rate_ >= 1.0f) c.fail("dropout", "must be in [0, 1)");
   }
 
   std::string type() const override { return "attention"; }
+  bool can_split(TensorSplit split) const override { return split == TensorSplit::none || split == TensorSplit::heads; }
+  std::optional<TensorSplit> requested_split() const override { return requested_; }
   int residual_projections() const override { return 1; }
   void set_residual_projections(int total) override { residual_stddev_ = 0.02 / std::sqrt(static_cast<double>(total)); }
 
@@ -29,9 +38,18 @@ class Attention final : public Layer {
     t_ = in[0];
     c_ = in[1];
     if (c_ % heads_ != 0) fail(fmt::format("width {} does not split into {} heads", c_, heads_));
-    qkv_kernel_ = arena.declare(name(), "qkv_kernel", Shape{c_, 3 * c_}, Init::normal, c_, 3 * c_, true);
-    qkv_bias_ = arena.declare(name(), "qkv_bias", Shape{3 * c_}, Init::zeros, 0, 0, true);
-    proj_kernel_ = arena.declare(name(), "proj_kernel", Shape{c_, c_}, Init::normal, c_, c_, true, {}, residual_stddev_);
+    const TensorPlace& p = tensor_place();
+    split_ = p.split == TensorSplit::heads && p.degree > 1;
+    const int degree = split_ ? p.degree : 1;
+    if (heads_ % degree != 0)
+      fail(fmt::format("heads = {} do not split over a tensor degree of {}: use a degree that divides them", heads_, degree));
+    local_heads_ = heads_ / degree;
+    local_c_ = c_ / degree;
+    const TensorSlice by_heads{split_ ? 1 : -1, p.rank, degree, 3}, bias_by_heads{split_ ? 0 : -1, p.rank, degree, 3},
+        proj_rows{split_ ? 0 : -1, p.rank, degree};
+    qkv_kernel_ = arena.declare(name(), "qkv_kernel", Shape{c_, 3 * c_}, Init::normal, c_, 3 * c_, true, by_heads);
+    qkv_bias_ = arena.declare(name(), "qkv_bias", Shape{3 * c_}, Init::zeros, 0, 0, true, bias_by_heads);
+    proj_kernel_ = arena.declare(name(), "proj_kernel", Shape{c_, c_}, Init::normal, c_, c_, true, proj_rows, residual_stddev_);
     proj_bias_ = arena.declare(name(), "proj_bias", Shape{c_}, Init::zeros, 0, 0, true);
     return in;
   }
@@ -40,29 +58,32 @@ class Attention final : public Layer {
     const int64_t n = in.shape[0];
     ensure_workspace(ctx.backend, n);
     const Tensor qkv = qkv_.view(), mixed = mixed_.view();
-    ctx.backend.gemm(false, false, 1.0f, in.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * c_));
+    ctx.backend.gemm(false, false, 1.0f, in.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
-    ctx.backend.attention(qkv, heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
-    ctx.backend.gemm(false, false, 1.0f, mixed.rows(c_), proj_kernel_.value(), 0.0f, out.rows(c_));
+    ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
+    ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
+    if (split_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);  // each rank's heads' share
     ctx.backend.add_bias(out, proj_bias_.value());
   }
 
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
     const Tensor dy = dout.rows(c_);
-    ctx.backend.gemm(true, false, 1.0f, mixed.rows(c_), dy, 1.0f, proj_kernel_.grad());
+    ctx.backend.gemm(true, false, 1.0f, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
     ctx.backend.bias_grad(dy, proj_bias_.grad());
-    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, dmixed.rows(c_));
-    ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, heads_, training_rate(ctx), seed(ctx), dqkv);
-    ctx.backend.gemm(true, false, 1.0f, in.rows(c_), dqkv.rows(3 * c_), 1.0f, qkv_kernel_.grad());
-    ctx.backend.bias_grad(dqkv.rows(3 * c_), qkv_bias_.grad());
-    if (!din.empty()) ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
+    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
+    ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, training_rate(ctx), seed(ctx), dqkv);
+    ctx.backend.gemm(true, false, 1.0f, in.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
+    ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());
+    if (din.empty()) return;
+    ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
+    if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
   // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
-  // and a log-sum-exp per head and token.
+  // and a log-sum-exp per head and token; of this rank's heads when split.
   int64_t workspace_bytes(int64_t n) const override {
-    return n * t_ * (8 * c_ + heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
+    return n * t_ * (8 * local_c_ + local_heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
   }
 
  private:
@@ -71,17 +92,20 @@ class Attention final : public Layer {
 
   void ensure_workspace(Backend& backend, int64_t n) {
     if (!qkv_.empty() && qkv_.shape()[0] == n) return;
-    qkv_ = Buffer(backend, Shape{n, t_, 3 * c_});
-    dqkv_ = Buffer(backend, Shape{n, t_, 3 * c_});
-    mixed_ = Buffer(backend, Shape{n, t_, c_});
-    dmixed_ = Buffer(backend, Shape{n, t_, c_});
-    lse_ = Buffer(backend, Shape{n, heads_, t_});
+    qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_});
+    dqkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_});
+    mixed_ = Buffer(backend, Shape{n, t_, local_c_});
+    dmixed_ = Buffer(backend, Shape{n, t_, local_c_});
+    lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
 
   int64_t heads_;
   float rate_;
+  std::optional<TensorSplit> requested_;  // tensor_parallel; none: "replicated"
   double residual_stddev_ = 0.02;
   int64_t t_ = 0, c_ = 0;
+  bool split_ = false;                        // by heads over the tensor axis
+  int64_t local_heads_ = 0, local_c_ = 0;     // this rank's heads and their width
   ParamRef qkv_kernel_, qkv_bias_, proj_kernel_, proj_bias_;
   NotCopied<Buffer> qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward
 };

@@ -26,7 +26,9 @@ class Conv2D final : public Layer {
   }
 
   std::string type() const override { return "conv2d"; }
-  bool can_split(TensorSplit split) const override { return split != TensorSplit::sliced; }  // mixes all channels
+  bool can_split(TensorSplit split) const override {  // mixes all channels
+    return split == TensorSplit::none || split == TensorSplit::column || split == TensorSplit::row;
+  }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
   // Column-parallel: this rank's slice of the filters (kernel axis 3 and bias). Row-parallel:

@@ -26,7 +26,7 @@ class Dense final : public Layer {
 
   std::string type() const override { return "dense"; }
   bool can_split(TensorSplit split) const override {  // mixes all features
-    return split == TensorSplit::none || (split != TensorSplit::sliced && tied_to_.empty());
+    return split == TensorSplit::none || ((split == TensorSplit::column || split == TensorSplit::row) && tied_to_.empty());
   }
   int residual_projections() const override { return kernel_init_name_ == "gpt2_residual" ? 1 : 0; }
   void set_residual_projections(int total) override { residual_stddev_ = 0.02 / std::sqrt(static_cast<double>(total)); }

@@ -49,15 +49,19 @@ struct Ctx {
 //   sliced  it sits between a column layer and the row layer (or gather) after it and
 //           works per channel: input and output are this rank's slice of the last axis,
 //           and any per-channel variable (batch norm's) is sliced the same way.
+//   heads   a layer that holds both halves of such a pair (attention: its query, key and
+//           value projection column-parallel by heads, its output projection row-parallel):
+//           input and output whole, the partial outputs summed in forward and the input
+//           gradient summed in backward.
 // A column layer followed by a row layer exchanges nothing between them.
-enum class TensorSplit { none, column, row, sliced };
+enum class TensorSplit { none, column, row, sliced, heads };
 struct TensorPlace {
   TensorSplit split = TensorSplit::none;
   int rank = 0, degree = 1;
 };
 
 // A layer's `tensor_parallel` key: "auto" (nullopt: as the mesh's plan says), "column",
-// "row" or "replicated" (none).
+// "row", "heads" or "replicated" (none).
 std::optional<TensorSplit> parse_tensor_request(const std::string& value);
 
 // What a layer makes for its passes (buffers forward keeps for backward, scratch, a

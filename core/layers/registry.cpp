@@ -36,7 +36,9 @@ Communicator& Layer::tensor_group(Ctx& ctx) const {
 
 std::optional<TensorSplit> parse_tensor_request(const std::string& value) {
   if (value == "auto") return std::nullopt;
-  return value == "column" ? TensorSplit::column : value == "row" ? TensorSplit::row : TensorSplit::none;
+  if (value == "column") return TensorSplit::column;
+  if (value == "row") return TensorSplit::row;
+  return value == "heads" ? TensorSplit::heads : TensorSplit::none;
 }
 
 void Layer::set_tensor_place(const TensorPlace& place) {

@@ -45,29 +45,34 @@ bool Model::is_chain() const {
 }
 
 // Splits layers over the tensor axis as plan_tensor_parallel says, inserting a
-// tensor_gather after each split output the next layer needs whole.
+// tensor_gather after each split output the next layer needs whole; the layers that read
+// that output then read the gather's.
 void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin) {
   if (tensor.size == 1) return;
-  DT_USER_CHECK(is_chain(), "{}: tensor parallelism splits a chain of layers; this model has named inputs (a residual "
-                "graph), which the mesh does not split yet: use strategy.mesh_tensor = 1",
-                spec.file);
-  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, tensor.size, spec.file);
+  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, inputs_, tensor.size, spec.file);
   std::vector<std::unique_ptr<Layer>> placed;
+  std::vector<std::vector<int>> placed_inputs;
   std::vector<size_t> placed_origin;
+  std::vector<int> read_at(layers_.size());  // where layer i's output is read after placement
   int gathers = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (plan[i].split != TensorSplit::none) layers_[i]->set_tensor_place(TensorPlace{plan[i].split, tensor.rank, tensor.size});
+    std::vector<int> in;
+    for (const int j : inputs_[i]) in.push_back(j < 0 ? j : read_at[static_cast<size_t>(j)]);
     placed.push_back(std::move(layers_[i]));
+    placed_inputs.push_back(std::move(in));
     placed_origin.push_back(origin[i]);
+    read_at[i] = static_cast<int>(placed.size()) - 1;
     if (!plan[i].gather_after) continue;
     placed.push_back(make_tensor_gather(TensorPlace{TensorSplit::none, tensor.rank, tensor.size}));
     placed.back()->set_name(fmt::format("tensor_gather_{}", ++gathers));
+    placed_inputs.push_back({read_at[i]});
     placed_origin.push_back(origin[i]);  // errors name the layer it gathers for
+    read_at[i] = static_cast<int>(placed.size()) - 1;
   }
   layers_ = std::move(placed);
+  inputs_ = std::move(placed_inputs);
   origin = std::move(placed_origin);
-  inputs_.clear();
-  for (size_t i = 0; i < layers_.size(); ++i) inputs_.push_back({static_cast<int>(i) - 1});
 }
 
 // Each layer's setup declares its variables (in this model's arena when the layer is in

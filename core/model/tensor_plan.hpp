@@ -11,8 +11,13 @@
 //     layers after those, which run whole (a dropout there draws one_device's masks).
 //   - A layer's `tensor_parallel` = "column" | "row" | "replicated" overrides; "row" needs
 //     a column-parallel layer before it.
-//   - Every other layer (flatten, and the per-channel ones outside a slice) runs whole on
-//     every rank of the tensor axis (replicated).
+//   - An attention layer splits by heads (TensorSplit::heads): both halves of a pair in one
+//     layer, input and output whole.
+//   - In a graph (a GPT's residual adds), a slice runs only along a plain chain: from the
+//     column layer on, each layer takes just the previous one's output, which nothing else
+//     reads. Where the chain ends before a row layer, the slice is gathered.
+//   - Every other layer (flatten, layer norm, embeddings, adds, and the per-channel ones
+//     outside a slice) runs whole on every rank of the tensor axis (replicated).
 #pragma once
 #include <memory>
 #include <string>
@@ -27,9 +32,11 @@ struct TensorPlanEntry {
   bool gather_after = false;  // the output is a slice the next layer needs whole
 };
 
-// One entry per layer; all none when degree is 1. Throws UserError naming the layer and
-// `file` for a request that cannot be met.
-std::vector<TensorPlanEntry> plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers, int degree,
+// One entry per layer; all none when degree is 1. inputs[i]: where layer i takes its
+// inputs (earlier layers' indices, -1 the model's input). Throws UserError naming the layer
+// and `file` for a request that cannot be met.
+std::vector<TensorPlanEntry> plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                  const std::vector<std::vector<int>>& inputs, int degree,
                                                   const std::string& file);
 
 }  // namespace distrain

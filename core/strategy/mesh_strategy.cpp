@@ -27,7 +27,9 @@ std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Comm
   for (int r = 0; r < tensor.size(); ++r) {
     const std::vector<float> part(all.begin() + static_cast<int64_t>(r * mine.size()),
                                   all.begin() + static_cast<int64_t>((r + 1) * mine.size()));
-    place_slice(part, v.full_shape, TensorSlice{v.slice.axis, r, v.slice.count}, whole);
+    TensorSlice theirs = v.slice;
+    theirs.index = r;
+    place_slice(part, v.full_shape, theirs, whole);
   }
   return whole;
 }

@@ -8,7 +8,8 @@ namespace distrain {
 
 namespace {
 
-// The full shape as (outer, dim, inner) around the sliced axis, and the slice's share of dim.
+// The full shape as (outer, dim, inner) around the sliced axis, and the slice's share of
+// dim; groups of the axis count as outer.
 struct Blocks {
   int64_t outer = 1, dim = 1, inner = 1, part = 1;
 };
@@ -18,7 +19,9 @@ Blocks blocks(const Shape& full, const TensorSlice& s) {
            s.index, s.count, s.axis, full.str());
   Blocks b;
   for (int i = 0; i < s.axis; ++i) b.outer *= full[i];
-  b.dim = full[s.axis];
+  DT_CHECK(s.groups >= 1 && full[s.axis] % s.groups == 0, "dimension {} of {} is not {} groups", s.axis, full.str(), s.groups);
+  b.outer *= s.groups;
+  b.dim = full[s.axis] / s.groups;
   for (int i = s.axis + 1; i < full.rank(); ++i) b.inner *= full[i];
   DT_CHECK(b.dim % s.count == 0, "dimension {} of {} does not split into {} slices", s.axis, full.str(), s.count);
   b.part = b.dim / s.count;
@@ -30,7 +33,7 @@ Blocks blocks(const Shape& full, const TensorSlice& s) {
 Shape slice_shape(const Shape& full, const TensorSlice& s) {
   if (!s.sliced()) return full;
   std::vector<int64_t> dims;
-  for (int i = 0; i < full.rank(); ++i) dims.push_back(i == s.axis ? blocks(full, s).part : full[i]);
+  for (int i = 0; i < full.rank(); ++i) dims.push_back(i == s.axis ? blocks(full, s).part * s.groups : full[i]);
   return Shape(std::move(dims));
 }
 

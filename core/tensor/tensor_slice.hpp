@@ -1,6 +1,8 @@
 // TensorSlice: a variable held in equal slices along one axis by the ranks of a mesh's
 // tensor axis (Megatron's tensor parallelism). Rank `index` of `count` holds the block
 // [index * d / count, (index + 1) * d / count) of the full shape's dimension d = axis.
+// With groups g > 1 the axis is g equal parts side by side (attention's query, key and
+// value columns) and a rank holds its block of each part (Megatron's partition stride).
 // Initial values and checkpoints are those of the whole variable: slice_of() takes a rank's
 // slice from it, place_slice() puts a slice back.
 #pragma once
@@ -13,6 +15,7 @@ namespace distrain {
 struct TensorSlice {
   int axis = -1;  // -1: whole
   int index = 0, count = 1;
+  int groups = 1;
   bool sliced() const { return axis >= 0 && count > 1; }
 };
 
