@@ -33,6 +33,7 @@ class Dense final : public Layer {
   std::optional<int> tied_variable() const override {
     return tied_to_.empty() ? std::nullopt : std::optional<int>(kernel_.id);
   }
+  std::string tied_layer() const override { return tied_to_; }
   void set_tied_grad(Tensor grad) override { tied_grad_ = grad; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 

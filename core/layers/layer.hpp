@@ -103,6 +103,8 @@ class Layer {
   // and adds that into the variable's gradient when the owner's backward runs: the
   // variable's gradient is the sum of both uses, whatever strategy holds it.
   virtual std::optional<int> tied_variable() const { return std::nullopt; }
+  // The name of the layer whose variable it uses (known before setup), or "".
+  virtual std::string tied_layer() const { return ""; }
   virtual void set_tied_grad(Tensor) {}
 
   // GPT-2 initialises the projections that write into the residual stream with a stddev

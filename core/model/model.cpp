@@ -76,14 +76,30 @@ void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spe
 }
 
 // Each layer's setup declares its variables (in this model's arena when the layer is in
-// its part, else in one thrown away) and gives its output shape.
+// its part, else in one thrown away) and gives its output shape. A layer tied to a layer
+// on the other side of the part's edge (a pipeline's last stage's head and the first's
+// embedding) gets a copy of that layer's variables, declared by a copy of that layer just
+// before its own.
 void Model::setup_layers(const ModelSpec& spec, const std::vector<size_t>& origin) {
   ParamArena elsewhere;
+  std::vector<std::vector<Shape>> in(layers_.size());
+  auto here = [&](size_t i) { return i >= part_.first && i < part_.end; };
   for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<Shape> in;
-    for (const int j : inputs_[i]) in.push_back(j < 0 ? input_shape_ : shapes_[static_cast<size_t>(j)]);
-    shapes_.push_back(infer_output_shape(spec, origin[i], *layers_[i], in, i >= part_.first && i < part_.end ? arena_ : elsewhere));
+    for (const int j : inputs_[i]) in[i].push_back(j < 0 ? input_shape_ : shapes_[static_cast<size_t>(j)]);
+    ParamArena& arena = here(i) ? arena_ : elsewhere;
+    for (size_t o = 0; o < i; ++o)
+      if (layers_[o]->name() == layers_[i]->tied_layer() && here(o) != here(i))
+        infer_output_shape(spec, origin[o], *copy_layer(*layers_[o]), in[o], arena);
+    shapes_.push_back(infer_output_shape(spec, origin[i], *layers_[i], in[i], arena));
   }
+}
+
+bool Model::can_cut_before(size_t first) const {
+  if (first == 0 || first >= layers_.size()) return first == 0;
+  for (size_t k = first; k < layers_.size(); ++k)
+    for (const int j : inputs_[k])
+      if (j < static_cast<int>(first) - 1) return false;
+  return true;
 }
 
 void Model::keep_part(const ModelPart& part, const std::string& file) {
@@ -91,9 +107,9 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   DT_USER_CHECK(part.first < end, "{}: a pipeline stage of layers [{}, {}) of {} has no layer", file, part.first, part.end,
                 layers_.size());
   if (part.first == 0 && end == layers_.size()) return;
-  DT_USER_CHECK(is_chain(), "{}: pipeline stages cut a chain of layers; this model has named inputs (a residual graph), "
-                "which the mesh does not cut yet: use strategy.mesh_pipeline = 1",
-                file);
+  DT_USER_CHECK(can_cut_before(part.first) && (end == layers_.size() || can_cut_before(end)),
+                "{}: a pipeline stage of layers [{}, {}) is read past its ends by more than the layer before it", file,
+                part.first, end);
   if (part.first > 0) {  // a later stage's input is the activations before it
     input_shape_ = shapes_[part.first - 1];
     input_dtype_ = kActivationDType;
@@ -102,8 +118,10 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   layers_.erase(layers_.begin(), layers_.begin() + static_cast<int64_t>(part.first));
   shapes_.erase(shapes_.begin() + static_cast<int64_t>(end), shapes_.end());
   shapes_.erase(shapes_.begin(), shapes_.begin() + static_cast<int64_t>(part.first));
-  inputs_.resize(layers_.size());
-  for (size_t i = 0; i < layers_.size(); ++i) inputs_[i] = {static_cast<int>(i) - 1};
+  inputs_.erase(inputs_.begin() + static_cast<int64_t>(end), inputs_.end());
+  inputs_.erase(inputs_.begin(), inputs_.begin() + static_cast<int64_t>(part.first));
+  for (std::vector<int>& in : inputs_)  // the layer before the stage is its input now
+    for (int& j : in) j = std::max(-1, j - static_cast<int>(part.first));
 }
 
 void Model::tie_layers() {
@@ -114,19 +132,20 @@ void Model::tie_layers() {
     const Variable& v = arena_.variables().at(static_cast<size_t>(*variable));
     size_t owner = 0;
     while (owner < i && layers_[owner]->name() != v.layer) ++owner;
-    DT_CHECK(owner < i, "layer '{}' is tied to '{}', which is not before it", layers_[i]->name(), v.layer);
-    ties_[i] = Tie{owner, *variable, Buffer(backend_, v.shape)};
+    ties_[i] = Tie{owner < i ? owner : kElsewhere, *variable, Buffer(backend_, v.shape)};
     layers_[i]->set_tied_grad(ties_[i]->grad.view());
   }
 }
 
+// A variable belongs to its layer; a copy kept for a layer tied to another stage's, to it.
 void Model::find_trainable_ranges() {
   first_trainable_ = layers_.size();
   ranges_.assign(layers_.size(), Range{});
-  for (const Variable& v : arena_.variables())
-    if (v.trainable)
+  for (size_t id = 0; id < arena_.variables().size(); ++id)
+    if (const Variable& v = arena_.variables()[id]; v.trainable)
       for (size_t i = 0; i < layers_.size(); ++i)
-        if (layers_[i]->name() == v.layer) {
+        if (layers_[i]->name() == v.layer ||
+            (ties_[i] && ties_[i]->owner == kElsewhere && ties_[i]->variable == static_cast<int>(id))) {
           first_trainable_ = std::min(first_trainable_, i);
           auto& [lo, hi] = ranges_[i];
           lo = hi == 0 ? v.offset : std::min(lo, v.offset);  // a layer's variables are declared together
@@ -160,7 +179,7 @@ void Model::ensure_activations(int64_t n) {
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
   scratch_.clear();
   if (!is_chain()) {  // at most two inputs of a layer add into gradients already written
-    int64_t largest = 0;
+    int64_t largest = input_shape_.numel();
     for (const Shape& s : shapes_) largest = std::max(largest, s.numel());
     for (int k = 0; k < 2; ++k) scratch_.emplace_back(backend_, Shape{n * largest});
   }
@@ -169,13 +188,13 @@ void Model::ensure_activations(int64_t n) {
 
 // A tied layer computes with its owner's variable too: gathered around it as its own.
 void Model::gather(size_t i) {
-  if (ties_[i]) gatherer_->gather(ties_[i]->owner);
+  if (ties_[i] && ties_[i]->owner != kElsewhere) gatherer_->gather(ties_[i]->owner);
   gatherer_->gather(i);
 }
 
 void Model::release(size_t i) {
   gatherer_->release(i);
-  if (ties_[i]) gatherer_->release(ties_[i]->owner);
+  if (ties_[i] && ties_[i]->owner != kElsewhere) gatherer_->release(ties_[i]->owner);
 }
 
 std::vector<Tensor> Model::layer_input_values(size_t i) const {
@@ -185,27 +204,27 @@ std::vector<Tensor> Model::layer_input_values(size_t i) const {
 }
 
 // Where layer i's backward writes its input gradients: an input's own gradient for its
-// first consumer in backward order, a scratch buffer for the others (adds[k]: the input
-// the scratch of slot k is added to after, -1 for none); nothing below `last`, where no
-// layer needs a gradient.
-std::vector<Tensor> Model::layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<int>& adds) {
+// first consumer in backward order, a scratch buffer for the others (add_into[k]: where the
+// scratch of slot k is added after, empty for none); nothing below `last`, where no layer
+// needs a gradient. Slot `layers` of `written` stands for the model's input.
+std::vector<Tensor> Model::layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<Tensor>& add_into) {
   std::vector<Tensor> din;
-  adds.assign(inputs_[i].size(), -1);
+  add_into.assign(inputs_[i].size(), Tensor{});
   size_t scratch = 0;
   for (size_t k = 0; k < inputs_[i].size(); ++k) {
     const int j = inputs_[i][k];
-    const auto u = static_cast<size_t>(j);
-    if (j < 0) {
-      din.push_back(input_grad_wanted_ ? input_grad_.view() : Tensor{});
-    } else if (u < last) {
+    const size_t u = j < 0 ? layers_.size() : static_cast<size_t>(j);
+    if ((j < 0 && !input_grad_wanted_) || (j >= 0 && u < last)) {
       din.push_back(Tensor{});
-    } else if (!written[u]) {
+      continue;
+    }
+    const Tensor into = j < 0 ? input_grad_.view() : dacts_[u].view();
+    if (!written[u]) {
       written[u] = true;
-      din.push_back(dacts_[u].view());
+      din.push_back(into);
     } else {
-      const Tensor into = dacts_[u].view();
       din.push_back(scratch_.at(scratch++).view().range(0, into.numel()).reshaped(into.shape));
-      adds[k] = j;
+      add_into[k] = into;
     }
   }
   return din;
@@ -231,19 +250,20 @@ void Model::backward(Ctx& ctx) {
   // Below the first layer with trainable variables no gradient is needed (unless the input's
   // is wanted): stop there.
   const size_t last = input_grad_wanted_ ? 0 : first_trainable_;
-  std::vector<bool> written(layers_.size(), false);
-  std::vector<int> adds;
+  std::vector<bool> written(layers_.size() + 1, false);
+  std::vector<Tensor> add_into;
   for (size_t i = layers_.size(); i-- > last;) {
-    const std::vector<Tensor> din = layer_input_grads(i, last, written, adds);
+    const std::vector<Tensor> din = layer_input_grads(i, last, written, add_into);
     gather(i);
     reducer_->open(i);
     if (clock_) clock_->start();
     layers_[i]->backward_inputs(ctx, layer_input_values(i), acts_[i].view(), dacts_[i].view(), din);
     if (clock_) clock_->stop_backward(i);
     for (size_t k = 0; k < din.size(); ++k)
-      if (adds[k] >= 0) backend_.axpby(1.0f, din[k], 1.0f, dacts_[static_cast<size_t>(adds[k])].view());
-    for (const std::optional<Tie>& tie : ties_)  // the tied layers' share of layer i's variables
-      if (tie && tie->owner == i) backend_.axpby(1.0f, tie->grad.view(), 1.0f, arena_.grad(tie->variable));
+      if (!add_into[k].empty()) backend_.axpby(1.0f, din[k], 1.0f, add_into[k]);
+    for (size_t t = 0; t < ties_.size(); ++t)  // the tied layers' share of layer i's variables (or its copy's)
+      if (ties_[t] && (ties_[t]->owner == i || (t == i && ties_[t]->owner == kElsewhere)))
+        backend_.axpby(1.0f, ties_[t]->grad.view(), 1.0f, arena_.grad(ties_[t]->variable));
     release(i);
     reducer_->reduce(i);
   }

@@ -100,6 +100,9 @@ class Model {
   int64_t activation_bytes(int64_t n) const;
   // A table: layer, type, output shape, parameters.
   std::string summary() const;
+  // Whether a pipeline stage may start at layer `first`: no layer from there on reads an
+  // earlier output than the one just before it (which the stage receives as its input).
+  bool can_cut_before(size_t first) const;
 
  private:
   bool is_chain() const;
@@ -108,7 +111,7 @@ class Model {
   void tie_layers();
   // Layer i's input tensors, and where its backward writes their gradients.
   std::vector<Tensor> layer_input_values(size_t i) const;
-  std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<int>& adds);
+  std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<Tensor>& add_into);
   void gather(size_t i);
   void release(size_t i);
   // origin: each layer's index in the spec (a tensor_gather's: the layer it gathers for).
@@ -126,8 +129,10 @@ class Model {
   std::vector<std::vector<int>> inputs_;  // per layer, see layer_inputs()
   DType input_dtype_ = DType::f32;
   std::vector<Shape> shapes_;  // per-example output shape of each layer
+  static constexpr size_t kElsewhere = SIZE_MAX;
   struct Tie {
-    size_t owner;  // the layer whose variable it is
+    size_t owner;  // the layer whose variable it is; kElsewhere: on another pipeline stage,
+                   // this model keeping a copy (its gradient added at the tied layer)
     int variable;
     Buffer grad;   // the tied layer's gradient for it, added at the owner's backward
   };

@@ -25,19 +25,23 @@ std::vector<double> layer_costs(const Model& model) {
     if (v.trainable) weights[v.layer] += static_cast<double>(v.shape.numel());
   std::vector<double> costs;
   for (size_t i = 0; i < model.layers().size(); ++i) {
+    const Layer& l = *model.layers()[i];
     const Shape& out = model.layer_shapes()[i];
     const double elements = static_cast<double>(out.numel());
     const double positions = elements / static_cast<double>(out[out.rank() - 1]);
-    const auto w = weights.find(model.layers()[i]->name());
-    costs.push_back(w != weights.end() ? 6.0 * w->second * positions : 3.0 * elements);
+    double w = weights.count(l.name()) ? weights[l.name()] : 0.0;
+    if (const std::optional<int> tied = l.tied_variable())  // a head computing with the embedding's table
+      w += static_cast<double>(model.params().variables().at(static_cast<size_t>(*tied)).shape.numel());
+    costs.push_back(w > 0 ? 6.0 * w * positions : 3.0 * elements);
   }
   return costs;
 }
 
 namespace {
 
-// Cuts minimising the largest stage's cost (exact, by dynamic programming over prefixes).
-std::vector<size_t> balanced_cuts(const std::vector<double>& costs, int stages) {
+// Cuts minimising the largest stage's cost (exact, by dynamic programming over prefixes),
+// only before layers where `cuttable` allows.
+std::vector<size_t> balanced_cuts(const std::vector<double>& costs, const std::vector<bool>& cuttable, int stages) {
   const size_t n = costs.size(), p = static_cast<size_t>(stages);
   std::vector<double> prefix(n + 1, 0.0);
   for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
@@ -49,6 +53,7 @@ std::vector<size_t> balanced_cuts(const std::vector<double>& costs, int stages) 
   for (size_t k = 1; k <= p; ++k)
     for (size_t i = k; i <= n; ++i)
       for (size_t j = k - 1; j < i; ++j) {
+        if (!cuttable[j]) continue;
         const double c = std::max(best[k - 1][j], prefix[i] - prefix[j]);
         if (c < best[k][i]) best[k][i] = c, from[k][i] = j;
       }
@@ -73,6 +78,8 @@ std::vector<size_t> named_cuts(const Model& model, int stages, const std::vector
     const auto i = static_cast<size_t>(it - layers.begin());
     DT_USER_CHECK(i > first.back(), "{}: strategy.stage_boundaries: '{}' must come after the previous boundary and the first layer",
                   file, name);
+    DT_USER_CHECK(model.can_cut_before(i), "{}: strategy.stage_boundaries: a stage cannot start at '{}': a layer from there "
+                  "on reads an output from before the layer just before it (cut where a block starts)", file, name);
     first.push_back(i);
   }
   first.push_back(model.layers().size());
@@ -86,8 +93,14 @@ StagePlan plan_stages(const Model& model, int stages, const std::vector<std::str
   DT_USER_CHECK(static_cast<size_t>(stages) <= n, "{}: strategy.pipeline = {} stages for a model of {} layers; use at most {}",
                 file, stages, n, n);
   const std::vector<double> costs = layer_costs(model);
+  std::vector<bool> cuttable(n);
+  size_t cuts = 0;
+  for (size_t i = 0; i < n; ++i) cuts += (cuttable[i] = model.can_cut_before(i)) ? 1 : 0;
+  DT_USER_CHECK(static_cast<size_t>(stages) <= cuts, "{}: strategy.pipeline = {} stages, but a stage can start at only {} "
+                "of the model's layers (where nothing after reads past the layer before); use at most {}",
+                file, stages, cuts, cuts);
   StagePlan plan;
-  plan.first = boundaries.empty() ? balanced_cuts(costs, stages) : named_cuts(model, stages, boundaries, file);
+  plan.first = boundaries.empty() ? balanced_cuts(costs, cuttable, stages) : named_cuts(model, stages, boundaries, file);
   for (int s = 0; s < stages; ++s) {
     double c = 0;
     for (size_t i = plan.first[static_cast<size_t>(s)]; i < plan.first[static_cast<size_t>(s) + 1]; ++i) c += costs[i];

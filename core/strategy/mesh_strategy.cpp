@@ -90,6 +90,7 @@ class MeshStrategy final : public Strategy {
                                       TensorGroup{mesh_.coord().tensor, shape_.tensor});
     plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
+    find_cross_stage_ties();
     const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.micro_batches),
                            parse_pipe_schedule(spec_.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
     stage_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()),
@@ -197,7 +198,10 @@ class MeshStrategy final : public Strategy {
     const int64_t labels = stage_->last() ? static_cast<int64_t>(slice.labels.size()) : 0;
     ledger().record_losses(from_last_stage(LossStats{sums[0], static_cast<int64_t>(sums[1]), labels}));
   }
-  void reduce_gradients() override { model().reducer().flush(); }
+  void reduce_gradients() override {
+    sum_cross_stage_ties();
+    model().reducer().flush();
+  }
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.
   bool gradients_finite() override {
     float bad = all_finite(stage_->backend(), model().reducer().own()) ? 0.0f : 1.0f;
@@ -227,6 +231,31 @@ class MeshStrategy final : public Strategy {
   // The stage holding variable v of the layout, and v in that stage's model (-1 elsewhere).
   int owner_of(const Variable& v) const { return stage_of_layer_.at(v.layer); }
   int local_id(const Variable& v) { return owner_of(v) == stage() ? model().params().find(v.layer, v.name) : -1; }
+  // v in this stage's model, its own or a copy kept for a tied layer (-1: not held here).
+  int held_id(const Variable& v) { return model().params().find(v.layer, v.name); }
+
+  // The variables a layer uses on another stage than their own (a tied head on the last
+  // stage, the embedding on the first): both stages hold them.
+  void find_cross_stage_ties() {
+    const ParamArena& whole = layout_->params();
+    for (size_t i = 0; i < layout_->layers().size(); ++i)
+      if (const std::optional<int> tied = layout_->layers()[i]->tied_variable()) {
+        const Variable& v = whole.variables().at(static_cast<size_t>(*tied));
+        if (owner_of(v) != plan_.stage_of(i)) cross_stage_ties_.push_back(*tied);
+      }
+  }
+  // The gradients of those variables summed over the pipeline axis (the stages holding
+  // neither add zeros), before the data axis reduces them: both copies take the same step.
+  void sum_cross_stage_ties() {
+    for (const int id : cross_stage_ties_) {
+      const Variable& v = layout_->params().variables().at(static_cast<size_t>(id));
+      std::vector<float> grad(static_cast<size_t>(v.shape.numel()), 0.0f);
+      const int local = held_id(v);
+      if (local >= 0) stage_->backend().download(model().params().grad(local), grad.data());
+      pipe().all_reduce(host_tensor(grad.data(), v.shape.numel()), ReduceOp::sum);
+      if (local >= 0) stage_->backend().upload(grad.data(), model().params().grad(local));
+    }
+  }
   // `whole` (v's elements) from the stage that holds v to every stage.
   void share_from_owner(const Variable& v, std::vector<float>& whole) {
     whole.resize(static_cast<size_t>(v.full_shape.numel()));
@@ -241,6 +270,7 @@ class MeshStrategy final : public Strategy {
   std::unique_ptr<Model> layout_;  // the whole model, no storage: checkpoints' layout
   StagePlan plan_;
   std::map<std::string, int> stage_of_layer_;
+  std::vector<int> cross_stage_ties_;  // layout variable ids, see find_cross_stage_ties()
   std::unique_ptr<Replica> stage_;
   Buffer stats_;  // (2,) the last stage's loss sum and correct count
   std::unique_ptr<Optimizer> optimizer_;
@@ -266,7 +296,7 @@ void MeshModelState::read(int id, std::vector<float>& out) {
 
 void MeshModelState::write(int id, const std::vector<float>& in) {
   const Variable& v = layout().variables().at(static_cast<size_t>(id));
-  const int local = m_.local_id(v);
+  const int local = m_.held_id(v);
   if (local < 0) return;  // another stage's
   const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
   m_.stage_->backend().upload(slice_of(in, mine.full_shape, mine.slice).data(), m_.model().params().value(local));
@@ -298,7 +328,7 @@ void MeshOptimizerState::read(const std::string& slot, const Variable& v, std::v
 }
 
 void MeshOptimizerState::write(const std::string& slot, const Variable& v, const std::vector<float>& in) {
-  const int local = m_.local_id(v);
+  const int local = m_.held_id(v);
   if (local < 0) return;
   const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
   const std::vector<float> part = slice_of(in, mine.full_shape, mine.slice);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh | pipeline
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh | pipeline | gpt_mesh
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -193,8 +193,8 @@ equivalence)
   gpt=("$work/gpt.toml" --set optimizer.learning_rate=3e-3 --set optimizer.schedule.warmup_steps=2 --set train.steps=5
     --set train.validate=false --set strategy.check_every=1 --set strategy.per_replica_batch=4)
   for n in 2 4; do
-    "$distrain" train "${gpt[@]}" --set strategy.per_replica_batch=$((4 * n)) --run-dir "$work/gptone$n" >"$work/gptone$n.log" 2>&1
-    if "${mpirun[@]}" -np $n "$distrain" train "${gpt[@]}" "${mw[@]}" --run-dir "$work/gptmw$n" >"$work/gptmw$n.log" 2>&1 &&
+    "$distrain" train --progress none "${gpt[@]}" --set strategy.per_replica_batch=$((4 * n)) --run-dir "$work/gptone$n" >"$work/gptone$n.log" 2>&1
+    if "${mpirun[@]}" -np $n "$distrain" train --progress none "${gpt[@]}" "${mw[@]}" --run-dir "$work/gptmw$n" >"$work/gptmw$n.log" 2>&1 &&
       "$distrain" compare "$work/gptone$n/ckpt-000005.h5" "$work/gptmw$n/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/gptcmp$n.log"; then
       ok "gpt: multi_worker_mirrored x$n matches one_device with batch $((4 * n)) (largest relative $(awk '$4 == "relative" && $5 > m { m = $5 } END { print m }' "$work/gptcmp$n.log"))"
     else
@@ -202,7 +202,7 @@ equivalence)
     fi
   done
   for stage in 1 2 3; do
-    if "${mpirun[@]}" -np 2 "$distrain" train "${gpt[@]}" --set strategy.name=zero --set strategy.stage=$stage \
+    if "${mpirun[@]}" -np 2 "$distrain" train --progress none "${gpt[@]}" --set strategy.name=zero --set strategy.stage=$stage \
       --run-dir "$work/gptz$stage" >"$work/gptz$stage.log" 2>&1 &&
       "$distrain" compare "$work/gptone2/ckpt-000005.h5" "$work/gptz$stage/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/gptzcmp$stage.log"; then
       ok "gpt: zero stage $stage x2 MPI workers matches one_device with batch 8 (largest relative $(awk '$4 == "relative" && $5 > m { m = $5 } END { print m }' "$work/gptzcmp$stage.log"))"
@@ -605,6 +605,68 @@ hung)
   rc=$?
   [ "$rc" -eq 2 ] && grep -q "timeout_seconds" "$work/neg.log" && ok "a negative strategy.timeout_seconds is refused" ||
     bad "timeout_seconds = -1: exit $rc: $(tail -n 2 "$work/neg.log")"
+  ;;
+gpt_mesh)
+  # The Shakespeare GPT (4 blocks, width 128, 4 heads, tied head) on the mesh: 5 steps of
+  # every layout give one_device's weights with the same global batch of 12, relative to
+  # the largest weight. Tensor parallelism splits attention by heads and the MLP as a
+  # column/row pair; pipeline stages start at block boundaries, the last keeping a copy of
+  # the embedding for the tied head.
+  gpt=("$src/recipes/shakespeare_char_gpt.toml" --set "data.path=$src/data/tiny_shakespeare.txt" --set train.validate=false)
+  msh=(--set strategy.name=mesh)
+  "$distrain" train --progress none "${gpt[@]}" --set train.steps=5 --run-dir "$work/one" >"$work/one.log" 2>&1 || bad "one_device: $(tail -n 3 "$work/one.log")"
+  gpt_case() {  # NAME NP ARGS...
+    local name=$1 np=$2
+    shift 2
+    if timeout 300 "${mpirun[@]}" -np "$np" "$distrain" train --progress none "${gpt[@]}" "${msh[@]}" --set train.steps=5 "$@" --run-dir "$work/$name" \
+      >"$work/$name.log" 2>&1 &&
+      "$distrain" compare "$work/one/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/$name.cmp"; then
+      ok "gpt $name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
+    else
+      bad "gpt $name: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
+    fi
+  }
+  gpt_case tensor2 2 --set strategy.tensor=2
+  gpt_case tensor4 4 --set strategy.tensor=4
+  gpt_case pipeline2 2 --set strategy.pipeline=2 --set strategy.micro_batches=4
+  gpt_case pipeline4 4 --set strategy.pipeline=4 --set strategy.micro_batches=3 --set strategy.schedule=gpipe
+  gpt_case data2xtensor2xpipeline2 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
+    --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
+  # A checkpoint of data 2 x tensor 2 x pipeline 2 (ZeRO-1) at step 10 resumes under
+  # one_device and under tensor 4: steps 11-20 take the uninterrupted run's steps (the
+  # weights after each within 1e-5 of the largest) and end with its running loss.
+  every=(--set checkpoint.every_steps=1 --set checkpoint.keep=30)
+  loss_of() { grep -oE '"loss":[0-9.e+-]+' "$1/metrics.jsonl" | tail -n 1 | cut -d: -f2; }
+  same_losses() {  # DIR_A DIR_B
+    local s
+    for s in $(seq 11 20); do
+      "$distrain" compare "$1/ckpt-0000$s.h5" "$2/ckpt-0000$s.h5" --rtol 1e-5 --scale model >/dev/null || return 1
+    done
+    awk -v a="$(loss_of "$1")" -v b="$(loss_of "$2")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * a) }'
+  }
+  "$distrain" train --progress none "${gpt[@]}" "${every[@]}" --set train.steps=20 --run-dir "$work/full" >/dev/null 2>&1
+  "${mpirun[@]}" -np 8 "$distrain" train --progress none "${gpt[@]}" "${every[@]}" "${msh[@]}" --set strategy.data=2 --set strategy.tensor=2 \
+    --set strategy.pipeline=2 --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true \
+    --set train.steps=10 --run-dir "$work/r1" >"$work/r1.log" 2>&1
+  cp -r "$work/r1" "$work/r4"
+  "$distrain" train --progress none "${gpt[@]}" "${every[@]}" --set train.steps=20 --run-dir "$work/r1" >"$work/r1b.log" 2>&1
+  grep -q "resuming from .*ckpt-000010" "$work/r1b.log" && same_losses "$work/full" "$work/r1" &&
+    ok "gpt: data 2 x tensor 2 x pipeline 2 step 10 -> one_device: steps 11-20 lose as the uninterrupted run" ||
+    bad "gpt 3d -> one_device: $(tail -n 3 "$work/r1.log" "$work/r1b.log") losses $(loss_of "$work/full") $(loss_of "$work/r1")"
+  "${mpirun[@]}" -np 4 "$distrain" train --progress none "${gpt[@]}" "${every[@]}" "${msh[@]}" --set strategy.tensor=4 --set train.steps=20 \
+    --run-dir "$work/r4" >"$work/r4b.log" 2>&1
+  grep -q "resuming from .*ckpt-000010" "$work/r4b.log" && same_losses "$work/full" "$work/r4" &&
+    ok "gpt: data 2 x tensor 2 x pipeline 2 step 10 -> tensor 4: steps 11-20 lose as the uninterrupted run" ||
+    bad "gpt 3d -> tensor 4: $(tail -n 3 "$work/r4b.log") losses $(loss_of "$work/full") $(loss_of "$work/r4")"
+  # Layouts the GPT cannot take are refused before training, naming the key.
+  "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.tensor=8 >"$work/t8.log" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] && grep -q "layer 'h.0.attn': heads = 4 do not split over a tensor degree of 8" "$work/t8.log" &&
+    ok "tensor 8 with 4 heads is refused naming the layer" || bad "tensor 8: exit $rc: $(tail -n 2 "$work/t8.log")"
+  "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.pipeline=2 --set 'strategy.stage_boundaries=["h.1.attn"]' >"$work/cut.log" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] && grep -q "a stage cannot start at 'h.1.attn'" "$work/cut.log" &&
+    ok "a stage boundary inside a block is refused" || bad "boundary h.1.attn: exit $rc: $(tail -n 2 "$work/cut.log")"
   ;;
 *)
   echo "unknown group $group"
