@@ -48,6 +48,7 @@ struct Measured {
   MemoryUse memory;  // per replica
   int64_t device_peak = 0;  // the high-water mark of replica 0's device (DeviceMemory)
   std::string device;
+  std::vector<std::pair<int64_t, int64_t>> replica_memory;  // per replica of the job: measured peak, predicted
   std::string strategy;
   int replicas = 1, threads = 1;
   int64_t global_batch = 0, steps = 0, read_every = 1;
@@ -184,6 +185,7 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   take_figures(times, a.warmup, m);
   m.device = first_device.device().str();
   m.device_peak = first_device.memory().peak();
+  m.replica_memory = strategy->device_memory_over_job(recipe.strategy.per_replica_batch);
   if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
@@ -216,7 +218,8 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
             {"gradients", m.memory.gradients},
             {"optimizer", m.memory.optimizer},
             {"activations", m.memory.activations}}},
-          {"device_memory_peak", {{"device", m.device}, {"bytes", m.device_peak}}}};
+          {"device_memory_peak", {{"device", m.device}, {"bytes", m.device_peak}}},
+          {"device_memory_per_replica", m.replica_memory}};
 }
 
 // The inverse of to_json; throws Json::exception when a key is missing or of another type.
@@ -251,7 +254,21 @@ Measured measured_from_json(const Json& j) {
   const Json& peak = j.at("device_memory_peak");
   m.device = peak.at("device").get<std::string>();
   m.device_peak = peak.at("bytes").get<int64_t>();
+  if (const auto r = j.find("device_memory_per_replica"); r != j.end())
+    m.replica_memory = r->get<std::vector<std::pair<int64_t, int64_t>>>();
   return m;
+}
+
+// Each replica's (rank's) device: measured peak / predicted, in MiB, and the ratio.
+void print_replica_memory(const std::vector<std::pair<int64_t, int64_t>>& figures) {
+  std::string line;
+  for (size_t r = 0; r < figures.size(); ++r) {
+    const auto [measured, predicted] = figures[r];
+    line += fmt::format("{}{}: {:.1f}/{:.1f} ({:.2f}x)", r ? ", " : "", r, static_cast<double>(measured) / (1 << 20),
+                        static_cast<double>(predicted) / (1 << 20),
+                        predicted > 0 ? static_cast<double>(measured) / static_cast<double>(predicted) : 0.0);
+  }
+  fmt::print("  device memory per replica, measured peak/predicted MiB: {}\n", line);
 }
 
 // The line of a child's output that best says what went wrong: the first naming an error,
@@ -476,6 +493,7 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
   const int64_t predicted = m.memory.parameters + m.memory.gradients + m.memory.optimizer + m.memory.activations;
   fmt::print("  device memory on {}: measured peak {} B, predicted {} B ({:.2f}x)\n", m.device, m.device_peak, predicted,
              predicted > 0 ? static_cast<double>(m.device_peak) / static_cast<double>(predicted) : 0.0);
+  if (m.replica_memory.size() > 1) print_replica_memory(m.replica_memory);
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
   if (!m.stage_idle.empty()) print_stages(m);
   if (m.profile) fmt::print("{}", profile_table(*m.profile));

@@ -38,6 +38,9 @@ std::string slice_text(const Variable& v) {
 // How `distrain check` names a layer's part in the tensor plan.
 const char* split_text(const Layer& l) {
   if (l.type() == "tensor_gather") return "gathers";
+  if (l.type() == "sequence_scatter") return "cuts the sequence";
+  if (l.type() == "sequence_gather") return "gathers the sequence";
+  if (l.tensor_place().sequence && l.tensor_place().split == TensorSplit::none) return "on a sequence shard";
   switch (l.tensor_place().split) {
     case TensorSplit::column: return "column";
     case TensorSplit::row: return "row";
@@ -50,7 +53,8 @@ const char* split_text(const Layer& l) {
 
 // A model of tensor rank t (of `degree`) holding `part` of the layers.
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
-  return std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{}, TensorGroup{t, degree}, part);
+  return std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{},
+                                 TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
 }
 
 StagePlace place_of(const Recipe& recipe, const StagePlan& plan, int stage) {
@@ -101,7 +105,8 @@ void print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
   std::string split;
   for (const auto& l : whole->layers())
-    if (l->tensor_place().split != TensorSplit::none || l->type() == "tensor_gather")
+    if (l->tensor_place().split != TensorSplit::none || l->tensor_place().sequence || l->type() == "tensor_gather" ||
+        l->type() == "sequence_scatter" || l->type() == "sequence_gather")
       split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(), split_text(*l));
   fmt::print(out, "tensor      {}\n", split.empty() ? "no layer splits: every layer is whole on every rank" : split);
   const StagePlan plan = plan_stages(*whole, shape.pipeline, s.stage_boundaries, recipe.file);

@@ -224,6 +224,11 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
   if (s.shard_optimizer && s.mesh_data == 1)
     c.fail("shard_optimizer", "shards the optimizer state over the data axis, and data = 1 leaves nothing to shard over; "
            "set strategy.data > 1 or leave shard_optimizer out");
+  s.sequence_parallel = c.get_bool("sequence_parallel", false);
+  if (c.has("sequence_parallel") && s.name != "mesh") c.fail("sequence_parallel", "applies to strategy \"mesh\" only");
+  if (s.sequence_parallel && s.mesh_tensor == 1)
+    c.fail("sequence_parallel", "shards sequences over the tensor axis, and tensor = 1 leaves nothing to shard over; set "
+           "strategy.tensor > 1 or leave sequence_parallel out");
   parse_pipeline(c, s);
   if (s.name != "mesh") return;
   if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));

@@ -9,6 +9,7 @@ class Add final : public Layer {
   explicit Add(ConfigTable&) {}
   std::string type() const override { return "add"; }
   int arity() const override { return 2; }
+  bool per_position() const override { return true; }
 
   Shape setup_inputs(const std::vector<Shape>& in, ParamArena&) override {
     if (in.at(0) != in.at(1)) fail(fmt::format("adds inputs of one shape, got {} and {}", in[0].str(), in[1].str()));

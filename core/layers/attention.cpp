@@ -10,10 +10,13 @@
 // and value blocks of the first projection and those rows of the output projection; the
 // partial outputs are summed over the group, then the (whole) output bias added. With
 // dropout, a rank draws its heads' masks as heads 0.. of its own (one_device's differ).
+// With sequence parallelism its input and output are sequence shards: the input is
+// all-gathered (again in backward), the partial outputs reduce-scattered.
 #include <cmath>
 
 #include "core/base/rng.hpp"
 #include "core/layers/registry.hpp"
+#include "core/layers/sequence_shard.hpp"
 
 namespace distrain {
 
@@ -35,7 +38,8 @@ class Attention final : public Layer {
 
   Shape setup(const Shape& in, ParamArena& arena) override {
     if (in.rank() != 2) fail(fmt::format("expects a sequence (sequence, features), got {}", in.str()));
-    t_ = in[0];
+    sequence_ = tensor_place().sequence && tensor_place().degree > 1;
+    t_ = sequence_ ? in[0] * tensor_place().degree : in[0];
     c_ = in[1];
     if (c_ % heads_ != 0) fail(fmt::format("width {} does not split into {} heads", c_, heads_));
     const TensorPlace& p = tensor_place();
@@ -58,26 +62,47 @@ class Attention final : public Layer {
     const int64_t n = in.shape[0];
     ensure_workspace(ctx.backend, n);
     const Tensor qkv = qkv_.view(), mixed = mixed_.view();
-    ctx.backend.gemm(false, false, 1.0f, in.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
+    const WholeSequence x(ctx, *this, in, sequence_, t_);
+    ctx.backend.gemm(false, false, 1.0f, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
     ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
-    ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
-    if (split_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);  // each rank's heads' share
+    if (sequence_) {  // each rank's heads' share, summed into this rank's positions
+      Buffer partial(ctx.backend, Shape{n, t_, c_});
+      ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, partial.view().rows(c_));
+      reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), out);
+    } else {
+      ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
+      if (split_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);  // each rank's heads' share
+    }
     ctx.backend.add_bias(out, proj_bias_.value());
   }
 
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
-    const Tensor dy = dout.rows(c_);
+    const WholeSequence dy_whole(ctx, *this, dout, sequence_, t_);
+    const Tensor dy = dy_whole.view.rows(c_);
     ctx.backend.gemm(true, false, 1.0f, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
     ctx.backend.bias_grad(dy, proj_bias_.grad());
     ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
     ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, training_rate(ctx), seed(ctx), dqkv);
-    ctx.backend.gemm(true, false, 1.0f, in.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
+    const WholeSequence x(ctx, *this, in, sequence_, t_);
+    ctx.backend.gemm(true, false, 1.0f, x.view.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
     ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());
     if (din.empty()) return;
+    if (sequence_) {
+      Buffer partial(ctx.backend, Shape{in.shape[0], t_, c_});
+      ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, partial.view().rows(c_));
+      reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), din);
+      return;
+    }
     ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
+  }
+
+  // On sequence shards, backward holds the whole output gradient, the whole input, the
+  // partial input gradient and its reordered copy for the reduce-scatter.
+  int64_t transient_bytes(int64_t n) const override {
+    return sequence_ ? 4 * n * t_ * c_ * static_cast<int64_t>(dtype_size(kActivationDType)) : 0;
   }
 
   // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
@@ -105,6 +130,7 @@ class Attention final : public Layer {
   double residual_stddev_ = 0.02;
   int64_t t_ = 0, c_ = 0;
   bool split_ = false;                        // by heads over the tensor axis
+  bool sequence_ = false;                     // input and output are sequence shards
   int64_t local_heads_ = 0, local_c_ = 0;     // this rank's heads and their width
   ParamRef qkv_kernel_, qkv_bias_, proj_kernel_, proj_bias_;
   NotCopied<Buffer> qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward

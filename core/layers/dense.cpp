@@ -2,9 +2,12 @@
 // kernel (in, units), bias (units), optional ReLU; column- or row-parallel over a mesh's
 // tensor axis (layer.hpp, TensorSplit). With tied_to it has no kernel of its own but
 // uses an embedding layer's table (vocabulary, in) transposed: GPT-2's output head.
+// With sequence parallelism a column layer's input and a row layer's output are sequence
+// shards (core/layers/sequence_shard.hpp).
 #include <cmath>
 
 #include "core/layers/registry.hpp"
+#include "core/layers/sequence_shard.hpp"
 
 namespace distrain {
 
@@ -37,6 +40,14 @@ class Dense final : public Layer {
   void set_tied_grad(Tensor grad) override { tied_grad_ = grad; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
+  // On sequence shards: a column layer's backward holds the whole input, the partial input
+  // gradient and its reordered copy; a row layer the partial (or whole) output (gradient)
+  // and a reordered copy.
+  int64_t transient_bytes(int64_t n) const override {
+    if (!sequence_) return 0;
+    return (column_ ? 3 * in_ : 2 * units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
+  }
+
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:
   // `in` is this rank's slice of the inputs (kernel rows); the bias stays whole.
   Shape setup(const Shape& in, ParamArena& arena) override {
@@ -60,19 +71,26 @@ class Dense final : public Layer {
     if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true, bias_slice);
     row_ = split == TensorSplit::row;
     column_ = split == TensorSplit::column;
-    return with_last(in, column_ ? units_ / p.degree : units_);
+    sequence_ = p.sequence && split != TensorSplit::none;
+    if (!sequence_) return with_last(in, column_ ? units_ / p.degree : units_);
+    if (in.rank() != 2) fail(fmt::format("sequence_parallel needs a sequence (sequence, features), got {}", in.str()));
+    if (row_ && in[0] % p.degree != 0)
+      fail(fmt::format("sequence_parallel: a sequence of {} does not split over a tensor degree of {}", in[0], p.degree));
+    whole_length_ = column_ ? in[0] * p.degree : in[0];
+    return Shape{row_ ? in[0] / p.degree : whole_length_, column_ ? units_ / p.degree : units_};
   }
 
   void forward(Ctx& ctx, const Tensor& x, Tensor y) override {
+    if (sequence_) return forward_on_shards(ctx, x, y);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]);
     if (!tied_to_.empty()) return ctx.backend.gemm(false, true, 1.0f, in, kernel_.value(), 0.0f, out);  // x E^T
     ctx.backend.gemm(false, false, 1.0f, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
     if (row_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);         // partial sums over the input slices
-    if (use_bias_) ctx.backend.add_bias(out, bias_.value());
-    if (relu_) ctx.backend.relu(out, out);
+    finish_forward(ctx, out);
   }
 
   void backward(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) override {
+    if (sequence_) return backward_on_shards(ctx, x, y, dy, dx);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]), dout = dy.rows(out.shape[1]);
     const Tensor din = dx.empty() ? dx : dx.rows(in_);
     if (!tied_to_.empty()) return backward_tied(ctx, in, dout, din);
@@ -85,6 +103,42 @@ class Dense final : public Layer {
   }
 
  private:
+  void finish_forward(Ctx& ctx, const Tensor& out) {
+    if (use_bias_) ctx.backend.add_bias(out, bias_.value());
+    if (relu_) ctx.backend.relu(out, out);
+  }
+
+  // Sequence parallel: a column layer gathers its input's shards; a row layer's partial
+  // outputs are reduce-scattered to this rank's positions.
+  void forward_on_shards(Ctx& ctx, const Tensor& x, Tensor y) {
+    const int64_t units = y.shape[y.shape.rank() - 1];
+    if (column_) {
+      const WholeSequence in(ctx, *this, x, true, whole_length_);
+      ctx.backend.gemm(false, false, 1.0f, in.view.rows(in_), kernel_.value(), 0.0f, y.rows(units));
+    } else {
+      Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, units});
+      ctx.backend.gemm(false, false, 1.0f, x.rows(in_), kernel_.value(), 0.0f, partial.view().rows(units));
+      reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), y);
+    }
+    finish_forward(ctx, y.rows(units));
+  }
+
+  // The column layer's input gradient, partial over its units' slices, is reduce-scattered;
+  // the row layer's output gradient is gathered whole first.
+  void backward_on_shards(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) {
+    const int64_t units = y.shape[y.shape.rank() - 1];
+    if (relu_) ctx.backend.relu_backward(y, dy, dy);
+    const WholeSequence in(ctx, *this, x, column_, whole_length_), dout(ctx, *this, dy, row_, whole_length_);
+    const Tensor g = dout.view.rows(units);
+    ctx.backend.gemm(true, false, 1.0f, in.view.rows(in_), g, 1.0f, kernel_.grad());
+    if (use_bias_) ctx.backend.bias_grad(g, bias_.grad());
+    if (dx.empty()) return;
+    if (row_) return ctx.backend.gemm(false, true, 1.0f, g, kernel_.value(), 0.0f, dx.rows(in_));
+    Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, in_});
+    ctx.backend.gemm(false, true, 1.0f, g, kernel_.value(), 0.0f, partial.view().rows(in_));
+    reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), dx);
+  }
+
   static Shape with_last(const Shape& in, int64_t last) {
     std::vector<int64_t> dims = in.dims();
     dims.back() = last;
@@ -113,6 +167,8 @@ class Dense final : public Layer {
   int64_t units_, in_ = 0;  // in_: the input features this rank sees (a slice when row-parallel)
   bool use_bias_, relu_;
   bool column_ = false, row_ = false;
+  bool sequence_ = false;     // column: input a sequence shard; row: output one
+  int64_t whole_length_ = 0;  // the sequence's length, under sequence_
   std::string kernel_init_name_;
   double residual_stddev_ = 0.02;
   std::string tied_to_;

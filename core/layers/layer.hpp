@@ -58,6 +58,10 @@ enum class TensorSplit { none, column, row, sliced, heads };
 struct TensorPlace {
   TensorSplit split = TensorSplit::none;
   int rank = 0, degree = 1;
+  // Sequence parallelism (core/layers/sequence_shard.hpp): a layer that works per position
+  // runs on this rank's shard of the sequence; a column or heads layer's input is such a
+  // shard (all-gathered inside), a row or heads layer's output too (reduce-scattered).
+  bool sequence = false;
 };
 
 // A layer's `tensor_parallel` key: "auto" (nullopt: as the mesh's plan says), "column",
@@ -116,6 +120,9 @@ class Layer {
   // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
   // projections, layer norm's statistics), for `check` and the memory estimate.
   virtual int64_t workspace_bytes(int64_t) const { return 0; }
+  // Bytes a layer allocates only while its forward or backward runs, at most (sequence
+  // parallelism's gathered sequences): the model counts the largest layer's.
+  virtual int64_t transient_bytes(int64_t) const { return 0; }
 
   // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
   // that works per channel can run sliced.
@@ -131,6 +138,9 @@ class Layer {
   // on all of them (element-wise layers, pooling, batch norm with its per-channel
   // statistics). The tensor plan keeps such layers on a column layer's slice.
   virtual bool per_channel() const { return elementwise(); }
+  // Works on each position of a sequence on its own (layer norm, add, element-wise
+  // layers): runs on a shard of the positions as on all of them (sequence parallelism).
+  virtual bool per_position() const { return elementwise(); }
   void set_tensor_place(const TensorPlace& place);
   const TensorPlace& tensor_place() const { return place_; }
 

@@ -10,6 +10,7 @@ class LayerNorm final : public Layer {
     if (!(epsilon_ > 0.0f)) c.fail("epsilon", "must be positive");
   }
   std::string type() const override { return "layer_norm"; }
+  bool per_position() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {
     const int64_t c = in[in.rank() - 1];

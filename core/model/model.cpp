@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/layers/registry.hpp"
+#include "core/layers/sequence_shard.hpp"
 #include "core/layers/tensor_gather.hpp"
 #include "core/model/tensor_plan.hpp"
 
@@ -45,30 +46,56 @@ bool Model::is_chain() const {
 }
 
 // Splits layers over the tensor axis as plan_tensor_parallel says, inserting a
-// tensor_gather after each split output the next layer needs whole; the layers that read
-// that output then read the gather's.
+// tensor_gather after each split output the next layer needs whole, and with sequence
+// parallelism the sequence_scatter and sequence_gather layers; each reader then reads
+// the form it takes (a shard or the whole sequence).
 void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin) {
   if (tensor.size == 1) return;
-  const std::vector<TensorPlanEntry> plan = plan_tensor_parallel(layers_, inputs_, tensor.size, spec.file);
+  const TensorPlan plan = plan_tensor_parallel(layers_, inputs_, tensor.size, tensor.sequence, spec.file);
   std::vector<std::unique_ptr<Layer>> placed;
   std::vector<std::vector<int>> placed_inputs;
   std::vector<size_t> placed_origin;
-  std::vector<int> read_at(layers_.size());  // where layer i's output is read after placement
+  // Where each layer's output is read after placement, as it is and (where it differs)
+  // as a sequence shard and whole; index 0 of each stands for the model's input.
+  std::vector<int> as_is(layers_.size() + 1, -1), as_shard(layers_.size() + 1, -1), as_whole(layers_.size() + 1, -1);
+  const TensorPlace base{TensorSplit::none, tensor.rank, tensor.size};
   int gathers = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (plan[i].split != TensorSplit::none) layers_[i]->set_tensor_place(TensorPlace{plan[i].split, tensor.rank, tensor.size});
-    std::vector<int> in;
-    for (const int j : inputs_[i]) in.push_back(j < 0 ? j : read_at[static_cast<size_t>(j)]);
-    placed.push_back(std::move(layers_[i]));
+  auto add = [&](std::unique_ptr<Layer> layer, std::vector<int> in, size_t from) {
+    placed.push_back(std::move(layer));
     placed_inputs.push_back(std::move(in));
-    placed_origin.push_back(origin[i]);
-    read_at[i] = static_cast<int>(placed.size()) - 1;
-    if (!plan[i].gather_after) continue;
-    placed.push_back(make_tensor_gather(TensorPlace{TensorSplit::none, tensor.rank, tensor.size}));
-    placed.back()->set_name(fmt::format("tensor_gather_{}", ++gathers));
-    placed_inputs.push_back({read_at[i]});
-    placed_origin.push_back(origin[i]);  // errors name the layer it gathers for
-    read_at[i] = static_cast<int>(placed.size()) - 1;
+    placed_origin.push_back(from);  // errors name the layer a gather or scatter works for
+    return static_cast<int>(placed.size()) - 1;
+  };
+  if (plan.scatter_input) {
+    as_shard[0] = add(make_sequence_scatter(base), {-1}, 0);
+    placed.back()->set_name("sequence_scatter_input");
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const TensorPlanEntry& e = plan.layers[i];
+    if (e.split != TensorSplit::none || e.sequence)
+      layers_[i]->set_tensor_place(TensorPlace{e.split, tensor.rank, tensor.size, e.sequence});
+    const bool shard = reads_sequence_shard(layers_[i]->tensor_place());
+    std::vector<int> in;
+    for (const int j : inputs_[i]) {
+      const auto k = static_cast<size_t>(j + 1);
+      const int form = shard ? as_shard[k] : as_whole[k];
+      in.push_back(form != -1 ? form : as_is[k]);
+    }
+    const std::string name = layers_[i]->name();
+    int at = add(std::move(layers_[i]), std::move(in), origin[i]);
+    if (e.gather_after) {
+      at = add(make_tensor_gather(base), {at}, origin[i]);
+      placed.back()->set_name(fmt::format("tensor_gather_{}", ++gathers));
+    }
+    as_is[i + 1] = at;
+    if (e.scatter_sequence_after) {
+      as_shard[i + 1] = add(make_sequence_scatter(base), {at}, origin[i]);
+      placed.back()->set_name(name + "_sequence_scatter");
+    }
+    if (e.gather_sequence_after) {
+      as_whole[i + 1] = add(make_sequence_gather(base), {at}, origin[i]);
+      placed.back()->set_name(name + "_sequence_gather");
+    }
   }
   layers_ = std::move(placed);
   inputs_ = std::move(placed_inputs);
@@ -153,16 +180,25 @@ void Model::find_trainable_ranges() {
         }
 }
 
+// Per layer its output and gradient and what it keeps; the scratch of a graph's second
+// readers (two of the largest output), the input's gradient, and the largest layer's
+// transient buffers.
 int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  int64_t bytes = 0;
+  const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
+  int64_t bytes = 0, largest = is_chain() ? 0 : input_shape_.numel(), transient = 0;
   for (size_t i = 0; i < shapes_.size(); ++i) {
     int64_t layer = 0;  // values and gradients
-    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) ||
-        __builtin_mul_overflow(layer, 2 * static_cast<int64_t>(dtype_size(kActivationDType)), &layer) ||
+    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * element, &layer) ||
         __builtin_add_overflow(bytes, layer, &bytes) || __builtin_add_overflow(bytes, layers_[i]->workspace_bytes(n), &bytes))
       return kMax;
+    if (!is_chain()) largest = std::max(largest, shapes_[i].numel());
+    transient = std::max(transient, layers_[i]->transient_bytes(n));
   }
+  int64_t extra = 0;  // kept within bounds by the layers' above
+  if (__builtin_mul_overflow(2 * largest + (input_grad_wanted_ ? input_shape_.numel() : 0), n * element, &extra) ||
+      __builtin_add_overflow(bytes, extra, &bytes) || __builtin_add_overflow(bytes, transient, &bytes))
+    return kMax;
   return bytes;
 }
 
@@ -266,6 +302,14 @@ void Model::backward(Ctx& ctx) {
         backend_.axpby(1.0f, ties_[t]->grad.view(), 1.0f, arena_.grad(ties_[t]->variable));
     release(i);
     reducer_->reduce(i);
+  }
+}
+
+void Model::sum_sequence_shard_gradients(Communicator& tensor) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const TensorPlace& p = layers_[i]->tensor_place();
+    if (p.sequence && p.split == TensorSplit::none && !ranges_[i].empty())
+      tensor.all_reduce(arena_.grads().range(ranges_[i].begin, ranges_[i].size()), ReduceOp::sum);
   }
 }
 

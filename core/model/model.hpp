@@ -31,6 +31,7 @@ namespace distrain {
 // This rank's place on a mesh's tensor axis (size 1: no tensor parallelism).
 struct TensorGroup {
   int rank = 0, size = 1;
+  bool sequence = false;  // sequence parallelism (strategy.sequence_parallel)
 };
 
 // The part of the layer list a model runs (one pipeline stage): layers [first, end) of
@@ -75,6 +76,10 @@ class Model {
   Range trainable_range(size_t layer) const { return ranges_.at(layer); }
   const std::vector<Range>& trainable_ranges() const { return ranges_; }
   void zero_grads() { reducer_->zero(); }
+  // Under sequence parallelism, the whole variables of layers on sequence shards (layer
+  // norm's) hold each rank's positions' share of their gradients: sums them over the
+  // tensor axis. Once per step, before the gradients are reduced over the data axis.
+  void sum_sequence_shard_gradients(Communicator& tensor);
   ParamGatherer& gatherer() { return *gatherer_; }
   GradientReducer& reducer() { return *reducer_; }
   // Times each layer's forward and backward calls from now on (`bench --profile`), or stops

@@ -54,8 +54,10 @@ void mark_sliced(std::vector<TensorPlanEntry>& plan, size_t from, size_t to) {
 
 }  // namespace
 
-std::vector<TensorPlanEntry> plan_tensor_parallel(const Layers& layers, const std::vector<std::vector<int>>& inputs,
-                                                  int degree, const std::string& file) {
+namespace {
+
+std::vector<TensorPlanEntry> plan_splits(const Layers& layers, const std::vector<std::vector<int>>& inputs, int degree,
+                                         const std::string& file) {
   std::vector<TensorPlanEntry> plan(layers.size());
   if (degree <= 1) return plan;
   const Chain chain(inputs);
@@ -84,6 +86,53 @@ std::vector<TensorPlanEntry> plan_tensor_parallel(const Layers& layers, const st
     }
   }
   return plan;
+}
+
+bool enters_split(TensorSplit s) { return s == TensorSplit::column || s == TensorSplit::heads; }
+bool leaves_split(TensorSplit s) { return s == TensorSplit::row || s == TensorSplit::heads; }
+
+// Marks the layers on sequence shards and where shards are cut and gathered (see header).
+void plan_sequence(const Layers& layers, const std::vector<std::vector<int>>& inputs, TensorPlan& plan) {
+  const size_t n = layers.size();
+  std::vector<TensorPlanEntry>& p = plan.layers;
+  auto free = [&](size_t i) { return layers[i]->per_position() && p[i].split == TensorSplit::none; };
+  std::vector<std::vector<size_t>> readers(n);
+  for (size_t i = 0; i < n; ++i)
+    for (const int j : inputs[i])
+      if (j >= 0) readers[static_cast<size_t>(j)].push_back(i);
+  std::vector<bool> wanted(n, false);  // the output feeds a column or attention layer through free layers
+  for (size_t j = n; j-- > 0;)
+    for (const size_t r : readers[j]) wanted[j] = wanted[j] || enters_split(p[r].split) || (free(r) && wanted[r]);
+  std::vector<bool> shard(n, false);  // the output is a shard
+  for (size_t i = 0; i < n; ++i) {
+    bool any_shard = false;
+    for (const int j : inputs[i]) any_shard = any_shard || (j >= 0 && shard[static_cast<size_t>(j)]);
+    shard[i] = leaves_split(p[i].split) || (free(i) && (wanted[i] || any_shard));
+    const bool reads_shard = enters_split(p[i].split) || (free(i) && shard[i]);
+    p[i].sequence = reads_shard || shard[i];
+    for (const int j : inputs[i]) {
+      const bool is_shard = j >= 0 && shard[static_cast<size_t>(j)];
+      if (reads_shard && !is_shard) (j < 0 ? plan.scatter_input : p[static_cast<size_t>(j)].scatter_sequence_after) = true;
+      if (!reads_shard && is_shard) p[static_cast<size_t>(j)].gather_sequence_after = true;
+    }
+  }
+  if (n > 0 && shard[n - 1]) p[n - 1].gather_sequence_after = true;
+}
+
+}  // namespace
+
+TensorPlan plan_tensor_parallel(const Layers& layers, const std::vector<std::vector<int>>& inputs, int degree, bool sequence,
+                                const std::string& file) {
+  TensorPlan plan{plan_splits(layers, inputs, degree, file), false};
+  if (sequence && degree > 1) plan_sequence(layers, inputs, plan);
+  return plan;
+}
+
+bool reads_sequence_shard(const TensorPlace& place) {
+  return place.sequence && (enters_split(place.split) || place.split == TensorSplit::none);
+}
+bool writes_sequence_shard(const TensorPlace& place) {
+  return place.sequence && (leaves_split(place.split) || place.split == TensorSplit::none);
 }
 
 }  // namespace distrain

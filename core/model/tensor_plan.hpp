@@ -27,16 +27,30 @@
 
 namespace distrain {
 
+//   - With sequence parallelism (core/layers/sequence_shard.hpp), a layer that works per
+//     position runs on a sequence shard where a column or attention layer reads its output
+//     (directly or through such layers) or it reads a shard; a whole output read as a shard
+//     is cut by a sequence_scatter after it (the embeddings' sum), a shard read whole is
+//     gathered by a sequence_gather (before the head), and the model's output is whole.
 struct TensorPlanEntry {
   TensorSplit split = TensorSplit::none;
-  bool gather_after = false;  // the output is a slice the next layer needs whole
+  bool gather_after = false;           // the output is a slice the next layer needs whole
+  bool sequence = false;               // TensorPlace::sequence
+  bool scatter_sequence_after = false;  // a whole output some reader takes as a shard
+  bool gather_sequence_after = false;   // a sharded output some reader (or the model) needs whole
+};
+struct TensorPlan {
+  std::vector<TensorPlanEntry> layers;  // one per layer
+  bool scatter_input = false;           // the model's input is read as a shard
 };
 
-// One entry per layer; all none when degree is 1. inputs[i]: where layer i takes its
-// inputs (earlier layers' indices, -1 the model's input). Throws UserError naming the layer
-// and `file` for a request that cannot be met.
-std::vector<TensorPlanEntry> plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers,
-                                                  const std::vector<std::vector<int>>& inputs, int degree,
-                                                  const std::string& file);
+// All none when degree is 1. inputs[i]: where layer i takes its inputs (earlier layers'
+// indices, -1 the model's input). Throws UserError naming the layer and `file` for a
+// request that cannot be met.
+TensorPlan plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<std::vector<int>>& inputs,
+                                int degree, bool sequence, const std::string& file);
+// Whether layer i with this place reads its inputs as sequence shards, and writes one.
+bool reads_sequence_shard(const TensorPlace& place);
+bool writes_sequence_shard(const TensorPlace& place);
 
 }  // namespace distrain

@@ -87,7 +87,7 @@ class MeshStrategy final : public Strategy {
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
-                                      TensorGroup{mesh_.coord().tensor, shape_.tensor});
+                                      TensorGroup{mesh_.coord().tensor, shape_.tensor, spec_.sequence_parallel});
     plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
     find_cross_stage_ties();
@@ -183,6 +183,9 @@ class MeshStrategy final : public Strategy {
 
   LossStats evaluate(const Batch& batch) override { return from_last_stage(stage_->evaluate(batch.replicas.at(0))); }
   int max_over_workers(int local) override { return max_over(local, *world_); }
+  void sum_figures_over_workers(std::vector<double>& v) override {
+    world_->all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
+  }
 
  protected:
   // The seed depends on the data rank only: a tensor group draws the same dropout masks.
@@ -200,6 +203,7 @@ class MeshStrategy final : public Strategy {
   }
   void reduce_gradients() override {
     sum_cross_stage_ties();
+    model().sum_sequence_shard_gradients(tensor());
     model().reducer().flush();
   }
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.

@@ -38,6 +38,10 @@ class MultiReplicaStrategy : public Strategy {
   LossStats evaluate(const Batch& batch) override;
   bool keep_data_on_devices(const Dataset& data, DataUse use) override;
   int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
+  void sum_figures_over_workers(std::vector<double>& v) override {
+    if (world_) world_->all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
+  }
+  Backend& replica_backend(int r) override { return replica(r).backend(); }
   CommTraffic data_traffic() const override { return all_[0]->traffic(); }
 
  protected:

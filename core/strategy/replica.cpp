@@ -78,7 +78,8 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
       place_(place.value_or(whole_model(recipe))),
       tensor_(tensor),
       loss_(recipe.loss, backend) {
-  const TensorGroup group = tensor ? TensorGroup{tensor->rank(), tensor->size()} : TensorGroup{};
+  const TensorGroup group =
+      tensor ? TensorGroup{tensor->rank(), tensor->size(), recipe.strategy.sequence_parallel} : TensorGroup{};
   copies_.push_back(std::make_unique<Model>(recipe.model(), backend, std::move(seams), group, place_.part));
   const ParamArena& p = copies_[0]->params();
   const int copies = micro_batches_in_flight(place_.schedule, place_.stage, place_.stages, place_.micro_batches);

@@ -117,6 +117,23 @@ TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const 
   return {fmt::format("{}: {}(N-1)/N x G", ops, factor), passes * static_cast<double>(gradient_bytes) * (n - 1) / n};
 }
 
+std::vector<std::pair<int64_t, int64_t>> Strategy::device_memory_over_job(int64_t per_replica_batch) {
+  const MemoryUse m = memory_per_replica(per_replica_batch);
+  const double predicted = static_cast<double>(m.parameters + m.gradients + m.optimizer + m.activations);
+  const int local = local_replicas();
+  std::vector<double> figures(2 * static_cast<size_t>(workers() * local), 0.0);  // exact below 2^53 bytes
+  for (int r = 0; r < local; ++r) {
+    const auto at = 2 * static_cast<size_t>(rank() * local + r);
+    figures[at] = static_cast<double>(replica_backend(r).memory().peak());
+    figures[at + 1] = predicted;
+  }
+  sum_figures_over_workers(figures);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t i = 0; i < figures.size(); i += 2)
+    out.emplace_back(static_cast<int64_t>(figures[i]), static_cast<int64_t>(figures[i + 1]));
+  return out;
+}
+
 int max_over(int local, MpiCommunicator& world) {
   float v = static_cast<float>(local);  // exact: the values are small integers
   world.all_reduce(host_tensor(&v, 1), ReduceOp::max);

@@ -80,6 +80,8 @@ class Strategy {
   virtual int eval_shares() const { return workers(); }
   virtual int eval_share() const { return rank(); }
   virtual int local_replicas() const { return num_replicas(); }
+  // The backend of this process's local replica r (its device memory, for bench).
+  virtual Backend& replica_backend(int) { return model().params().backend(); }
   // One line: devices, replicas, how gradients travel.
   virtual std::string describe() const = 0;
 
@@ -153,6 +155,11 @@ class Strategy {
   // The largest `local` over the workers that train (one tiny all-reduce): lets every worker
   // act on what only some see, such as a stop signal sent to one rank, after the same step.
   virtual int max_over_workers(int local) { return local; }
+  // Each worker's values summed element by element over the workers (one all-reduce).
+  virtual void sum_figures_over_workers(std::vector<double>&) {}
+  // Per replica of the job (workers x local replicas, in rank order): its device's measured
+  // high-water mark and memory_per_replica's total. Collective over the workers.
+  std::vector<std::pair<int64_t, int64_t>> device_memory_over_job(int64_t per_replica_batch);
 
   // The batch one optimizer update sees, for the learning-rate schedule: the global batch,
   // except for an asynchronous parameter server, which applies each worker's push alone.

@@ -628,10 +628,14 @@ gpt_mesh)
   }
   gpt_case tensor2 2 --set strategy.tensor=2
   gpt_case tensor4 4 --set strategy.tensor=4
+  gpt_case tensor2_sequence_parallel 2 --set strategy.tensor=2 --set strategy.sequence_parallel=true
+  gpt_case tensor4_sequence_parallel 4 --set strategy.tensor=4 --set strategy.sequence_parallel=true
   gpt_case pipeline2 2 --set strategy.pipeline=2 --set strategy.micro_batches=4
   gpt_case pipeline4 4 --set strategy.pipeline=4 --set strategy.micro_batches=3 --set strategy.schedule=gpipe
   gpt_case data2xtensor2xpipeline2 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
+  gpt_case data2xtensor2xpipeline2_sequence_parallel 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
+    --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.sequence_parallel=true
   # A checkpoint of data 2 x tensor 2 x pipeline 2 (ZeRO-1) at step 10 resumes under
   # one_device and under tensor 4: steps 11-20 take the uninterrupted run's steps (the
   # weights after each within 1e-5 of the largest) and end with its running loss.

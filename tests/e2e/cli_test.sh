@@ -486,7 +486,7 @@ PY
   ;;
 gpt)
   # A 2-block GPT on Tiny Shakespeare: trains, evaluates as it validated, generates the same
-  # text from the same seed, and refuses what it cannot do by name.
+  # text from the same seed, refuses what it cannot do by name, and plans a mesh.
   cd "$work" || exit 1
   sed -e 's/^count = 4/count = 2/' -e 's/^output_dim = 128/output_dim = 32/' -e 's/^  units = 512/  units = 64/' \
     -e 's/^  units = 128/  units = 32/' -e 's/^seq_len = 64/seq_len = 32/' -e 's/^input_shape = \[64\]/input_shape = [32]/' \
@@ -517,8 +517,14 @@ gpt)
     "$distrain" generate --ckpt g --prompt "a€"
   expect_error "generate: a negative temperature" "--temperature -1: must be a finite number >= 0" \
     "$distrain" generate --ckpt g --temperature -1
-  expect_error "the mesh strategy refuses token data by name" "does not run language models on token data yet" \
-    "$distrain" check "$work/gpt.toml" --set strategy.name=mesh
+  # On the mesh: check shows attention split by heads and the layer norms on sequence
+  # shards; sequence parallelism without a tensor axis is refused by name.
+  "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.tensor=2 --set strategy.sequence_parallel=true \
+    >"$work/mesh.log" 2>&1 && grep -q "h.0.attn (by heads)" "$work/mesh.log" && grep -q "h.0.ln_1 (on a sequence shard)" "$work/mesh.log" &&
+    grep -q "wpe_sequence_scatter (cuts the sequence)" "$work/mesh.log" && ok "check: the GPT on a tensor 2 mesh with sequence parallelism" ||
+    bad "gpt mesh check: $(head -n 3 "$work/mesh.log")"
+  expect_error "sequence_parallel without a tensor axis" "strategy.sequence_parallel: shards sequences over the tensor axis" \
+    "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.sequence_parallel=true
   ;;
 *)
   echo "unknown group $group"

@@ -153,6 +153,7 @@ ModelRun run_model(Model& m, Communicator* tensor, const std::vector<float>& x, 
   ModelRun r{to_host(m.forward(ctx, in.view())), {}, {}};
   from_host(dout, m.output_grad());
   m.backward(ctx);
+  if (tensor) m.sum_sequence_shard_gradients(*tensor);  // as the mesh does before reducing
   for (size_t v = 0; v < m.params().variables().size(); ++v) {
     r.values.push_back(to_host(m.params().value(static_cast<int>(v))));
     if (m.params().variables()[v].trainable) r.grads.push_back(to_host(m.params().grad(static_cast<int>(v))));
@@ -167,11 +168,13 @@ struct SplitRun {
   std::vector<ModelRun> got;
 };
 
-SplitRun run_split(const toml::table& table, int degree, const std::vector<float>& x, const std::vector<float>& dout) {
+SplitRun run_split(const toml::table& table, int degree, const std::vector<float>& x, const std::vector<float>& dout,
+                   bool sequence = false) {
   SplitRun s;
   std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
   for (int r = 0; r < degree; ++r)
-    s.models.push_back(std::make_unique<Model>(parse_model_spec(table, "m.toml"), cpu(), ModelSeams{}, TensorGroup{r, degree}));
+    s.models.push_back(
+        std::make_unique<Model>(parse_model_spec(table, "m.toml"), cpu(), ModelSeams{}, TensorGroup{r, degree, sequence}));
   s.got.resize(static_cast<size_t>(degree));
   std::vector<std::thread> threads;
   for (int r = 0; r < degree; ++r)
@@ -401,10 +404,26 @@ std::string plan_of(const Model& m) {
   std::string s;
   for (const auto& l : m.layers()) {
     const TensorSplit p = l->tensor_place().split;
-    s += l->name() + (p == TensorSplit::column ? ":column " : p == TensorSplit::row ? ":row " : p == TensorSplit::sliced ? ":sliced "
-                      : p == TensorSplit::heads ? ":heads " : " ");
+    s += l->name() + (p == TensorSplit::column ? ":column" : p == TensorSplit::row ? ":row" : p == TensorSplit::sliced ? ":sliced"
+                      : p == TensorSplit::heads ? ":heads" : "");
+    s += l->tensor_place().sequence ? "/seq " : " ";
   }
   return s;
+}
+
+// Whole-block outputs, values and gradients against each rank's (sliced) ones.
+void check_against_whole(const ModelRun& want, const SplitRun& s, const Model& whole) {
+  for (size_t r = 0; r < s.got.size(); ++r) {
+    const ModelRun& g = s.got[r];
+    CHECK(relative_error(want.out, g.out) < 1e-5);
+    const auto& vars = s.models[r]->params().variables();
+    REQUIRE(vars.size() == whole.params().variables().size());
+    for (size_t v = 0; v < vars.size(); ++v) {
+      CAPTURE(vars[v].layer + "/" + vars[v].name);
+      CHECK(relative_error(slice_of(want.values[v], vars[v].full_shape, vars[v].slice), g.values[v]) < 1e-6);
+      CHECK(relative_error(slice_of(want.grads[v], vars[v].full_shape, vars[v].slice), g.grads[v]) < 1e-5);
+    }
+  }
 }
 
 }  // namespace
@@ -421,17 +440,7 @@ TEST_CASE("tensor parallel transformer block: attention by heads, MLP pair, resi
                                    "tensor_gather_1 ");
     // The head's gather is what the model outputs.
     CHECK(s.models[0]->layer_inputs(10) == std::vector<int>{9});
-    for (int r = 0; r < degree; ++r) {
-      const ModelRun& g = s.got[static_cast<size_t>(r)];
-      CHECK(relative_error(want.out, g.out) < 1e-5);
-      const auto& vars = s.models[static_cast<size_t>(r)]->params().variables();
-      REQUIRE(vars.size() == whole.params().variables().size());
-      for (size_t v = 0; v < vars.size(); ++v) {
-        CAPTURE(vars[v].layer + "/" + vars[v].name);
-        CHECK(relative_error(slice_of(want.values[v], vars[v].full_shape, vars[v].slice), g.values[v]) < 1e-6);
-        CHECK(relative_error(slice_of(want.grads[v], vars[v].full_shape, vars[v].slice), g.grads[v]) < 1e-5);
-      }
-    }
+    check_against_whole(want, s, whole);
     // Rank 1 of 2 holds heads 2 and 3: columns 8..15 of each of the query, key and value blocks.
     if (degree == 2) {
       const ParamArena& p = s.models[1]->params();
@@ -475,6 +484,35 @@ TEST_CASE("tensor slices: a grouped axis is cut group by group and rebuilt") {
   }
   CHECK(rebuilt == whole);
   CHECK(slice_of(whole, full, TensorSlice{1, 1, 2, 3}) == std::vector<float>{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23});
+}
+
+// Sequence parallelism: the layer norms and adds on each rank's quarter or half of the
+// positions, the input cut into shards first, attention and the MLP gathering them and
+// reduce-scattering their outputs; layer norm's gradients summed over the tensor axis.
+TEST_CASE("sequence parallel transformer block: layer norms and adds on sequence shards match the whole block on 2 and 4 ranks") {
+  const toml::table table = toml::parse(kBlock);
+  const std::vector<float> x = random_vector(4 * 8 * 16, 31), dout = random_vector(4 * 8 * 8, 32);
+  Model whole(parse_model_spec(table, "block.toml"), cpu());
+  const ModelRun want = run_model(whole, nullptr, x, dout);
+  for (int degree : {2, 4}) {
+    CAPTURE(degree);
+    SplitRun s = run_split(table, degree, x, dout, true);
+    CHECK(plan_of(*s.models[0]) == "sequence_scatter_input ln_1/seq attn:heads/seq attn_add/seq ln_2/seq fc:column/seq "
+                                   "gelu:sliced proj:row/seq mlp_add/seq ln_f/seq head:column/seq tensor_gather_1 ");
+    CHECK(s.models[0]->layer_shapes()[1] == Shape{8 / degree, 16});  // ln_1 on a shard
+    CHECK(s.models[0]->layer_shapes()[5] == Shape{8, 32 / degree});  // fc: every position, its units' slice
+    check_against_whole(want, s, whole);
+  }
+  // Activations kept per rank: the per-position layers' shrink by the degree.
+  const Model two(parse_model_spec(table, "block.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2, true});
+  const Model plain(parse_model_spec(table, "block.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2, false});
+  CHECK(two.activation_bytes(4) < plain.activation_bytes(4));
+}
+
+TEST_CASE("sequence parallel: a sequence that does not split over the tensor degree is refused naming the layer") {
+  const toml::table table = toml::parse(kBlock);
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(table, "block.toml"), cpu(), ModelSeams{}, TensorGroup{0, 3, true}),
+                       doctest::Contains("does not split over the tensor degree 3"), UserError);
 }
 
 }  // namespace distrain::test
