@@ -30,6 +30,7 @@ struct Scope {
   const Scope* parent = nullptr;
   std::string prefix;  // of the layer names made here: "h.2."
   int previous = -2;   // the last layer built in this list (-2: none yet, then `input`)
+  int block = -1;      // the outermost repeat copy this list is in (-1: none)
   std::optional<int> find(const std::string& name) const {
     if (name == "input") return input;
     if (auto it = names.find(name); it != names.end()) return it->second;
@@ -78,7 +79,7 @@ class GraphReader {
     if (!scope.names.emplace(local, index).second) config.fail("name", fmt::format("layer name '{}' is used twice", local));
     layer->set_name(scope.prefix + local);
     layer->set_index(index);
-    spec_.layers.push_back(LayerSpec{key, config.where("type"), std::move(inputs), nullptr, Shape{}});
+    spec_.layers.push_back(LayerSpec{key, config.where("type"), std::move(inputs), nullptr, Shape{}, scope.block});
     layers_.push_back(std::move(layer));
     return index;
   }
@@ -107,7 +108,8 @@ class GraphReader {
     config.finish();
     int last = input.value_or(scope.default_input());
     for (int64_t k = 0; k < count; ++k) {
-      Scope copy{{}, {}, last, &scope, fmt::format("{}{}.{}.", scope.prefix, name, k)};
+      Scope copy{{}, {}, last, &scope, fmt::format("{}{}.{}.", scope.prefix, name, k), -2,
+                 scope.block >= 0 ? scope.block : spec_.blocks++};
       last = read_list(*list, key + ".layers", copy);
     }
     if (!scope.names.emplace(name, last).second) config.fail("name", fmt::format("layer name '{}' is used twice", name));

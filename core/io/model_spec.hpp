@@ -19,6 +19,7 @@ struct LayerSpec {
   std::vector<int> inputs;  // earlier layers' indices; -1 is the model's input
   std::shared_ptr<const Layer> prototype;  // configured and named, never set up
   Shape output;  // per example
+  int block = -1;  // the outermost repeat copy it belongs to (a transformer block), -1: none
 };
 
 struct ModelSpec {
@@ -28,7 +29,7 @@ struct ModelSpec {
   Shape input_shape;
   DType input_dtype = DType::f32;  // float32 values, or int32 token ids (the model starts with an embedding)
   std::vector<LayerSpec> layers;
-
+  int blocks = 0;  // outermost repeat copies
   // Every layer reads the one before it (no named inputs): what tensor and pipeline
   // parallelism split.
   bool chain() const;

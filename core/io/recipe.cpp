@@ -306,6 +306,7 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
     c.fail("tensorboard_flush_seconds", fmt::format("must be in [0, 86400] (0: every step's loss at once), got {}",
                                                     t.tensorboard_flush_seconds));
   t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
+  t.recompute_blocks = c.get_choice("recompute", "none", {"none", "blocks"}) == "blocks";
   t.accumulate_steps = c.get_int("accumulate_steps", 1);
   if (t.accumulate_steps < 1 || t.accumulate_steps > TrainSpec::kMaxAccumulateSteps)
     c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));
@@ -376,6 +377,9 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   r.model_spec = std::make_shared<const ModelSpec>(parse_model_spec(*model->as_table(), file));
+  DT_USER_CHECK(!r.train.recompute_blocks || r.model_spec->blocks > 0,
+                "{}: train.recompute = \"blocks\" reruns each repeat block's forward in backward, and [model] has no repeat "
+                "block; use \"none\"", file);
   root.finish();
   return r;
 }

@@ -57,6 +57,9 @@ struct TrainSpec {
   // those of one micro-batch.
   int64_t accumulate_steps = 1;
   static constexpr int64_t kMaxAccumulateSteps = 65536;
+  // train.recompute = "blocks": only the outputs of the model's repeat blocks (and of the
+  // layers outside them) are kept from forward; each block's forward reruns in backward.
+  bool recompute_blocks = false;
 };
 
 struct CheckpointSpec {

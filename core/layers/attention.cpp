@@ -111,6 +111,10 @@ class Attention final : public Layer {
     return n * t_ * (8 * local_c_ + local_heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
   }
 
+  void release_workspace() override {
+    for (Buffer* b : std::initializer_list<Buffer*>{&qkv_, &dqkv_, &mixed_, &dmixed_, &lse_}) *b = Buffer();
+  }
+
  private:
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
   uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }

@@ -123,6 +123,9 @@ class Layer {
   // Bytes a layer allocates only while its forward or backward runs, at most (sequence
   // parallelism's gathered sequences): the model counts the largest layer's.
   virtual int64_t transient_bytes(int64_t) const { return 0; }
+  // Frees what forward keeps for backward (workspace_bytes): under recomputation the model
+  // reruns the forward before the backward, which makes it again.
+  virtual void release_workspace() {}
 
   // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
   // that works per channel can run sliced.

@@ -38,6 +38,11 @@ class LayerNorm final : public Layer {
     return 2 * n * rows_per_example_ * static_cast<int64_t>(dtype_size(kActivationDType));
   }
 
+  void release_workspace() override {
+    mean_ = Buffer();
+    rstd_ = Buffer();
+  }
+
  private:
   float epsilon_;
   int64_t rows_per_example_ = 1;

@@ -24,6 +24,7 @@ Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGr
     origin.push_back(i);
   }
   place_on_tensor_axis(tensor, spec, origin);
+  for (const size_t o : origin) block_.push_back(spec.layers[o].block);
   part_ = part;
   input_grad_wanted_ = part.input_grad;
   setup_layers(spec, origin);
@@ -145,6 +146,8 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   layers_.erase(layers_.begin(), layers_.begin() + static_cast<int64_t>(part.first));
   shapes_.erase(shapes_.begin() + static_cast<int64_t>(end), shapes_.end());
   shapes_.erase(shapes_.begin(), shapes_.begin() + static_cast<int64_t>(part.first));
+  block_.erase(block_.begin() + static_cast<int64_t>(end), block_.end());
+  block_.erase(block_.begin(), block_.begin() + static_cast<int64_t>(part.first));
   inputs_.erase(inputs_.begin() + static_cast<int64_t>(end), inputs_.end());
   inputs_.erase(inputs_.begin(), inputs_.begin() + static_cast<int64_t>(part.first));
   for (std::vector<int>& in : inputs_)  // the layer before the stage is its input now
@@ -187,14 +190,19 @@ int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
   int64_t bytes = 0, largest = is_chain() ? 0 : input_shape_.numel(), transient = 0;
+  std::vector<int64_t> per_block(blocks_.size(), 0);  // recomputation: one block's at a time
   for (size_t i = 0; i < shapes_.size(); ++i) {
     int64_t layer = 0;  // values and gradients
     if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * element, &layer) ||
-        __builtin_add_overflow(bytes, layer, &bytes) || __builtin_add_overflow(bytes, layers_[i]->workspace_bytes(n), &bytes))
+        __builtin_add_overflow(layer, layers_[i]->workspace_bytes(n), &layer))
       return kMax;
+    int64_t& into = recompute_ && inner_[i] ? per_block[static_cast<size_t>(block_[i])] : bytes;
+    if (__builtin_add_overflow(into, layer, &into)) return kMax;
     if (!is_chain()) largest = std::max(largest, shapes_[i].numel());
     transient = std::max(transient, layers_[i]->transient_bytes(n));
   }
+  if (!per_block.empty() && __builtin_add_overflow(bytes, *std::max_element(per_block.begin(), per_block.end()), &bytes))
+    return kMax;
   int64_t extra = 0;  // kept within bounds by the layers' above
   if (__builtin_mul_overflow(2 * largest + (input_grad_wanted_ ? input_shape_.numel() : 0), n * element, &extra) ||
       __builtin_add_overflow(bytes, extra, &bytes) || __builtin_add_overflow(bytes, transient, &bytes))
@@ -208,9 +216,10 @@ void Model::ensure_activations(int64_t n) {
   const MemoryPurpose purpose(activation_purpose_);
   acts_.clear();
   dacts_.clear();
-  for (const Shape& s : shapes_) {
-    acts_.emplace_back(backend_, s.batched(n));
-    dacts_.emplace_back(backend_, s.batched(n));
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    const bool kept = !(recompute_ && inner_[i]);  // else made per block
+    acts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
+    dacts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
   }
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
   scratch_.clear();
@@ -273,13 +282,74 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   input_ = x;
   const MemoryPurpose purpose(activation_purpose_);  // what layers keep for backward
   for (size_t i = 0; i < layers_.size(); ++i) {
-    gather(i);
-    if (clock_) clock_->start();
-    layers_[i]->forward_inputs(ctx, layer_input_values(i), acts_[i].view());
-    if (clock_) clock_->stop_forward(i);
-    release(i);
+    const int b = block_[i];
+    if (recompute_ && b >= 0 && i == blocks_[static_cast<size_t>(b)].first) allocate_inner(b, batch_, false);
+    run_forward(ctx, i, true);
+    if (recompute_ && b >= 0 && i == blocks_[static_cast<size_t>(b)].last) release_inner(b);
   }
   return acts_.back().view();
+}
+
+void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
+  gather(i);
+  if (clock_ && timed) clock_->start();
+  layers_[i]->forward_inputs(ctx, layer_input_values(i), acts_[i].view());
+  if (clock_ && timed) clock_->stop_forward(i);
+  release(i);
+}
+
+void Model::set_recompute(bool on) {
+  recompute_ = on;
+  batch_ = -1;  // the buffers are made again
+  if (!on) return;
+  std::vector<std::vector<size_t>> readers(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (const int j : inputs_[i])
+      if (j >= 0) readers[static_cast<size_t>(j)].push_back(i);
+  blocks_.clear();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (block_[i] < 0) continue;
+    DT_USER_CHECK(layers_[i]->type() != "batch_norm", "train.recompute = \"blocks\": layer '{}' (batch_norm) in a repeat block "
+                  "updates its moving statistics in forward, which a rerun would do twice; use \"none\"", layers_[i]->name());
+    if (blocks_.size() <= static_cast<size_t>(block_[i])) blocks_.resize(static_cast<size_t>(block_[i]) + 1);
+    BlockSpan& s = blocks_[static_cast<size_t>(block_[i])];
+    s.first = std::min(s.first, i);
+    s.last = std::max(s.last, i);
+  }
+  inner_.assign(layers_.size(), false);
+  for (size_t i = 0; i + 1 < layers_.size(); ++i) {
+    const int b = block_[i];
+    if (b < 0 || i == blocks_[static_cast<size_t>(b)].last) continue;
+    inner_[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](size_t r) { return block_[r] == b; });
+  }
+}
+
+void Model::allocate_inner(int b, int64_t n, bool grads) {
+  const MemoryPurpose purpose(activation_purpose_);
+  const BlockSpan& s = blocks_[static_cast<size_t>(b)];
+  for (size_t i = s.first; i <= s.last; ++i) {
+    if (!inner_[i]) continue;
+    if (acts_[i].empty()) acts_[i] = Buffer(backend_, shapes_[i].batched(n));
+    if (grads && dacts_[i].empty()) dacts_[i] = Buffer(backend_, shapes_[i].batched(n));
+  }
+}
+
+void Model::release_inner(int b) {
+  const BlockSpan& s = blocks_[static_cast<size_t>(b)];
+  for (size_t i = s.first; i <= s.last; ++i) {
+    if (!inner_[i]) continue;
+    acts_[i] = Buffer();
+    dacts_[i] = Buffer();
+    layers_[i]->release_workspace();
+  }
+}
+
+void Model::recompute_block(Ctx& ctx, int b) {
+  allocate_inner(b, batch_, true);
+  const MemoryPurpose purpose(activation_purpose_);
+  const BlockSpan& s = blocks_[static_cast<size_t>(b)];
+  for (size_t i = s.first; i < s.last; ++i)
+    if (inner_[i]) run_forward(ctx, i, false);
 }
 
 void Model::backward(Ctx& ctx) {
@@ -289,6 +359,8 @@ void Model::backward(Ctx& ctx) {
   std::vector<bool> written(layers_.size() + 1, false);
   std::vector<Tensor> add_into;
   for (size_t i = layers_.size(); i-- > last;) {
+    const int b = recompute_ ? block_[i] : -1;
+    if (b >= 0 && i == blocks_[static_cast<size_t>(b)].last) recompute_block(ctx, b);
     const std::vector<Tensor> din = layer_input_grads(i, last, written, add_into);
     gather(i);
     reducer_->open(i);
@@ -302,6 +374,7 @@ void Model::backward(Ctx& ctx) {
         backend_.axpby(1.0f, ties_[t]->grad.view(), 1.0f, arena_.grad(ties_[t]->variable));
     release(i);
     reducer_->reduce(i);
+    if (b >= 0 && i == blocks_[static_cast<size_t>(b)].first) release_inner(b);
   }
 }
 

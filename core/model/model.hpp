@@ -86,6 +86,11 @@ class Model {
   // with nullptr. Not owned: it must outlive the passes it times. CPU backends only (see
   // layer_clock.hpp).
   void set_layer_clock(LayerClock* clock) { clock_ = clock; }
+  // train.recompute = "blocks": forward keeps only what leaves each repeat block (its last
+  // layer's output, and any output read outside the block); backward reruns a block's
+  // forward just before its layers' backward, with the same step seed (the same dropout
+  // masks). Throws UserError for a block layer that changes state in forward (batch norm).
+  void set_recompute(bool on);
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
@@ -125,6 +130,13 @@ class Model {
   // Keeps only the part's layers (their variables were declared; the others' were not).
   void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);
+  // Recomputation: the layers of block b whose outputs are not kept, allocated (with
+  // their gradients when `grads`) and freed with what the layers keep for backward.
+  void allocate_inner(int b, int64_t n, bool grads);
+  void release_inner(int b);
+  // Reruns block b's forward up to its last layer (whose output was kept).
+  void recompute_block(Ctx& ctx, int b);
+  void run_forward(Ctx& ctx, size_t i, bool timed);
   // ranges_ and first_trainable_, from the variables' layers and offsets.
   void find_trainable_ranges();
 
@@ -153,6 +165,13 @@ class Model {
   Tensor input_;
   std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)
   ModelPart part_;
+  std::vector<int> block_;  // per layer: its repeat copy (ModelSpec::LayerSpec::block), -1 none
+  bool recompute_ = false;
+  std::vector<bool> inner_;  // recomputation: an output not kept from forward
+  struct BlockSpan {
+    size_t first = SIZE_MAX, last = 0;
+  };
+  std::vector<BlockSpan> blocks_;  // per block id: its first and last layer here
   bool input_grad_wanted_ = false;
   Buffer input_grad_;  // (N, input_shape...) with part.input_grad
   LayerClock* clock_ = nullptr;  // see set_layer_clock()

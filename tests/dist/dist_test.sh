@@ -634,6 +634,8 @@ gpt_mesh)
   gpt_case pipeline4 4 --set strategy.pipeline=4 --set strategy.micro_batches=3 --set strategy.schedule=gpipe
   gpt_case data2xtensor2xpipeline2 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
+  gpt_case tensor2xpipeline2_sequence_parallel_recompute 4 --set strategy.tensor=2 --set strategy.pipeline=2 \
+    --set strategy.micro_batches=2 --set strategy.sequence_parallel=true --set train.recompute=blocks
   gpt_case data2xtensor2xpipeline2_sequence_parallel 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.sequence_parallel=true
   # A checkpoint of data 2 x tensor 2 x pipeline 2 (ZeRO-1) at step 10 resumes under

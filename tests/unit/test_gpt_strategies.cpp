@@ -287,4 +287,78 @@ TEST_CASE("gpt: exact resume, one_device and mirrored with attention dropout, st
   }
 }
 
+// train.recompute = "blocks" reruns each block's forward in backward with the same step
+// seed: the same numbers in the same order, so the weights are bitwise those of "none",
+// attention dropout included, on one stage or under zero 3's gathers; the activations
+// kept per replica shrink to the blocks' outputs and one block's.
+TEST_CASE("gpt: train.recompute = blocks trains bitwise as none (one_device with dropout, mirrored, zero 3), keeping fewer activations") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  const std::string plain = "steps = 5\nvalidate = false", again = plain + "\nrecompute = \"blocks\"";
+  struct Layout {
+    const char* strategy;
+    int replicas;
+    const char* extra;
+  };
+  for (const Layout& l : {Layout{"one_device", 1, ""}, Layout{"mirrored", 2, ""}, Layout{"zero", 2, "stage = 3"}}) {
+    INFO(l.strategy);
+    const int batch = 8 / l.replicas;
+    const auto none = train_from_text(gpt_recipe(text, l.strategy, cpu_devices(l.replicas), batch, l.extra, 0.1, plain),
+                                      (tmp / "distrain_gpt_rc_none").string());
+    const auto blocks = train_from_text(gpt_recipe(text, l.strategy, cpu_devices(l.replicas), batch, l.extra, 0.1, again),
+                                        (tmp / "distrain_gpt_rc_blocks").string());
+    CHECK(none.weights == blocks.weights);
+    CHECK(none.loss == blocks.loss);
+  }
+  const Recipe with = parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, again), "rc.toml");
+  const Recipe without = parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, plain), "rc.toml");
+  const auto a = make_strategy(with), b = make_strategy(without);
+  // Kept: the embeddings, 2 block outputs, ln_f and the head with their gradients, plus one
+  // block's inner layers (687104 bytes for 8 windows); without: all 20 layers' (1116160).
+  CHECK(a->model().activation_bytes(8) * 10 < b->model().activation_bytes(8) * 7);
+}
+
+TEST_CASE("gpt: train.recompute = blocks needs a repeat block, and no batch norm inside one") {
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  std::string flat = gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, "steps = 5\nrecompute = \"blocks\"");
+  const std::string repeat = "type = \"repeat\"\nname = \"h\"\ncount = 2\n";
+  flat.replace(flat.find(repeat), repeat.size(), "type = \"repeat\"\nname = \"h\"\ncount = 1\n");
+  CHECK_NOTHROW(parse_recipe(flat, "rc.toml"));  // one block is still a block
+  const std::string mlp = R"(
+name = "mlp"
+[data]
+dataset = "synthetic"
+train_examples = 64
+test_examples = 16
+image_shape = [2, 2, 1]
+num_classes = 3
+[model]
+input_shape = [2, 2, 1]
+layers = [{ type = "flatten" }, { type = "dense", units = 3 }]
+[train]
+recompute = "blocks"
+)";
+  CHECK_THROWS_WITH_AS(parse_recipe(mlp, "mlp.toml"),
+                       "mlp.toml: train.recompute = \"blocks\" reruns each repeat block's forward in backward, and [model] has no "
+                       "repeat block; use \"none\"",
+                       UserError);
+  const toml::table bn = toml::parse(R"(
+input_shape = [4, 4, 1]
+[[layers]]
+type = "repeat"
+name = "r"
+count = 2
+  [[layers.layers]]
+  type = "conv2d"
+  filters = 1
+  kernel_size = 1
+  [[layers.layers]]
+  type = "batch_norm"
+)");
+  Model m(parse_model_spec(bn, "bn.toml"), cpu());
+  CHECK_THROWS_WITH_AS(m.set_recompute(true), doctest::Contains("layer 'r.0.batch_norm_1' (batch_norm) in a repeat block"),
+                       UserError);
+}
+
 }  // namespace distrain::test
+
