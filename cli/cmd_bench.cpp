@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -54,6 +55,11 @@ struct Measured {
   int64_t global_batch = 0, steps = 0, read_every = 1;
   int64_t tokens_per_example = 1;  // a language model's window: its rate is also in tokens
   double images_per_sec = 0, min_ms = 0, median_ms = 0, max_ms = 0, comm_share = 0;
+  // Adam's update: the median time, the parameters this process updates, where (device or
+  // host), and the memory bandwidth an axpby reached in the same run, for comparison.
+  double update_ms = 0, reference_gbps = 0;
+  int64_t updated = 0;
+  std::string update_place;
   // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
   double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
   TrafficTheory theory;
@@ -122,10 +128,11 @@ Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Data
 
 // The figures of the timed steps (those after the warm-up).
 void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& m) {
-  std::vector<double> ms, reduce_ms, data_bytes, data_collectives, tensor_bytes;
+  std::vector<double> ms, reduce_ms, update_ms, data_bytes, data_collectives, tensor_bytes;
   for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) {
     ms.push_back(times[i].ms);
     reduce_ms.push_back(times[i].reduce_ms);
+    update_ms.push_back(times[i].update_ms);
     data_bytes.push_back(times[i].data.bytes);
     data_collectives.push_back(static_cast<double>(times[i].data.collectives));
     tensor_bytes.push_back(times[i].tensor.bytes);
@@ -145,6 +152,35 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
   m.max_ms = *std::max_element(ms.begin(), ms.end());
   m.images_per_sec = static_cast<double>(m.global_batch) / (m.median_ms / 1000.0);
   m.comm_share = median(reduce_ms) / m.median_ms;
+  m.update_ms = median(update_ms);
+}
+
+// This machine's memory bandwidth now, as a reference for the update's: the best of 3
+// axpby passes (y = x + y, 12 bytes per element) over 768 MiB of host memory, far beyond
+// the caches, on the host backend's threads as Adam's update uses them.
+double axpby_bandwidth() {
+  Backend& host = host_backend();
+  const int64_t n = int64_t{1} << 26;
+  Buffer x(host, Shape{n}), y(host, Shape{n});
+  host.fill(x.view(), 1.0f);
+  host.fill(y.view(), 0.0f);
+  double best = 0;
+  for (int k = 0; k < 3; ++k) {
+    const auto start = std::chrono::steady_clock::now();
+    host.axpby(1.0f, x.view(), 1.0f, y.view());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 12.0 * static_cast<double>(n) / s / 1e9);
+  }
+  return best;
+}
+
+// Adam's update figures: its parameters (its slots' bytes / 8 per local replica) and place.
+void take_update_figures(Strategy& strategy, Measured& m) {
+  const std::string type = strategy.optimizer().type();
+  if (type != "adam" && type != "adamw") return;
+  m.updated = (m.memory.optimizer + m.memory.offloaded) / 8 * strategy.local_replicas();
+  m.update_place = m.memory.offloaded ? "in host memory" : "on the device";
+  m.reference_gbps = axpby_bandwidth();
 }
 
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
@@ -186,6 +222,7 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   m.device = first_device.device().str();
   m.device_peak = first_device.memory().peak();
   m.replica_memory = strategy->device_memory_over_job(recipe.strategy.per_replica_batch);
+  take_update_figures(*strategy, m);
   if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
@@ -219,7 +256,9 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
             {"optimizer", m.memory.optimizer},
             {"activations", m.memory.activations}}},
           {"device_memory_peak", {{"device", m.device}, {"bytes", m.device_peak}}},
-          {"device_memory_per_replica", m.replica_memory}};
+          {"device_memory_per_replica", m.replica_memory},
+          {"update", {{"ms", m.update_ms}, {"parameters", m.updated}, {"place", m.update_place},
+                      {"reference_gb_per_s", m.reference_gbps}}}};
 }
 
 // The inverse of to_json; throws Json::exception when a key is missing or of another type.
@@ -256,6 +295,12 @@ Measured measured_from_json(const Json& j) {
   m.device_peak = peak.at("bytes").get<int64_t>();
   if (const auto r = j.find("device_memory_per_replica"); r != j.end())
     m.replica_memory = r->get<std::vector<std::pair<int64_t, int64_t>>>();
+  if (const auto u = j.find("update"); u != j.end()) {
+    m.update_ms = u->at("ms").get<double>();
+    m.updated = u->at("parameters").get<int64_t>();
+    m.update_place = u->at("place").get<std::string>();
+    m.reference_gbps = u->at("reference_gb_per_s").get<double>();
+  }
   return m;
 }
 
@@ -494,6 +539,12 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
   fmt::print("  device memory on {}: measured peak {} B, predicted {} B ({:.2f}x)\n", m.device, m.device_peak, predicted,
              predicted > 0 ? static_cast<double>(m.device_peak) / static_cast<double>(predicted) : 0.0);
   if (m.replica_memory.size() > 1) print_replica_memory(m.replica_memory);
+  if (m.updated > 0 && m.update_ms > 0) {
+    const double gbps = 28.0 * static_cast<double>(m.updated) / (m.update_ms / 1000.0) / 1e9;
+    fmt::print("  optimizer update {}: {} parameters in {:.2f} ms = {:.1f} GB/s at 28 B each; memory bandwidth now (axpby) "
+               "{:.1f} GB/s: {:.0f}% of it\n",
+               m.update_place, m.updated, m.update_ms, gbps, m.reference_gbps, 100.0 * gbps / m.reference_gbps);
+  }
   if (m.data_bytes > 0 || m.tensor_bytes > 0) print_sent(m);
   if (!m.stage_idle.empty()) print_stages(m);
   if (m.profile) fmt::print("{}", profile_table(*m.profile));

@@ -68,8 +68,11 @@ void register_check(CLI::App& app) {
                recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
     auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
-    fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB\n",
-               mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations));
+    fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB"
+               "{}; device total {:.2f} MiB\n",
+               mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations),
+               mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
+               mib(mem.parameters + mem.gradients + mem.optimizer + mem.activations));
     fmt::print("model\n{}\n", model.summary());
   });
 }

@@ -88,9 +88,11 @@ void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, in
     extra = (layout.size() + layout.bucket_size()) * element;
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
-  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}\n",
-             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra, slots,
-             stage_activation_bytes(m, place, recipe.strategy.per_replica_batch));
+  const bool offload = recipe.strategy.offload_optimizer;
+  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}{}\n",
+             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra, offload ? 0 : slots,
+             stage_activation_bytes(m, place, recipe.strategy.per_replica_batch),
+             offload ? fmt::format(" (optimizer state in host memory: {})", slots) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
 }

@@ -195,6 +195,8 @@ void finiteness_sums(Backend& backend, const Tensor& t, Tensor sums);
 
 // The backend of a device; created once per device and shared.
 Backend& backend_for(const Device& device);
+// The CPU backend over host memory (Device::host()): offloaded optimizer state and its update.
+inline Backend& host_backend() { return backend_for(Device::host()); }
 
 // Threads the CPU backend uses (0 = OMP_NUM_THREADS or all cores). Call before first use.
 void set_cpu_threads(int threads);

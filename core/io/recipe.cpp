@@ -240,6 +240,9 @@ void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
   s.zero_stage = c.get_int("stage", 1);
   if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
+  s.offload_optimizer = c.get_bool("offload_optimizer", false);
+  if (s.offload_optimizer && s.name != "zero" && s.name != "mesh")
+    c.fail("offload_optimizer", "moves the optimizer state of strategy \"zero\" or \"mesh\" to host memory; use one of them");
   s.num_ps = c.get_int("num_ps", 1);
   if (c.has("num_ps") && s.name != "parameter_server") c.fail("num_ps", "applies to strategy \"parameter_server\" only");
   if (s.num_ps < 1) c.fail("num_ps", "must be at least 1");

@@ -99,7 +99,7 @@ class MeshStrategy final : public Strategy {
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
     optimizer_ = make_optimizer(recipe.optimizer);
     const std::vector<Range> decayed = decayed_ranges(model().params());
-    optimizer_->bind(stage_->backend(), model().gatherer().own().numel(),
+    optimizer_->bind(optimizer_place(spec_, stage_->backend()), model().gatherer().own().numel(),
                      shards_ ? shards_->in_shard(decayed, mesh_.coord().data) : decayed);
   }
 

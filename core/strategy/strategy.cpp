@@ -134,6 +134,13 @@ std::vector<std::pair<int64_t, int64_t>> Strategy::device_memory_over_job(int64_
   return out;
 }
 
+Backend& optimizer_place(const StrategySpec& spec, Backend& device) {
+  if (!spec.offload_optimizer) return device;
+  DT_USER_CHECK(device.device().is_cpu(), "strategy.offload_optimizer: the host updates a device's parameters in place, "
+                "which needs cpu devices in this version (got {})", device.device().str());
+  return host_backend();
+}
+
 int max_over(int local, MpiCommunicator& world) {
   float v = static_cast<float>(local);  // exact: the values are small integers
   world.all_reduce(host_tensor(&v, 1), ReduceOp::max);

@@ -31,7 +31,8 @@ struct StepInfo {
 // Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,
 // and activations with their gradients for a batch; for `distrain check` and `bench`.
 struct MemoryUse {
-  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;  // on the device
+  int64_t offloaded = 0;  // optimizer state in host memory (strategy.offload_optimizer)
 };
 
 // Where the last step's time went, for `distrain bench`.
@@ -98,10 +99,10 @@ class Strategy {
   // What a replica holds: what its model's gatherer and reducer keep (everything when
   // replicated, a shard and a bucket when sharded) and its optimizer's slots.
   virtual MemoryUse memory_per_replica(int64_t per_replica_batch) {
-    int64_t slots = 0;
-    for (const auto& [name, t] : optimizer().slots()) slots += static_cast<int64_t>(t.bytes());
+    int64_t slots = 0, offloaded = 0;
+    for (const auto& [name, t] : optimizer().slots()) (t.device == Device::host() ? offloaded : slots) += static_cast<int64_t>(t.bytes());
     return MemoryUse{model().gatherer().bytes() + static_cast<int64_t>(model().params().state().bytes()),
-                     model().reducer().bytes(), slots, model().activation_bytes(per_replica_batch)};
+                     model().reducer().bytes(), slots, model().activation_bytes(per_replica_batch), offloaded};
   }
   // What the collectives of this process's first replica have sent so far (CommTraffic),
   // among the data-parallel replicas and along a mesh's tensor axis; and what a step
@@ -221,6 +222,11 @@ LossStats sum_over_workers(const LossStats& local, Communicator& world);
 void sum_over_workers(std::vector<StepResult>& steps, Communicator& world);
 // The largest `local` over the workers of `world`.
 int max_over(int local, MpiCommunicator& world);
+// Where a replica's optimizer keeps its state and runs its update: on the replica's device,
+// or with strategy.offload_optimizer in host memory (host_backend()), where the host's
+// cores update the device's parameters from its gradients. On CPU devices both are this
+// process's memory, so nothing is copied; the device's budget no longer holds the state.
+Backend& optimizer_place(const StrategySpec& spec, Backend& device);
 
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe);

@@ -70,7 +70,7 @@ class Zero final : public MultiReplicaStrategy {
     shards_ = ShardLayout(model().trainable_ranges(), num_replicas());
     for (int r = 0; r < local_replicas(); ++r) {
       optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(replica(r).backend(), shards_.size(),
+      optimizers_.back()->bind(optimizer_place(recipe.strategy, replica(r).backend()), shards_.size(),
                                shards_.in_shard(decayed_ranges(p), first_local_replica() + r));
     }
     // Whole parameters (stages 1, 2) are read and written as any replicated model's, and

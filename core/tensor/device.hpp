@@ -14,7 +14,13 @@ struct Device {
 
   bool is_cpu() const { return type == DeviceType::cpu; }
   bool is_cuda() const { return type == DeviceType::cuda; }
-  std::string str() const { return (type == DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(index); }
+  std::string str() const {
+    if (*this == host()) return "host";
+    return (type == DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(index);
+  }
+  // The process's own memory, apart from any device (what offloading uses): not a device a
+  // recipe can name, and no device budget applies to it.
+  static constexpr Device host() { return Device{DeviceType::cpu, -1}; }
   bool operator==(const Device&) const = default;
 
   // Parses "cpu", "cpu:0", "cuda", "cuda:3"; throws UserError naming `what` otherwise.
