@@ -97,7 +97,6 @@ void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, const Str
   if (o.clip_norm > 0 && strategy.name == "parameter_server" && strategy.staleness == 0)
     c.fail("clip_norm", "needs an asynchronous parameter_server (staleness > 0 or unbounded): each server sums its part of the "
                         "workers' gradients alone, so none knows the global norm");
-  if (o.clip_norm > 0 && strategy.name == "mesh") c.fail("clip_norm", "is not supported by strategy \"mesh\" yet");
   if (type == "sgd") {
     o.momentum = c.get_float("momentum", 0.0);
     o.nesterov = c.get_bool("nesterov", false);

@@ -219,6 +219,25 @@ class MeshStrategy final : public Strategy {
     m.gatherer().after_update();
   }
   void discard_step() override { stage_->restore_state(); }
+  // The global norm's square: every element of the whole model's reduced gradient once. A
+  // stage counts its own variables (not a tied copy of another stage's); a tensor group
+  // its slices, and a whole variable on its rank 0 only; the data axis each shard once, or
+  // (replicated) data rank 0's.
+  double gradient_sum_of_squares() override {
+    const Tensor own = model().reducer().own();
+    const int data_rank = mesh_.coord().data;
+    double sum = 0;
+    for (const Variable& v : model().params().variables()) {
+      if (!v.trainable || owner_of(v) != stage() || (!v.slice.sliced() && mesh_.coord().tensor != 0)) continue;
+      const Range r{v.offset, v.offset + v.shape.numel()};
+      if (shards_)
+        for (const Range& s : shards_->in_shard({r}, data_rank)) sum += sum_of_squares(stage_->backend(), own.range(s.begin, s.size()));
+      else if (data_rank == 0)
+        sum += sum_of_squares(stage_->backend(), own.range(r.begin, r.size()));
+    }
+    world_->all_reduce(host_tensor(&sum, 1), ReduceOp::sum);
+    return sum;
+  }
 
  private:
   friend class MeshModelState;

@@ -615,12 +615,12 @@ gpt_mesh)
   gpt=("$src/recipes/shakespeare_char_gpt.toml" --set "data.path=$src/data/tiny_shakespeare.txt" --set train.validate=false)
   msh=(--set strategy.name=mesh)
   "$distrain" train --progress none "${gpt[@]}" --set train.steps=5 --run-dir "$work/one" >"$work/one.log" 2>&1 || bad "one_device: $(tail -n 3 "$work/one.log")"
-  gpt_case() {  # NAME NP ARGS...
+  gpt_case() {  # NAME NP ARGS...   (against $work/${ref:-one})
     local name=$1 np=$2
     shift 2
     if timeout 300 "${mpirun[@]}" -np "$np" "$distrain" train --progress none "${gpt[@]}" "${msh[@]}" --set train.steps=5 "$@" --run-dir "$work/$name" \
       >"$work/$name.log" 2>&1 &&
-      "$distrain" compare "$work/one/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/$name.cmp"; then
+      "$distrain" compare "$work/${ref:-one}/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/$name.cmp"; then
       ok "gpt $name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
     else
       bad "gpt $name: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
@@ -636,8 +636,23 @@ gpt_mesh)
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
   gpt_case tensor2xpipeline2_sequence_parallel_recompute 4 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.micro_batches=2 --set strategy.sequence_parallel=true --set train.recompute=blocks
+  gpt_case data2xpipeline2_shard_optimizer_offload 4 --set strategy.data=2 --set strategy.pipeline=2 --set strategy.per_replica_batch=6 \
+    --set strategy.micro_batches=3 --set strategy.shard_optimizer=true --set strategy.offload_optimizer=true
   gpt_case data2xtensor2xpipeline2_sequence_parallel 8 --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.sequence_parallel=true
+  # optimizer.clip_norm below every step's norm: the mesh's global norm counts each element
+  # of the model once (slices per tensor rank, whole variables once, the tied table once,
+  # ZeRO-1 shards once), so it clips as one_device does and logs the same grad_norm.
+  clip=(--set optimizer.clip_norm=0.05)
+  "$distrain" train --progress none "${gpt[@]}" "${clip[@]}" --set train.steps=5 --run-dir "$work/one_clip" >/dev/null 2>&1
+  norm_of() { grep -oE '"grad_norm":[0-9.e+-]+' "$1/metrics.jsonl" | tail -n 1; }
+  ref=one_clip gpt_case tensor2xpipeline2_clip 4 --set strategy.tensor=2 --set strategy.pipeline=2 --set strategy.micro_batches=2 "${clip[@]}"
+  ref=one_clip gpt_case data2xtensor2xpipeline2_shard_optimizer_clip 8 --set strategy.data=2 --set strategy.tensor=2 \
+    --set strategy.pipeline=2 --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true "${clip[@]}"
+  awk -v a="$(norm_of "$work/one_clip" | cut -d: -f2)" -v b="$(norm_of "$work/data2xtensor2xpipeline2_shard_optimizer_clip" | cut -d: -f2)" \
+    'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.05 && d <= 1e-5 * a) }' &&
+    ok "gpt clip: the mesh logs one_device's grad_norm ($(norm_of "$work/one_clip"))" ||
+    bad "gpt clip grad_norm: $(norm_of "$work/one_clip") vs $(norm_of "$work/data2xtensor2xpipeline2_shard_optimizer_clip")"
   # A checkpoint of data 2 x tensor 2 x pipeline 2 (ZeRO-1) at step 10 resumes under
   # one_device and under tensor 4: steps 11-20 take the uninterrupted run's steps (the
   # weights after each within 1e-5 of the largest) and end with its running loss.

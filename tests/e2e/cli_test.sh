@@ -461,6 +461,17 @@ recipes)
       echo "($n trains under mpirun: tests/dist/dist_test.sh parameter_server, mesh)"
       continue
     fi
+    if grep -q '^device_memory = ' "$r"; then  # too big for one device by design: refused, then trained on four
+      "$distrain" train "$r" --run-dir "$work/$n" >"$work/train.log" 2>&1
+      rc=$?
+      [ "$rc" -ne 0 ] && grep -q "device cpu:0: out of memory (strategy.device_memory = 2.00 GiB)" "$work/train.log" &&
+        ok "$n: one_device is refused within its device memory" || bad "$n on one_device: exit $rc: $(tail -n 2 "$work/train.log")"
+      "$distrain" train "$r" --set strategy.name=zero --set strategy.stage=3 --set 'strategy.devices=["cpu:0","cpu:1","cpu:2","cpu:3"]' \
+        --set strategy.per_replica_batch=1 --set train.steps=2 --run-dir "$work/$n" >"$work/train.log" 2>&1 &&
+        [ -f "$work/$n/ckpt-000002.h5" ] && ok "$n: zero stage 3 on four devices trains 2 steps" || bad "$n zero 3: $(tail -n 2 "$work/train.log")"
+      rm -rf "${work:?}/$n"
+      continue
+    fi
     steps=30
     if grep -q '^dataset = "tokens"' "$r"; then  # GPT-2 BPE files a user brings: random tokens in llm.c's format
       steps=3

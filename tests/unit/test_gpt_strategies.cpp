@@ -360,5 +360,31 @@ count = 2
                        UserError);
 }
 
+// strategy.offload_optimizer keeps Adam's moments in host memory and updates there with the
+// same kernel: bitwise the weights of the device's update, under every ZeRO stage; the
+// devices hold no optimizer state, so their predicted bytes drop by its size.
+TEST_CASE("gpt: offload_optimizer under zero stages 1-3 trains bitwise as on the device, the state in host memory") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  for (const char* stage : {"stage = 1", "stage = 2", "stage = 3"}) {
+    INFO(stage);
+    const auto device = train_from_text(gpt_recipe(text, "zero", cpu_devices(2), 4, stage), (tmp / "distrain_gpt_off_a").string());
+    const std::string offloaded = std::string(stage) + "\noffload_optimizer = true";
+    const auto host = train_from_text(gpt_recipe(text, "zero", cpu_devices(2), 4, offloaded), (tmp / "distrain_gpt_off_b").string());
+    CHECK(device.weights == host.weights);
+    const auto on_device = make_strategy(parse_recipe(gpt_recipe(text, "zero", cpu_devices(2), 4, stage), "z.toml"));
+    const auto on_host = make_strategy(parse_recipe(gpt_recipe(text, "zero", cpu_devices(2), 4, offloaded), "z.toml"));
+    const MemoryUse a = on_device->memory_per_replica(4), b = on_host->memory_per_replica(4);
+    CHECK(b.optimizer == 0);
+    CHECK(b.offloaded == a.optimizer);
+    CHECK(a.offloaded == 0);
+    for (const auto& [name, slot] : on_host->optimizer().slots()) CHECK(slot.device == Device::host());
+  }
+  CHECK_THROWS_WITH_AS(parse_recipe(gpt_recipe(text, "mirrored", cpu_devices(2), 4, "offload_optimizer = true"), "m.toml"),
+                       doctest::Contains("strategy.offload_optimizer: moves the optimizer state of strategy \"zero\" or "
+                                         "\"mesh\" to host memory; use one of them"),
+                       UserError);
+}
+
 }  // namespace distrain::test
 
