@@ -102,8 +102,10 @@ run "$distrain" check "$tiny" --set optimizer.clip_norm=-1
 classify "clip_norm negative" 2 "optimizer.clip_norm: must be >= 0"
 run "$distrain" check "$tiny" --set optimizer.clip_norm=1 --set strategy.name=parameter_server --set strategy.staleness=0
 classify "clip_norm with a synchronous parameter server" 2 "needs an asynchronous parameter_server"
-run "$distrain" check "$tiny" --set optimizer.clip_norm=1 --set strategy.name=mesh
-classify "clip_norm on the mesh" 2 "is not supported by strategy \"mesh\" yet"
+run "$distrain" check "$tiny" --set strategy.offload_optimizer=true
+classify "offload_optimizer on one_device" 2 "strategy.offload_optimizer: moves the optimizer state of strategy"
+run "$distrain" check "$tiny" --set train.recompute=blocks
+classify "recompute without a repeat block" 2 "train.recompute = \"blocks\" reruns each repeat block's forward"
 
 # --- sizes: overflow and memory, refused by check and by train before any allocation ---
 run "$distrain" check "$tiny" --set strategy.per_replica_batch=9223372036854775807
