@@ -90,7 +90,7 @@ void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, in
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   const bool offload = recipe.strategy.offload_optimizer;
   fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}{}\n",
-             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra, offload ? 0 : slots,
+             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra + m.tied_gradient_bytes(), offload ? 0 : slots,
              stage_activation_bytes(m, place, recipe.strategy.per_replica_batch),
              offload ? fmt::format(" (optimizer state in host memory: {})", slots) : "");
   for (const Variable& v : m.params().variables())

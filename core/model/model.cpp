@@ -162,8 +162,7 @@ void Model::tie_layers() {
     const Variable& v = arena_.variables().at(static_cast<size_t>(*variable));
     size_t owner = 0;
     while (owner < i && layers_[owner]->name() != v.layer) ++owner;
-    ties_[i] = Tie{owner < i ? owner : kElsewhere, *variable, Buffer(backend_, v.shape)};
-    layers_[i]->set_tied_grad(ties_[i]->grad.view());
+    ties_[i] = Tie{owner < i ? owner : kElsewhere, *variable, Buffer()};
   }
 }
 
@@ -210,7 +209,26 @@ int64_t Model::activation_bytes(int64_t n) const {
   return bytes;
 }
 
+// With the first batch: a model that never trains (checkpoints' layout) holds none.
+void Model::make_tied_gradients() {
+  static const std::string kPurpose = "the tied layers' gradients";
+  const MemoryPurpose purpose(kPurpose);
+  for (size_t i = 0; i < ties_.size(); ++i)
+    if (ties_[i] && ties_[i]->grad.empty()) {
+      ties_[i]->grad = Buffer(backend_, arena_.variables().at(static_cast<size_t>(ties_[i]->variable)).shape);
+      layers_[i]->set_tied_grad(ties_[i]->grad.view());
+    }
+}
+
+int64_t Model::tied_gradient_bytes() const {
+  int64_t bytes = 0;
+  for (const std::optional<Tie>& tie : ties_)
+    if (tie) bytes += arena_.variables().at(static_cast<size_t>(tie->variable)).shape.numel() * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
 void Model::ensure_activations(int64_t n) {
+  make_tied_gradients();
   if (n == batch_) return;
   activation_purpose_ = fmt::format("the activations of a batch of {} and their gradients", n);
   const MemoryPurpose purpose(activation_purpose_);
@@ -222,6 +240,7 @@ void Model::ensure_activations(int64_t n) {
     dacts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
   }
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
+
   scratch_.clear();
   if (!is_chain()) {  // at most two inputs of a layer add into gradients already written
     int64_t largest = input_shape_.numel();

@@ -108,6 +108,9 @@ class Model {
   // what layers keep besides (Layer::workspace_bytes).
   // Saturates at INT64_MAX: a batch whose activations cannot be counted cannot be held.
   int64_t activation_bytes(int64_t n) const;
+  // Bytes of the gradients tied layers write for their owners' variables (a tied head's
+  // (vocabulary, width) table gradient), beside the arena's.
+  int64_t tied_gradient_bytes() const;
   // A table: layer, type, output shape, parameters.
   std::string summary() const;
   // Whether a pipeline stage may start at layer `first`: no layer from there on reads an
@@ -130,6 +133,7 @@ class Model {
   // Keeps only the part's layers (their variables were declared; the others' were not).
   void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);
+  void make_tied_gradients();
   // Recomputation: the layers of block b whose outputs are not kept, allocated (with
   // their gradients when `grads`) and freed with what the layers keep for backward.
   void allocate_inner(int b, int64_t n, bool grads);
@@ -151,7 +155,7 @@ class Model {
     size_t owner;  // the layer whose variable it is; kElsewhere: on another pipeline stage,
                    // this model keeping a copy (its gradient added at the tied layer)
     int variable;
-    Buffer grad;   // the tied layer's gradient for it, added at the owner's backward
+    Buffer grad;   // the tied layer's gradient for it, added at the owner's backward (made with the first batch)
   };
   std::vector<std::optional<Tie>> ties_;  // per layer
   std::vector<Buffer> scratch_;  // (N, largest output): a second consumer's gradient before it is added

@@ -102,7 +102,8 @@ class Strategy {
     int64_t slots = 0, offloaded = 0;
     for (const auto& [name, t] : optimizer().slots()) (t.device == Device::host() ? offloaded : slots) += static_cast<int64_t>(t.bytes());
     return MemoryUse{model().gatherer().bytes() + static_cast<int64_t>(model().params().state().bytes()),
-                     model().reducer().bytes(), slots, model().activation_bytes(per_replica_batch), offloaded};
+                     model().reducer().bytes() + model().tied_gradient_bytes(), slots, model().activation_bytes(per_replica_batch),
+                     offloaded};
   }
   // What the collectives of this process's first replica have sent so far (CommTraffic),
   // among the data-parallel replicas and along a mesh's tensor axis; and what a step
