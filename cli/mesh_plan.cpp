@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend/backend.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/model/model.hpp"
 #include "core/model/stage_partition.hpp"
@@ -89,9 +90,13 @@ void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, in
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   const bool offload = recipe.strategy.offload_optimizer;
-  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}{}\n",
-             rank, c.data, c.tensor, c.pipeline, values + state + extra, values + extra + m.tied_gradient_bytes(), offload ? 0 : slots,
-             stage_activation_bytes(m, place, recipe.strategy.per_replica_batch),
+  const int64_t parameters = values + state + extra, gradients = values + extra + m.tied_gradient_bytes(),
+                optimizer = offload ? 0 : slots, activations = stage_activation_bytes(m, place, recipe.strategy.per_replica_batch);
+  const int64_t total = parameters + gradients + optimizer + activations, budget = recipe.strategy.device_memory;
+  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}; "
+             "device total {}{}{}\n",
+             rank, c.data, c.tensor, c.pipeline, parameters, gradients, optimizer, activations, format_bytes(total),
+             budget > 0 && total > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
              offload ? fmt::format(" (optimizer state in host memory: {})", slots) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
