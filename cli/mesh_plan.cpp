@@ -52,10 +52,13 @@ const char* split_text(const Layer& l) {
   return "whole";
 }
 
-// A model of tensor rank t (of `degree`) holding `part` of the layers.
+// A model of tensor rank t (of `degree`) holding `part` of the layers, recomputing as the
+// recipe says (its activation bytes count one block's then).
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
-  return std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{},
-                                 TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
+  auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{},
+                                   TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
+  m->set_recompute(recipe.train.recompute_blocks);
+  return m;
 }
 
 StagePlace place_of(const Recipe& recipe, const StagePlan& plan, int stage) {
