@@ -535,7 +535,7 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
              reduces ? fmt::format("   gradient reduction {:.1f}%", 100 * m.comm_share) : "");
   fmt::print("  per replica: parameters {} B, gradients {} B, optimizer {} B, activations {} B\n", m.memory.parameters,
              m.memory.gradients, m.memory.optimizer, m.memory.activations);
-  const int64_t predicted = m.memory.parameters + m.memory.gradients + m.memory.optimizer + m.memory.activations;
+  const int64_t predicted = m.memory.device_total();
   fmt::print("  device memory on {}: measured peak {} B, predicted {} B ({:.2f}x)\n", m.device, m.device_peak, predicted,
              predicted > 0 ? static_cast<double>(m.device_peak) / static_cast<double>(predicted) : 0.0);
   if (m.replica_memory.size() > 1) print_replica_memory(m.replica_memory);

@@ -72,7 +72,7 @@ void register_check(CLI::App& app) {
                "{}; device total {:.2f} MiB\n",
                mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations),
                mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
-               mib(mem.parameters + mem.gradients + mem.optimizer + mem.activations));
+               mib(mem.device_total()));
     fmt::print("model\n{}\n", model.summary());
   });
 }

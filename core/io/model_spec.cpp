@@ -171,6 +171,14 @@ void ModelSpec::fail(size_t i, const std::string& message) const {
   throw UserError(fmt::format("{}: {}: {}", layers.at(i).where, layers.at(i).key, message));
 }
 
+std::vector<std::vector<size_t>> readers_of(const std::vector<std::vector<int>>& inputs) {
+  std::vector<std::vector<size_t>> readers(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (const int j : inputs[i])
+      if (j >= 0) readers[static_cast<size_t>(j)].push_back(i);
+  return readers;
+}
+
 Shape infer_output_shape(const ModelSpec& spec, size_t i, Layer& layer, const std::vector<Shape>& in, ParamArena& arena) {
   Shape shape;
   try {

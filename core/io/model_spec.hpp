@@ -41,6 +41,10 @@ struct ModelSpec {
 // Throws UserError naming the file, line and key for a bad layer, name, input or shape.
 ModelSpec parse_model_spec(const toml::table& model, const std::string& file);
 
+// The graph read the other way: for each layer (index into `inputs`, a layer list's
+// `inputs` as LayerSpec and Model keep them), the layers that read its output, in order.
+std::vector<std::vector<size_t>> readers_of(const std::vector<std::vector<int>>& inputs);
+
 // Layer i of `spec`'s output shape for inputs of shapes `in`: its setup() into `arena`,
 // its errors named after its key.
 Shape infer_output_shape(const ModelSpec& spec, size_t i, Layer& layer, const std::vector<Shape>& in, ParamArena& arena);

@@ -30,8 +30,8 @@ struct StrategySpec {
   int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
   int64_t mesh_data = 1, mesh_tensor = 1, mesh_pipeline = 1;  // mesh: degrees, product = ranks launched
   bool shard_optimizer = false;           // mesh: optimizer state sharded over the data axis (ZeRO-1)
-  bool sequence_parallel = false;
-  bool offload_optimizer = false;         // zero, mesh: optimizer state in host memory, updated there         // mesh: per-position layers on sequence shards (tensor > 1)
+  bool sequence_parallel = false;         // mesh: per-position layers on sequence shards (tensor > 1)
+  bool offload_optimizer = false;         // zero, mesh: optimizer state in host memory, updated there
   int64_t micro_batches = 1;              // mesh: micro-batches per per-replica batch (pipeline)
   std::string schedule = "1f1b";          // mesh: gpipe | 1f1b
   std::vector<std::string> stage_boundaries;  // mesh: first layer of each pipeline stage after the first

@@ -57,9 +57,21 @@ void take_shard(Ctx& ctx, const TensorPlace& place, const Tensor& whole, Tensor 
     ctx.backend.copy(whole.range((n * place.degree + place.rank) * b.block, b.block), shard.range(n * b.block, b.block));
 }
 
-class SequenceScatter final : public Layer {
+// A layer that moves a sequence between shards and the whole; while it runs it holds a
+// whole sequence (all_gather's or the reorder's buffer).
+class SequenceReshard : public Layer {
  public:
-  explicit SequenceScatter(const TensorPlace& place) : place_(place) {}
+  explicit SequenceReshard(const TensorPlace& place) : place_(place) {}
+  int64_t transient_bytes(int64_t n) const override { return n * whole_ * static_cast<int64_t>(dtype_size(kActivationDType)); }
+
+ protected:
+  TensorPlace place_;
+  int64_t whole_ = 0;  // elements of one example's whole sequence
+};
+
+class SequenceScatter final : public SequenceReshard {
+ public:
+  using SequenceReshard::SequenceReshard;
   std::string type() const override { return "sequence_scatter"; }
   Shape setup(const Shape& in, ParamArena&) override {
     if (in.rank() != 2) fail(fmt::format("sequence_parallel shards a sequence (sequence, features), got {}", in.str()));
@@ -70,19 +82,14 @@ class SequenceScatter final : public Layer {
     return Shape{in[0] / place_.degree, in[1]};
   }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { take_shard(ctx, place_, in, out); }
-  int64_t transient_bytes(int64_t n) const override { return n * whole_ * static_cast<int64_t>(dtype_size(kActivationDType)); }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     if (!din.empty()) gather_sequence(ctx, tensor_group(ctx), dout, din);
   }
-
- private:
-  TensorPlace place_;
-  int64_t whole_ = 0;  // elements of one example's whole sequence
 };
 
-class SequenceGather final : public Layer {
+class SequenceGather final : public SequenceReshard {
  public:
-  explicit SequenceGather(const TensorPlace& place) : place_(place) {}
+  using SequenceReshard::SequenceReshard;
   std::string type() const override { return "sequence_gather"; }
   Shape setup(const Shape& in, ParamArena&) override {
     if (in.rank() != 2) fail(fmt::format("gathers a sequence (sequence, features), got {}", in.str()));
@@ -90,14 +97,9 @@ class SequenceGather final : public Layer {
     return Shape{in[0] * place_.degree, in[1]};
   }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { gather_sequence(ctx, tensor_group(ctx), in, out); }
-  int64_t transient_bytes(int64_t n) const override { return n * whole_ * static_cast<int64_t>(dtype_size(kActivationDType)); }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     if (!din.empty()) take_shard(ctx, place_, dout, din);
   }
-
- private:
-  TensorPlace place_;
-  int64_t whole_ = 0;  // elements of one example's whole sequence
 };
 
 }  // namespace

@@ -188,7 +188,7 @@ void Model::find_trainable_ranges() {
 int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
-  int64_t bytes = 0, largest = is_chain() ? 0 : input_shape_.numel(), transient = 0;
+  int64_t bytes = 0, transient = 0;
   std::vector<int64_t> per_block(blocks_.size(), 0);  // recomputation: one block's at a time
   for (size_t i = 0; i < shapes_.size(); ++i) {
     int64_t layer = 0;  // values and gradients
@@ -197,16 +197,24 @@ int64_t Model::activation_bytes(int64_t n) const {
       return kMax;
     int64_t& into = recompute_ && inner_[i] ? per_block[static_cast<size_t>(block_[i])] : bytes;
     if (__builtin_add_overflow(into, layer, &into)) return kMax;
-    if (!is_chain()) largest = std::max(largest, shapes_[i].numel());
     transient = std::max(transient, layers_[i]->transient_bytes(n));
   }
   if (!per_block.empty() && __builtin_add_overflow(bytes, *std::max_element(per_block.begin(), per_block.end()), &bytes))
     return kMax;
   int64_t extra = 0;  // kept within bounds by the layers' above
-  if (__builtin_mul_overflow(2 * largest + (input_grad_wanted_ ? input_shape_.numel() : 0), n * element, &extra) ||
+  if (__builtin_mul_overflow(2 * scratch_elements() + (input_grad_wanted_ ? input_shape_.numel() : 0), n * element, &extra) ||
       __builtin_add_overflow(bytes, extra, &bytes) || __builtin_add_overflow(bytes, transient, &bytes))
     return kMax;
   return bytes;
+}
+
+// A graph's scratch per example: the largest output (or input) a second reader's gradient
+// may need; a chain needs none.
+int64_t Model::scratch_elements() const {
+  if (is_chain()) return 0;
+  int64_t largest = input_shape_.numel();
+  for (const Shape& s : shapes_) largest = std::max(largest, s.numel());
+  return largest;
 }
 
 // With the first batch: a model that never trains (checkpoints' layout) holds none.
@@ -223,13 +231,15 @@ void Model::make_tied_gradients() {
 int64_t Model::tied_gradient_bytes() const {
   int64_t bytes = 0;
   for (const std::optional<Tie>& tie : ties_)
-    if (tie) bytes += arena_.variables().at(static_cast<size_t>(tie->variable)).shape.numel() * static_cast<int64_t>(sizeof(float));
+    if (tie)
+      bytes += arena_.variables().at(static_cast<size_t>(tie->variable)).shape.numel() *
+               static_cast<int64_t>(dtype_size(ParamArena::kDType));
   return bytes;
 }
 
 void Model::ensure_activations(int64_t n) {
-  make_tied_gradients();
   if (n == batch_) return;
+  make_tied_gradients();
   activation_purpose_ = fmt::format("the activations of a batch of {} and their gradients", n);
   const MemoryPurpose purpose(activation_purpose_);
   acts_.clear();
@@ -242,11 +252,8 @@ void Model::ensure_activations(int64_t n) {
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
 
   scratch_.clear();
-  if (!is_chain()) {  // at most two inputs of a layer add into gradients already written
-    int64_t largest = input_shape_.numel();
-    for (const Shape& s : shapes_) largest = std::max(largest, s.numel());
+  if (const int64_t largest = scratch_elements())  // at most two inputs of a layer add into gradients already written
     for (int k = 0; k < 2; ++k) scratch_.emplace_back(backend_, Shape{n * largest});
-  }
   batch_ = n;
 }
 
@@ -321,10 +328,7 @@ void Model::set_recompute(bool on) {
   recompute_ = on;
   batch_ = -1;  // the buffers are made again
   if (!on) return;
-  std::vector<std::vector<size_t>> readers(layers_.size());
-  for (size_t i = 0; i < layers_.size(); ++i)
-    for (const int j : inputs_[i])
-      if (j >= 0) readers[static_cast<size_t>(j)].push_back(i);
+  const std::vector<std::vector<size_t>> readers = readers_of(inputs_);
   blocks_.clear();
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (block_[i] < 0) continue;

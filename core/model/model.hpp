@@ -134,6 +134,7 @@ class Model {
   void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);
   void make_tied_gradients();
+  int64_t scratch_elements() const;
   // Recomputation: the layers of block b whose outputs are not kept, allocated (with
   // their gradients when `grads`) and freed with what the layers keep for backward.
   void allocate_inner(int b, int64_t n, bool grads);

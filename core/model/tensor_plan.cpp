@@ -1,6 +1,7 @@
 #include "core/model/tensor_plan.hpp"
 
 #include "core/base/error.hpp"
+#include "core/io/model_spec.hpp"
 
 namespace distrain {
 
@@ -12,18 +13,14 @@ using Layers = std::vector<std::unique_ptr<Layer>>;
 // layer reads (a slice can run on through it).
 class Chain {
  public:
-  explicit Chain(const std::vector<std::vector<int>>& inputs) : inputs_(inputs), readers_(inputs.size(), 0) {
-    for (const auto& in : inputs)
-      for (const int j : in)
-        if (j >= 0) ++readers_[static_cast<size_t>(j)];
-  }
+  explicit Chain(const std::vector<std::vector<int>>& inputs) : inputs_(inputs), readers_(readers_of(inputs)) {}
   bool linked(size_t j) const {
-    return j > 0 && inputs_[j] == std::vector<int>{static_cast<int>(j) - 1} && readers_[j - 1] == 1;
+    return j > 0 && inputs_[j] == std::vector<int>{static_cast<int>(j) - 1} && readers_[j - 1].size() == 1;
   }
 
  private:
   const std::vector<std::vector<int>>& inputs_;
-  std::vector<int> readers_;
+  std::vector<std::vector<size_t>> readers_;
 };
 
 // The layer after i that does not work per channel, or where the chain from i ends
@@ -96,10 +93,7 @@ void plan_sequence(const Layers& layers, const std::vector<std::vector<int>>& in
   const size_t n = layers.size();
   std::vector<TensorPlanEntry>& p = plan.layers;
   auto free = [&](size_t i) { return layers[i]->per_position() && p[i].split == TensorSplit::none; };
-  std::vector<std::vector<size_t>> readers(n);
-  for (size_t i = 0; i < n; ++i)
-    for (const int j : inputs[i])
-      if (j >= 0) readers[static_cast<size_t>(j)].push_back(i);
+  const std::vector<std::vector<size_t>> readers = readers_of(inputs);
   std::vector<bool> wanted(n, false);  // the output feeds a column or attention layer through free layers
   for (size_t j = n; j-- > 0;)
     for (const size_t r : readers[j]) wanted[j] = wanted[j] || enters_split(p[r].split) || (free(r) && wanted[r]);
@@ -130,9 +124,6 @@ TensorPlan plan_tensor_parallel(const Layers& layers, const std::vector<std::vec
 
 bool reads_sequence_shard(const TensorPlace& place) {
   return place.sequence && (enters_split(place.split) || place.split == TensorSplit::none);
-}
-bool writes_sequence_shard(const TensorPlace& place) {
-  return place.sequence && (leaves_split(place.split) || place.split == TensorSplit::none);
 }
 
 }  // namespace distrain

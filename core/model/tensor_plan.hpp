@@ -49,8 +49,7 @@ struct TensorPlan {
 // request that cannot be met.
 TensorPlan plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<std::vector<int>>& inputs,
                                 int degree, bool sequence, const std::string& file);
-// Whether layer i with this place reads its inputs as sequence shards, and writes one.
+// Whether a layer with this place reads its inputs as sequence shards.
 bool reads_sequence_shard(const TensorPlace& place);
-bool writes_sequence_shard(const TensorPlace& place);
 
 }  // namespace distrain

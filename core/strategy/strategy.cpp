@@ -119,7 +119,7 @@ TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const 
 
 std::vector<std::pair<int64_t, int64_t>> Strategy::device_memory_over_job(int64_t per_replica_batch) {
   const MemoryUse m = memory_per_replica(per_replica_batch);
-  const double predicted = static_cast<double>(m.parameters + m.gradients + m.optimizer + m.activations);
+  const auto predicted = static_cast<double>(m.device_total());
   const int local = local_replicas();
   std::vector<double> figures(2 * static_cast<size_t>(workers() * local), 0.0);  // exact below 2^53 bytes
   for (int r = 0; r < local; ++r) {

@@ -33,6 +33,7 @@ struct StepInfo {
 struct MemoryUse {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;  // on the device
   int64_t offloaded = 0;  // optimizer state in host memory (strategy.offload_optimizer)
+  int64_t device_total() const { return parameters + gradients + optimizer + activations; }
 };
 
 // Where the last step's time went, for `distrain bench`.
