@@ -136,9 +136,10 @@ for i in $(seq 0 $((runs - 1))); do
     else
       bad "run $i (${delay_ms} ms): exit 143 after $trained progress lines from one SIGTERM"
     fi
-    # Killed by the signal mid-save, like kill -9: the rerun removes the partial file.
+    # Killed by the signal mid-save (a checkpoint, the summary, trimmed events), like kill -9: the rerun
+    # removes the partial file.
     if [ -n "$leftovers" ]; then
-      if echo "$leftovers" | grep -qv -E '^ckpt-[0-9]+\.h5\.tmp\.[0-9]+$'; then
+      if echo "$leftovers" | grep -qv -E '^(ckpt-[0-9]+\.h5|summary\.json|events\.out\.tfevents\..*)\.tmp(\.[0-9]+)?$'; then
         bad "run $i: unexpected files left: $leftovers"
       elif "$distrain" "${run[@]}" --run-dir "$dir" >"$dir.resume" 2>&1 && [ -z "$(ls "$dir" | grep '\.tmp')" ] &&
         "$distrain" compare "full/$final" "$dir/$final" --rtol 0 >/dev/null 2>&1; then
