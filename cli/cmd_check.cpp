@@ -64,6 +64,10 @@ void register_check(CLI::App& app) {
     fmt::print("loss        {}{}\n",
                recipe.loss.type == LossType::mean_squared_error ? "mean_squared_error" : "sparse_categorical_crossentropy",
                recipe.loss.from_logits ? " (from logits)" : "");
+    fmt::print("precision   {}\n", recipe.train.matmul_dtype == DType::bf16
+                                          ? "bf16 operands in dense and attention matrix products, float32 accumulation; "
+                                            "weights, optimizer state, activations and checkpoints float32"
+                                          : "float32");
     fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
                recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);

@@ -53,11 +53,13 @@ const char* split_text(const Layer& l) {
 }
 
 // A model of tensor rank t (of `degree`) holding `part` of the layers, recomputing as the
-// recipe says (its activation bytes count one block's then).
+// recipe says (its activation bytes count one block's then), in its precision (bf16's
+// operand copies count as transient bytes).
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
   auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{},
                                    TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
   m->set_recompute(recipe.train.recompute_blocks);
+  m->set_matmul_dtype(recipe.train.matmul_dtype);
   return m;
 }
 

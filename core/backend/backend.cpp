@@ -50,6 +50,14 @@ int64_t gather_width(const Tensor& table, const Tensor& rows, const Tensor& out)
   return width;
 }
 
+std::string Backend::bf16_matmul_unavailable() const {
+  return fmt::format("{} has no bf16 matrix products in distrain yet (run in \"float32\")", device().str());
+}
+
+void Backend::gemm_bf16(bool, bool, const Tensor&, const Tensor&, float, Tensor) {
+  DT_CHECK(false, "gemm_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());
+}
+
 GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c) {
   DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
   const GemmDims d{ta ? a.shape[1] : a.shape[0], ta ? a.shape[0] : a.shape[1], tb ? b.shape[0] : b.shape[1]};

@@ -121,6 +121,12 @@ class Backend {
   // c = alpha * op(a) * op(b) + beta * c, row-major 2-D tensors.
   virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
                     Tensor c) = 0;
+  // c = op(a) * op(b) + beta * c with both operands rounded to bfloat16 and the products
+  // accumulated in float32 (train.precision = "bf16"). Only where bf16_matmul_unavailable()
+  // is empty; it takes bf16_gemm_scratch_bytes of this device while it runs.
+  virtual void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c);
+  // Why this device cannot run gemm_bf16 at speed (its CPU, its backend), or empty.
+  virtual std::string bf16_matmul_unavailable() const;
   virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)
   virtual void relu(const Tensor& x, Tensor y) = 0;               // may be in place
@@ -176,6 +182,8 @@ struct GemmDims {
   int64_t m, k, n;
 };
 GemmDims gemm_dims(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, const Tensor& c);
+// The bytes of the bf16 operand copies a gemm_bf16 of (m, k, n) holds while it runs.
+int64_t bf16_gemm_scratch_bytes(int64_t m, int64_t k, int64_t n);
 // Values per example of gather_examples(table, rows, out); throws when the shapes or the
 // element types do not go together.
 int64_t gather_width(const Tensor& table, const Tensor& rows, const Tensor& out);

@@ -309,6 +309,7 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
                                                     t.tensorboard_flush_seconds));
   t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
   t.recompute_blocks = c.get_choice("recompute", "none", {"none", "blocks"}) == "blocks";
+  t.matmul_dtype = c.get_choice("precision", "float32", {"float32", "bf16"}) == "bf16" ? DType::bf16 : DType::f32;
   t.accumulate_steps = c.get_int("accumulate_steps", 1);
   if (t.accumulate_steps < 1 || t.accumulate_steps > TrainSpec::kMaxAccumulateSteps)
     c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 #include <vector>
 
+#include "core/base/dtype.hpp"
 #include "core/io/model_spec.hpp"
 #include "core/model/loss.hpp"
 #include "core/optim/lr_schedule.hpp"
@@ -61,6 +62,10 @@ struct TrainSpec {
   // train.recompute = "blocks": only the outputs of the model's repeat blocks (and of the
   // layers outside them) are kept from forward; each block's forward reruns in backward.
   bool recompute_blocks = false;
+  // train.precision = "bf16": the operands of dense and attention matrix products rounded
+  // to bfloat16, accumulated in float32; weights, optimizer state, activations, losses and
+  // checkpoints stay float32.
+  DType matmul_dtype = DType::f32;
 };
 
 struct CheckpointSpec {

@@ -12,6 +12,7 @@
 // dropout, a rank draws its heads' masks as heads 0.. of its own (one_device's differ).
 // With sequence parallelism its input and output are sequence shards: the input is
 // all-gathered (again in backward), the partial outputs reduce-scattered.
+#include <algorithm>
 #include <cmath>
 
 #include "core/base/rng.hpp"
@@ -63,15 +64,15 @@ class Attention final : public Layer {
     ensure_workspace(ctx.backend, n);
     const Tensor qkv = qkv_.view(), mixed = mixed_.view();
     const WholeSequence x(ctx, *this, in, sequence_, t_);
-    ctx.backend.gemm(false, false, 1.0f, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
+    matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
     ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
-      ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, partial.view().rows(c_));
+      matmul(ctx, false, false, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, partial.view().rows(c_));
       reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), out);
     } else {
-      ctx.backend.gemm(false, false, 1.0f, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
+      matmul(ctx, false, false, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
       if (split_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);  // each rank's heads' share
     }
     ctx.backend.add_bias(out, proj_bias_.value());
@@ -81,28 +82,31 @@ class Attention final : public Layer {
     const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
     const WholeSequence dy_whole(ctx, *this, dout, sequence_, t_);
     const Tensor dy = dy_whole.view.rows(c_);
-    ctx.backend.gemm(true, false, 1.0f, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
+    matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
     ctx.backend.bias_grad(dy, proj_bias_.grad());
-    ctx.backend.gemm(false, true, 1.0f, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
+    matmul(ctx, false, true, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
     ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, training_rate(ctx), seed(ctx), dqkv);
     const WholeSequence x(ctx, *this, in, sequence_, t_);
-    ctx.backend.gemm(true, false, 1.0f, x.view.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
+    matmul(ctx, true, false, x.view.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
     ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());
     if (din.empty()) return;
     if (sequence_) {
       Buffer partial(ctx.backend, Shape{in.shape[0], t_, c_});
-      ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, partial.view().rows(c_));
+      matmul(ctx, false, true, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, partial.view().rows(c_));
       reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), din);
       return;
     }
-    ctx.backend.gemm(false, true, 1.0f, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
+    matmul(ctx, false, true, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
   // On sequence shards, backward holds the whole output gradient, the whole input, the
-  // partial input gradient and its reordered copy for the reduce-scatter.
+  // partial input gradient and its reordered copy for the reduce-scatter; under bf16 the
+  // operand copies of the largest product come on top.
   int64_t transient_bytes(int64_t n) const override {
-    return sequence_ ? 4 * n * t_ * c_ * static_cast<int64_t>(dtype_size(kActivationDType)) : 0;
+    const int64_t products =
+        std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
+    return products + (sequence_ ? 4 * n * t_ * c_ * static_cast<int64_t>(dtype_size(kActivationDType)) : 0);
   }
 
   // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,

@@ -43,9 +43,11 @@ class Dense final : public Layer {
   // On sequence shards: a column layer's backward holds the whole input, the partial input
   // gradient and its reordered copy; a row layer the partial (or whole) output (gradient)
   // and a reordered copy.
+  // Under bf16 the operand copies of the largest product come on top.
   int64_t transient_bytes(int64_t n) const override {
-    if (!sequence_) return 0;
-    return (column_ ? 3 * in_ : 2 * units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
+    const int64_t products = linear_scratch_bytes(n * product_rows_, in_, out_);
+    if (!sequence_) return products;
+    return products + (column_ ? 3 * in_ : 2 * units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
   }
 
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:
@@ -72,7 +74,9 @@ class Dense final : public Layer {
     row_ = split == TensorSplit::row;
     column_ = split == TensorSplit::column;
     sequence_ = p.sequence && split != TensorSplit::none;
-    if (!sequence_) return with_last(in, column_ ? units_ / p.degree : units_);
+    out_ = column_ ? units_ / p.degree : units_;
+    product_rows_ = sequence_ ? in[0] * (column_ ? p.degree : 1) : in.numel() / in_;
+    if (!sequence_) return with_last(in, out_);
     if (in.rank() != 2) fail(fmt::format("sequence_parallel needs a sequence (sequence, features), got {}", in.str()));
     if (row_ && in[0] % p.degree != 0)
       fail(fmt::format("sequence_parallel: a sequence of {} does not split over a tensor degree of {}", in[0], p.degree));
@@ -83,8 +87,8 @@ class Dense final : public Layer {
   void forward(Ctx& ctx, const Tensor& x, Tensor y) override {
     if (sequence_) return forward_on_shards(ctx, x, y);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]);
-    if (!tied_to_.empty()) return ctx.backend.gemm(false, true, 1.0f, in, kernel_.value(), 0.0f, out);  // x E^T
-    ctx.backend.gemm(false, false, 1.0f, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
+    if (!tied_to_.empty()) return matmul(ctx, false, true, in, kernel_.value(), 0.0f, out);  // x E^T
+    matmul(ctx, false, false, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
     if (row_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);         // partial sums over the input slices
     finish_forward(ctx, out);
   }
@@ -95,10 +99,10 @@ class Dense final : public Layer {
     const Tensor din = dx.empty() ? dx : dx.rows(in_);
     if (!tied_to_.empty()) return backward_tied(ctx, in, dout, din);
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
-    ctx.backend.gemm(true, false, 1.0f, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
+    matmul(ctx, true, false, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
     if (din.empty()) return;
-    ctx.backend.gemm(false, true, 1.0f, dout, kernel_.value(), 0.0f, din);  // dx = dy W^T
+    matmul(ctx, false, true, dout, kernel_.value(), 0.0f, din);  // dx = dy W^T
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);         // each slice of the units contributes
   }
 
@@ -114,10 +118,10 @@ class Dense final : public Layer {
     const int64_t units = y.shape[y.shape.rank() - 1];
     if (column_) {
       const WholeSequence in(ctx, *this, x, true, whole_length_);
-      ctx.backend.gemm(false, false, 1.0f, in.view.rows(in_), kernel_.value(), 0.0f, y.rows(units));
+      matmul(ctx, false, false, in.view.rows(in_), kernel_.value(), 0.0f, y.rows(units));
     } else {
       Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, units});
-      ctx.backend.gemm(false, false, 1.0f, x.rows(in_), kernel_.value(), 0.0f, partial.view().rows(units));
+      matmul(ctx, false, false, x.rows(in_), kernel_.value(), 0.0f, partial.view().rows(units));
       reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), y);
     }
     finish_forward(ctx, y.rows(units));
@@ -130,12 +134,12 @@ class Dense final : public Layer {
     if (relu_) ctx.backend.relu_backward(y, dy, dy);
     const WholeSequence in(ctx, *this, x, column_, whole_length_), dout(ctx, *this, dy, row_, whole_length_);
     const Tensor g = dout.view.rows(units);
-    ctx.backend.gemm(true, false, 1.0f, in.view.rows(in_), g, 1.0f, kernel_.grad());
+    matmul(ctx, true, false, in.view.rows(in_), g, 1.0f, kernel_.grad());
     if (use_bias_) ctx.backend.bias_grad(g, bias_.grad());
     if (dx.empty()) return;
-    if (row_) return ctx.backend.gemm(false, true, 1.0f, g, kernel_.value(), 0.0f, dx.rows(in_));
+    if (row_) return matmul(ctx, false, true, g, kernel_.value(), 0.0f, dx.rows(in_));
     Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, in_});
-    ctx.backend.gemm(false, true, 1.0f, g, kernel_.value(), 0.0f, partial.view().rows(in_));
+    matmul(ctx, false, true, g, kernel_.value(), 0.0f, partial.view().rows(in_));
     reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), dx);
   }
 
@@ -151,6 +155,8 @@ class Dense final : public Layer {
     if (id < 0) fail(fmt::format("tied_to = '{}': no embedding layer of that name before this one (in this pipeline stage)", tied_to_));
     const Shape& table = arena.variables()[static_cast<size_t>(id)].shape;
     in_ = in[in.rank() - 1];
+    out_ = units_;
+    product_rows_ = in.numel() / in_;
     if (table[1] != in_ || table[0] != units_)
       fail(fmt::format("tied_to = '{}': its table is {}, this head needs ({}, {}) (units, input features)", tied_to_,
                        table.str(), units_, in_));
@@ -160,11 +166,13 @@ class Dense final : public Layer {
 
   // dE = dy^T x goes to the model's tied gradient (added to the table's at the embedding).
   void backward_tied(Ctx& ctx, const Tensor& in, const Tensor& dout, const Tensor& din) {
-    ctx.backend.gemm(true, false, 1.0f, dout, in, 0.0f, tied_grad_);
-    if (!din.empty()) ctx.backend.gemm(false, false, 1.0f, dout, kernel_.value(), 0.0f, din);
+    matmul(ctx, true, false, dout, in, 0.0f, tied_grad_);
+    if (!din.empty()) matmul(ctx, false, false, dout, kernel_.value(), 0.0f, din);
   }
 
   int64_t units_, in_ = 0;  // in_: the input features this rank sees (a slice when row-parallel)
+  int64_t out_ = 0;           // the units this rank computes (a slice when column-parallel)
+  int64_t product_rows_ = 0;  // the rows per example its products see (the whole sequence under sequence_)
   bool use_bias_, relu_;
   bool column_ = false, row_ = false;
   bool sequence_ = false;     // column: input a sequence shard; row: output one

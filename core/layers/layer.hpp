@@ -146,6 +146,9 @@ class Layer {
   virtual bool per_position() const { return elementwise(); }
   void set_tensor_place(const TensorPlace& place);
   const TensorPlace& tensor_place() const { return place_; }
+  // The operands of this layer's matrix products (train.precision): f32, or bf16 rounded
+  // with float32 accumulation.
+  void set_matmul_dtype(DType operands) { matmul_dtype_ = operands; }
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
@@ -157,11 +160,18 @@ class Layer {
   [[noreturn]] void fail(const std::string& message) const;
   // The tensor axis's communicator, which a split layer needs in every pass.
   Communicator& tensor_group(Ctx& ctx) const;
+  // c = op(a) * op(b) + beta * c in this layer's matmul precision.
+  void matmul(Ctx& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta,
+              Tensor c) const;
+  // The device bytes the products of a linear map from `in` to `out` features over `rows`
+  // take while one runs (forward, weight gradient, input gradient): bf16's operand copies.
+  int64_t linear_scratch_bytes(int64_t rows, int64_t in, int64_t out) const;
 
  private:
   std::string name_;
   int index_ = 0;
   TensorPlace place_;
+  DType matmul_dtype_ = DType::f32;
 };
 
 }  // namespace distrain

@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 
 namespace distrain {
@@ -32,6 +33,17 @@ void Layer::fail(const std::string& message) const { throw UserError(fmt::format
 Communicator& Layer::tensor_group(Ctx& ctx) const {
   DT_CHECK(ctx.tensor, "layer '{}' is split over the tensor axis but has no tensor communicator", name_);
   return *ctx.tensor;
+}
+
+void Layer::matmul(Ctx& ctx, bool ta, bool tb, const Tensor& a, const Tensor& b, float beta, Tensor c) const {
+  if (matmul_dtype_ == DType::bf16) return ctx.backend.gemm_bf16(ta, tb, a, b, beta, c);
+  ctx.backend.gemm(ta, tb, 1.0f, a, b, beta, c);
+}
+
+int64_t Layer::linear_scratch_bytes(int64_t rows, int64_t in, int64_t out) const {
+  if (matmul_dtype_ != DType::bf16) return 0;
+  return std::max({bf16_gemm_scratch_bytes(rows, in, out), bf16_gemm_scratch_bytes(in, rows, out),
+                   bf16_gemm_scratch_bytes(rows, out, in)});
 }
 
 std::optional<TensorSplit> parse_tensor_request(const std::string& value) {

@@ -324,6 +324,10 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   release(i);
 }
 
+void Model::set_matmul_dtype(DType operands) {
+  for (auto& layer : layers_) layer->set_matmul_dtype(operands);
+}
+
 void Model::set_recompute(bool on) {
   recompute_ = on;
   batch_ = -1;  // the buffers are made again

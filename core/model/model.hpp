@@ -91,6 +91,8 @@ class Model {
   // forward just before its layers' backward, with the same step seed (the same dropout
   // masks). Throws UserError for a block layer that changes state in forward (batch norm).
   void set_recompute(bool on);
+  // train.precision: the operands of the layers' matrix products (dense, attention).
+  void set_matmul_dtype(DType operands);
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }

@@ -78,6 +78,10 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
       place_(place.value_or(whole_model(recipe))),
       tensor_(tensor),
       loss_(recipe.loss, backend) {
+  if (recipe.train.matmul_dtype == DType::bf16) {
+    const std::string why_not = backend.bf16_matmul_unavailable();
+    DT_USER_CHECK(why_not.empty(), "{}: train.precision = \"bf16\" on {}: {}", recipe.file, backend.device().str(), why_not);
+  }
   const TensorGroup group =
       tensor ? TensorGroup{tensor->rank(), tensor->size(), recipe.strategy.sequence_parallel} : TensorGroup{};
   copies_.push_back(std::make_unique<Model>(recipe.model(), backend, std::move(seams), group, place_.part));
@@ -91,6 +95,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
     copies_.back()->params().share_state(p.state());
   }
   for (auto& copy : copies_) copy->set_recompute(recipe.train.recompute_blocks);
+  for (auto& copy : copies_) copy->set_matmul_dtype(recipe.train.matmul_dtype);
   slots_.resize(copies_.size());
   if (place_.micro_batches > 1) micro_stats_ = Buffer(backend_, Shape{2});
   check_ends(recipe);

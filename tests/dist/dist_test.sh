@@ -620,7 +620,7 @@ gpt_mesh)
     shift 2
     if timeout 300 "${mpirun[@]}" -np "$np" "$distrain" train --progress none "${gpt[@]}" "${msh[@]}" --set train.steps=5 "$@" --run-dir "$work/$name" \
       >"$work/$name.log" 2>&1 &&
-      "$distrain" compare "$work/${ref:-one}/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/$name.cmp"; then
+      "$distrain" compare "$work/${ref:-one}/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol "${rtol:-1e-5}" --scale model >"$work/$name.cmp"; then
       ok "gpt $name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
     else
       bad "gpt $name: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
@@ -680,6 +680,18 @@ PY
   mem_case memory_tensor2_sequence_parallel 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true
   mem_case memory_data2xtensor2xpipeline2 8 "${msh[@]}" --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
+  # bf16 products (where the CPU has AVX512_BF16 or AMX): tensor 2 with sequence parallelism
+  # keeps to one_device in bf16 within a bf16 step (1e-3 of the largest weight; operands are
+  # rounded alike, the sums' order differs), and the operand copies are predicted too.
+  if grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+    bf16=(--set train.precision=bf16)
+    "$distrain" train --progress none "${gpt[@]}" "${bf16[@]}" --set train.steps=5 --run-dir "$work/one_bf16" >/dev/null 2>&1
+    ref=one_bf16 rtol=1e-3 gpt_case tensor2_sequence_parallel_bf16 2 --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
+    mem_case memory_one_device_bf16 0 "${bf16[@]}"
+    mem_case memory_tensor2_sequence_parallel_bf16 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
+  else
+    echo "skipped: bf16 cases (this CPU has neither AVX512_BF16 nor AMX)"
+  fi
   "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.tensor=2 --set strategy.device_memory=10MiB >"$work/over.log" 2>&1
   [ "$(grep -c 'over strategy.device_memory = 10.00 MiB' "$work/over.log")" = 2 ] &&
     ok "check flags each rank whose predicted bytes exceed strategy.device_memory" || bad "check over budget: $(grep '^rank' "$work/over.log")"

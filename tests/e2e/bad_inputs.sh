@@ -106,6 +106,12 @@ run "$distrain" check "$tiny" --set strategy.offload_optimizer=true
 classify "offload_optimizer on one_device" 2 "strategy.offload_optimizer: moves the optimizer state of strategy"
 run "$distrain" check "$tiny" --set train.recompute=blocks
 classify "recompute without a repeat block" 2 "train.recompute = \"blocks\" reruns each repeat block's forward"
+run "$distrain" check "$tiny" --set train.precision=fp16
+classify "precision fp16" 2 "train.precision"
+# oneDNN told to use no more than AVX-512 (no BF16): a CPU whose bf16 products would be a
+# reference loop, refused by name rather than run slowly.
+run env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$distrain" check "$tiny" --set train.precision=bf16
+classify "bf16 on a CPU without AVX512_BF16" 2 "train.precision = \"bf16\" on cpu:0: this CPU has neither AVX512_BF16 nor AMX"
 
 # --- sizes: overflow and memory, refused by check and by train before any allocation ---
 run "$distrain" check "$tiny" --set strategy.per_replica_batch=9223372036854775807

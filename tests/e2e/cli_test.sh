@@ -402,18 +402,24 @@ sigterm)
   json_true '[[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[0]] ==
     [[o[k] for k in o if k not in ("images_per_sec", "seconds")] for o in J[1]] and len(J[0]) == 2' full/metrics.jsonl stopped/metrics.jsonl &&
     ok "metrics.jsonl of the resumed run matches" || bad "metrics differ"
-  # Steps of a second or so, so that the second signal comes while the first is being
-  # acted on (two sent at once would merge into one pending signal). Exit 143 says the second
-  # one ended the process by its default action, however far the first had got.
-  "$distrain" train "$tiny" "${base[@]}" --set strategy.per_replica_batch=8192 --set model.layers.1.filters=64 \
-    --progress-every 1 --run-dir twice >"$work/twice.out" 2>&1 &
+  # Long steps (4 micro-batches of 4096, 0.3 s here), the first signal early in the second,
+  # the second signal as soon as the watcher has taken the first off the process's pending
+  # set (two pending at once would merge into one): it comes while the first is being acted
+  # on. Exit 143 says the second one ended the process by its default action, however far
+  # the first had got. (A fixed 50 ms between the two lost the race to a fast step.)
+  "$distrain" train "$tiny" "${base[@]}" --set strategy.per_replica_batch=4096 --set train.accumulate_steps=4 \
+    --set model.layers.1.filters=64 --progress-every 1 --run-dir twice >"$work/twice.out" 2>&1 &
   pid=$!
-  for _ in $(seq 1 600); do
-    grep -qs '^epoch 1/2 batch 1/4' "$work/twice.out" && break
-    sleep 0.05
+  for _ in $(seq 1 3000); do
+    grep -qs '^epoch 1/2 batch 1/2' "$work/twice.out" && break
+    sleep 0.01
   done
   kill -TERM "$pid"
-  sleep 0.05
+  for _ in $(seq 1 5000); do  # SIGTERM (15) is bit 14 of ShdPnd
+    pending=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$pending" ] && (((16#$pending & 0x4000) != 0)) || break
+    sleep 0.001
+  done
   kill -TERM "$pid"
   wait "$pid"
   rc=$?

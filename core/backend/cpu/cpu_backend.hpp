@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
 
   void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor c) override;
+  void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c) override;
+  std::string bf16_matmul_unavailable() const override;
   void add_bias(Tensor y, const Tensor& bias) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;
   void relu(const Tensor& x, Tensor y) override;
