@@ -11,6 +11,8 @@
 # the tied table once; the same N for all three).
 #   bench/compare_gpt.sh [BUILD_DIR] [THREADS] [ROUNDS]        (defaults: build 2 3)
 #   SIZES=shakespeare_char bench/compare_gpt.sh                (one size; STEPS, WARMUP too)
+#   PRECISION=bf16 bench/compare_gpt.sh                        (distrain's train.precision = "bf16"
+#                                                              against torch.autocast(cpu, bfloat16); no llm.c)
 #
 # llm.c is not built here (this repository carries none of its code, binaries or build
 # scripts). Build it yourself from https://github.com/karpathy/llm.c with its own Makefile,
@@ -34,6 +36,13 @@ build=${1:-${BUILD_DIR:-build}}
 threads=${2:-${THREADS:-2}}
 rounds=${3:-${ROUNDS:-3}}
 sizes=${SIZES:-gpt2_124m shakespeare_char}
+precision=${PRECISION:-float32}
+case $precision in
+  float32) ;;
+  bf16) # llm.c's CPU trainer is float32 only: no column for it.
+    unset LLMC_BIN LLMC_BIN_SHAKESPEARE ;;
+  *) echo "error: PRECISION=$precision: float32 or bf16" >&2; exit 1 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv=$here/bench/.venv-gpt
 python=$venv/bin/python
@@ -132,8 +141,9 @@ for size in $sizes; do
   : >"$tmp/$size.distrain" ; : >"$tmp/$size.pytorch" ; : >"$tmp/$size.llmc"
   for _ in $(seq "$rounds"); do
     # distrain bench reads no data (random token windows); run from the root all the same.
-    (cd "$here" && "$bin" bench "$recipe" --steps "$steps" --warmup "$warmup" --json) | tail -n 1 >>"$tmp/$size.distrain"
-    "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" \
+    (cd "$here" && "$bin" bench "$recipe" --steps "$steps" --warmup "$warmup" --set "train.precision=\"$precision\"" --json) |
+      tail -n 1 >>"$tmp/$size.distrain"
+    "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" --precision "$precision" \
       --steps "$steps" --warmup "$warmup" | tail -n 1 >>"$tmp/$size.pytorch"
     if [ -n "$llmc" ]; then
       train_tokens=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$tmp/$size.files.json")
@@ -142,9 +152,9 @@ for size in $sizes; do
     fi
   done
   rm -rf "${tmp:?}/$size"  # the 124M checkpoint is 0.5 GB
-  "$python" - "$size" "$threads" "$rounds" "$steps" "$warmup" "$lwarm" "$llast" "$peak1" "$tmp" <<'PY'
+  "$python" - "$size" "$threads" "$rounds" "$steps" "$warmup" "$lwarm" "$llast" "$peak1" "$tmp" "$precision" <<'PY'
 import json, math, statistics, sys
-size, threads, rounds, steps, warmup, lwarm, llast, peak, tmp = sys.argv[1:]
+size, threads, rounds, steps, warmup, lwarm, llast, peak, tmp, precision = sys.argv[1:]
 peak = json.loads(peak)["gflops"]
 runs = {name: [json.loads(l) for l in open(f"{tmp}/{size}.{name}") if l.strip()] for name in ("distrain", "pytorch", "llmc")}
 for r in runs["distrain"]:
@@ -156,7 +166,7 @@ ref = runs["pytorch"][0]
 N, batch, seq = ref["parameters"], ref["batch"], ref["seq"]
 L, C = {"gpt2_124m": (12, 768), "shakespeare_char": (4, 128)}[size]  # layers, width
 flops = 6 * N + 12 * L * seq * C
-print(f"{size}: batch {batch} x {seq} tokens, {threads} threads, {rounds} round(s); N = {N:,} parameters, "
+print(f"{size} in {precision}: batch {batch} x {seq} tokens, {threads} threads, {rounds} round(s); N = {N:,} parameters, "
       f"{flops / 1e6:.1f} MFLOP a token (6N + 12 L T C); SGEMM peak {peak:.0f} GFLOP/s")
 if runs["distrain"][0]["parameters"] != N or runs["distrain"][0]["batch"] != batch:
     print(f"  note: distrain's recipe has {runs['distrain'][0]['parameters']:,} parameters, batch {runs['distrain'][0]['batch']}")
@@ -172,7 +182,7 @@ for name, rs in runs.items():
     ms = statistics.median(r["step_ms_median"] for r in rs)
     extra = f", batch {rs[0]['batch']} (not {batch})" if rs[0]["batch"] != batch else ""
     print(f"  {names[name]:<32} {m:9.1f} tokens/s  (runs {', '.join(f'{x:.1f}' for x in tps)})  "
-          f"step {ms:.1f} ms  {m * flops / 1e9:6.1f} GFLOP/s = {m * flops / 1e9 / peak:5.1%} of peak{extra}")
+          f"step {ms:.1f} ms  {m * flops / 1e9:6.1f} GFLOP/s = {m * flops / 1e9 / peak:5.1%} of the fp32 peak{extra}")
 ratios = [f"distrain/{n} {med['distrain'] / med[n]:.2f}x" for n in ("llmc", "pytorch") if n in med]
 print("  " + "   ".join(r.replace("llmc", "llm.c") for r in ratios))
 losses = [f"{n} {runs[n][0]['first_loss']:.3f}" for n in ("pytorch", "llmc") if runs[n]]

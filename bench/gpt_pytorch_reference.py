@@ -8,6 +8,9 @@ residual add), final ln_f, head tied to the token table, no dropout, LayerNorm e
 GPT-2 initialisation: N(0, 0.02) everywhere, N(0, 0.02/sqrt(2 layers)) on the two residual
 projections, zero biases. Random tokens, one batch in memory.
 
+--precision bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16): matrix
+products in bf16, master weights and AdamW in float32 (distrain's train.precision = "bf16").
+
 Prints one JSON line with the median step time (forward, backward, AdamW step, after
 warm-up), tokens/s and the parameter count. With --sgemm-peak, prints this machine's fp32
 matmul rate at the given threads instead (torch's BLAS and, if installed, NumPy's). For comparison figures only
@@ -111,6 +114,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--batch", type=int, help="examples a step (default: the size's)")
+    ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                    help="bf16: torch.autocast(cpu, bfloat16) around forward and loss, as distrain's train.precision")
     ap.add_argument("--sgemm-peak", action="store_true", help="print the fp32 matmul rate and exit")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -132,7 +137,8 @@ def main():
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(x, y)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -142,7 +148,7 @@ def main():
             times.append(dt)
     med = statistics.median(times)
     print(json.dumps({"framework": f"pytorch {torch.__version__}", "size": args.size, "batch": batch,
-                      "seq": seq, "threads": args.threads, "parameters": sum(p.numel() for p in params),
+                      "seq": seq, "threads": args.threads, "precision": args.precision, "parameters": sum(p.numel() for p in params),
                       "tokens_per_sec": batch * seq / med, "first_loss": first_loss,
                       "step_ms": {"min": min(times) * 1e3, "median": med * 1e3, "max": max(times) * 1e3},
                       "step_ms_median": med * 1e3, "steps": args.steps, "warmup": args.warmup}))
