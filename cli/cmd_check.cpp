@@ -1,9 +1,12 @@
 // distrain check RECIPE [--set KEY=VALUE]...: validates the recipe and its data, builds
 // the model, prints the resolved plan. Trains nothing.
 #include <fstream>
+#include <optional>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "cli/mesh_plan.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/optim/lr_schedule.hpp"
@@ -30,9 +33,15 @@ void register_check(CLI::App& app) {
     }
     const Splits data = load_dataset(recipe.data, recipe.seed);
     check_data_fits(recipe, data.train);
+    // check predicts past the budget, rather than stop at the first allocation over it, and
+    // then says which device is over.
+    const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
+    std::optional<int64_t> largest;  // a device's predicted total, where the figures are the job's
     if (recipe.strategy.name == "mesh" && launcher_size() <= 1) {
       // Its ranks come from the launcher: the plan of each, then the figures of one whole replica.
-      print_mesh_plan(stdout, recipe);
+      recipe.strategy.device_memory = budget;
+      largest = print_mesh_plan(stdout, recipe);
+      recipe.strategy.device_memory = 0;
       recipe.strategy.name = "one_device";
       recipe.strategy.per_replica_batch *= recipe.strategy.mesh_data;
       fmt::print("note        the figures below are one_device's with the mesh's global batch\n");
@@ -71,6 +80,7 @@ void register_check(CLI::App& app) {
     fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
                recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
+    if (!largest) largest = mem.device_total();
     auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
     fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB"
                "{}; device total {:.2f} MiB\n",
@@ -78,6 +88,10 @@ void register_check(CLI::App& app) {
                mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
                mib(mem.device_total()));
     fmt::print("model\n{}\n", model.summary());
+    DT_USER_CHECK(budget == 0 || *largest <= budget,
+                  "{}: a device would need {} (predicted above), over strategy.device_memory = {}; shard (strategy.name = "
+                  "\"zero\" or \"mesh\"), offload (strategy.offload_optimizer) or recompute (train.recompute) to need less",
+                  recipe.file, format_bytes(*largest), format_bytes(budget));
   });
 }
 

@@ -5,8 +5,9 @@
 #include <exception>
 #include <filesystem>
 #include <map>
-#include <string>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "core/base/error.hpp"
@@ -32,6 +33,14 @@ std::string recipe_flag_hint(const std::string& parse_error, int argc, char** ar
     if (const auto it = kKeys.find(flag); it != kKeys.end()) return fmt::format("; use --set {}={}", it->second, value);
   }
   return "";
+}
+
+// stdout is buffered when it is a file or a pipe: what the command printed before failing
+// goes out first, so that the error is the last line and never lands inside another.
+template <typename... Args>
+void print_error(fmt::format_string<Args...> format, Args&&... args) {
+  std::fflush(stdout);
+  fmt::print(stderr, format, std::forward<Args>(args)...);
 }
 
 }  // namespace
@@ -60,7 +69,7 @@ int main(int argc, char** argv) {
   try {
     distrain::check_launch();
   } catch (const distrain::UserError& e) {
-    fmt::print(stderr, "{}error: {}\n", distrain::log::prefix(), e.what());
+    print_error("{}error: {}\n", distrain::log::prefix(), e.what());
     distrain::mpi_finalize();  // each process alone in its world: no abort needed
     return distrain::cli::kExitUsage;
   }
@@ -73,27 +82,27 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "{}error: {}{} (see distrain --help)\n", distrain::log::prefix(), e.what(),
+    print_error("{}error: {}{} (see distrain --help)\n", distrain::log::prefix(), e.what(),
                recipe_flag_hint(e.what(), argc, argv));
     return fail(distrain::cli::kExitUsage);
   } catch (const distrain::cli::ExitCode& e) {
     distrain::mpi_finalize();
     return e.code;
   } catch (const distrain::UserError& e) {
-    fmt::print(stderr, "{}error: {}\n", distrain::log::prefix(), e.what());
+    print_error("{}error: {}\n", distrain::log::prefix(), e.what());
     return fail(distrain::cli::kExitUsage);
   } catch (const std::bad_alloc&) {  // the batch or model is too large for this machine: the user's to change
-    fmt::print(stderr, "{}error: out of memory; lower strategy.per_replica_batch or train.eval_batch, or make the "
+    print_error("{}error: out of memory; lower strategy.per_replica_batch or train.eval_batch, or make the "
                "model smaller\n", distrain::log::prefix());
     return fail(distrain::cli::kExitUsage);
   } catch (const std::filesystem::filesystem_error& e) {
     // A full disk, a path through a file, a folder without permission: the machine's state, not a bug.
     const bool user = distrain::cli::is_user_condition(e.code());
-    fmt::print(stderr, "{}{}: {}{}\n", distrain::log::prefix(), user ? "error" : "internal error", e.what(),
+    print_error("{}{}: {}{}\n", distrain::log::prefix(), user ? "error" : "internal error", e.what(),
                user ? "; check the path, its permissions and free space" : "");
     return fail(user ? distrain::cli::kExitUsage : distrain::cli::kExitInternal);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}internal error: {}\n", distrain::log::prefix(), e.what());
+    print_error("{}internal error: {}\n", distrain::log::prefix(), e.what());
     return fail(distrain::cli::kExitInternal);
   }
   distrain::mpi_finalize();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -81,7 +82,8 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
   }
 }
 
-void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
+// Returns the rank's predicted device total.
+int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
   const MeshCoord c = coord_of(shape, rank);
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const int64_t values = m.params().values().numel() * element, state = m.params().state().numel() * element;
@@ -105,11 +107,12 @@ void print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, in
              offload ? fmt::format(" (optimizer state in host memory: {})", slots) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
+  return total;
 }
 
 }  // namespace
 
-void print_mesh_plan(std::FILE* out, const Recipe& recipe) {
+int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
   fmt::print(out, "mesh        {} = {} ranks (tensor innermost); launch with mpirun -np {}\n", shape.str(), shape.size(),
@@ -125,12 +128,14 @@ void print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   print_stages(out, recipe, *whole, plan);
   // One model per (stage, tensor rank): the data ranks hold the same.
   std::map<std::pair<int, int>, std::unique_ptr<Model>> models;
+  int64_t largest = 0;
   for (int r = 0; r < shape.size(); ++r) {
     const MeshCoord c = coord_of(shape, r);
     auto& m = models[{c.pipeline, c.tensor}];
     if (!m) m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
-    print_rank(out, recipe, shape, r, *m, place_of(recipe, plan, c.pipeline));
+    largest = std::max(largest, print_rank(out, recipe, shape, r, *m, place_of(recipe, plan, c.pipeline)));
   }
+  return largest;
 }
 
 }  // namespace distrain::cli

@@ -693,8 +693,11 @@ PY
     echo "skipped: bf16 cases (this CPU has neither AVX512_BF16 nor AMX)"
   fi
   "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.tensor=2 --set strategy.device_memory=10MiB >"$work/over.log" 2>&1
-  [ "$(grep -c 'over strategy.device_memory = 10.00 MiB' "$work/over.log")" = 2 ] &&
-    ok "check flags each rank whose predicted bytes exceed strategy.device_memory" || bad "check over budget: $(grep '^rank' "$work/over.log")"
+  rc=$?
+  [ "$rc" = 2 ] && [ "$(grep -c '^rank.*over strategy.device_memory = 10.00 MiB' "$work/over.log")" = 2 ] &&
+    grep -q '^error: .*over strategy.device_memory = 10.00 MiB; shard' "$work/over.log" &&
+    ok "check flags each rank whose predicted bytes exceed strategy.device_memory, exit 2" ||
+    bad "check over budget (exit $rc): $(grep '^rank\|^error' "$work/over.log")"
   # A checkpoint of data 2 x tensor 2 x pipeline 2 (ZeRO-1) at step 10 resumes under
   # one_device and under tensor 4: steps 11-20 take the uninterrupted run's steps (the
   # weights after each within 1e-5 of the largest) and end with its running loss.

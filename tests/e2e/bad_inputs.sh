@@ -106,6 +106,11 @@ run "$distrain" check "$tiny" --set strategy.offload_optimizer=true
 classify "offload_optimizer on one_device" 2 "strategy.offload_optimizer: moves the optimizer state of strategy"
 run "$distrain" check "$tiny" --set train.recompute=blocks
 classify "recompute without a repeat block" 2 "train.recompute = \"blocks\" reruns each repeat block's forward"
+# Over the device budget: check prints the prediction, then says it is over (no allocation
+# error halfway through building the model).
+run "$distrain" check "$tiny" --set strategy.device_memory=16KiB
+classify "check over strategy.device_memory" 2 "over strategy.device_memory = 16.00 KiB; shard" \
+  'grep -q "^memory .*device total" "$work/out"'
 run "$distrain" check "$tiny" --set train.precision=fp16
 classify "precision fp16" 2 "train.precision"
 # oneDNN told to use no more than AVX-512 (no BF16): a CPU whose bf16 products would be a

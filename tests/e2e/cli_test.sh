@@ -468,6 +468,11 @@ recipes)
       continue
     fi
     if grep -q '^device_memory = ' "$r"; then  # too big for one device by design: refused, then trained on four
+      "$distrain" check "$r" >"$work/check.log" 2>&1
+      rc=$?
+      [ "$rc" -eq 2 ] && grep -q '^memory .*device total' "$work/check.log" &&
+        grep -q '^error: .*a device would need .* over strategy.device_memory = 2.00 GiB' "$work/check.log" &&
+        ok "check $n: predicts one_device past its device memory, then refuses" || bad "check $n: exit $rc: $(tail -n 2 "$work/check.log")"
       "$distrain" train "$r" --run-dir "$work/$n" >"$work/train.log" 2>&1
       rc=$?
       [ "$rc" -ne 0 ] && grep -q "device cpu:0: out of memory (strategy.device_memory = 2.00 GiB)" "$work/train.log" &&
