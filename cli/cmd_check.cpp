@@ -16,6 +16,18 @@
 
 namespace distrain::cli {
 
+namespace {
+
+// `largest`: the largest predicted device total; budget 0: none.
+void check_within_budget(const Recipe& recipe, int64_t largest, int64_t budget) {
+  DT_USER_CHECK(budget == 0 || largest <= budget,
+                "{}: a device would need {} (predicted above), over strategy.device_memory = {}; shard (strategy.name = "
+                "\"zero\" or \"mesh\"), offload (strategy.offload_optimizer) or recompute (train.recompute) to need less",
+                recipe.file, format_bytes(largest), format_bytes(budget));
+}
+
+}  // namespace
+
 void register_check(CLI::App& app) {
   auto* cmd = app.add_subcommand("check", "Validate a recipe and print the resolved plan; trains nothing");
   auto recipe_path = std::make_shared<std::string>();
@@ -36,11 +48,12 @@ void register_check(CLI::App& app) {
     // check predicts past the budget, rather than stop at the first allocation over it, and
     // then says which device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
-    std::optional<int64_t> largest;  // a device's predicted total, where the figures are the job's
+    std::optional<int64_t> largest;  // the largest predicted device total, once known
     if (recipe.strategy.name == "mesh" && launcher_size() <= 1) {
       // Its ranks come from the launcher: the plan of each, then the figures of one whole replica.
       recipe.strategy.device_memory = budget;
       largest = print_mesh_plan(stdout, recipe);
+      check_within_budget(recipe, *largest, budget);  // before building the whole model, which the host may not hold
       recipe.strategy.device_memory = 0;
       recipe.strategy.name = "one_device";
       recipe.strategy.per_replica_batch *= recipe.strategy.mesh_data;
@@ -88,10 +101,7 @@ void register_check(CLI::App& app) {
                mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
                mib(mem.device_total()));
     fmt::print("model\n{}\n", model.summary());
-    DT_USER_CHECK(budget == 0 || *largest <= budget,
-                  "{}: a device would need {} (predicted above), over strategy.device_memory = {}; shard (strategy.name = "
-                  "\"zero\" or \"mesh\"), offload (strategy.offload_optimizer) or recompute (train.recompute) to need less",
-                  recipe.file, format_bytes(*largest), format_bytes(budget));
+    check_within_budget(recipe, *largest, budget);
   });
 }
 
