@@ -6,10 +6,14 @@
 
 #include "cli/commands.hpp"
 #include "cli/mesh_plan.hpp"
+#include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
+#include "core/model/no_storage.hpp"
 #include "core/optim/lr_schedule.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/strategy/ps_protocol.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/preflight.hpp"
 #include "core/train/step_loop.hpp"
@@ -26,6 +30,37 @@ void check_within_budget(const Recipe& recipe, int64_t largest, int64_t budget) 
                 recipe.file, format_bytes(largest), format_bytes(budget));
 }
 
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// How a recipe whose processes come from a launcher starts, and what its servers hold.
+void print_launch(const Recipe& recipe) {
+  const std::string& name = recipe.strategy.name;
+  if (name == "multi_worker_mirrored")
+    fmt::print("launch      mpirun -np N distrain train {} (one worker per process, N processes; on one host add "
+               "--oversubscribe when N exceeds its cores); the figures below are one worker's\n",
+               recipe.file);
+  if (name != "parameter_server") return;
+  const int64_t servers = recipe.strategy.num_ps;
+  fmt::print("launch      mpirun -np N distrain train {} with N > num_ps = {}: ranks 0..{} serve, the other N - {} "
+             "train; the figures below are one worker's\n",
+             recipe.file, servers, servers - 1, servers);
+  const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());
+  const PsRanges ranges{layout.params().trainable_arena_size(), static_cast<int>(servers)};
+  const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size());
+  for (int k = 0; k < ranges.servers; ++k)
+    fmt::print("server {:<4}rank {}: values [{}, {}) of the trainable arena, {:.2f} MiB with its optimizer's {} slot(s)\n",
+               k, k, ranges.begin(k), ranges.begin(k + 1), mib(ranges.length(k) * static_cast<int64_t>(dtype_size(ParamArena::kDType)) * (1 + slots)), slots);
+}
+
+// ZeRO stage 1 shards only the optimizer's state: its gradients line is larger than a
+// replica's parameters, which surprises.
+void print_memory_note(const Recipe& recipe) {
+  if (recipe.strategy.name == "zero" && recipe.strategy.zero_stage == 1)
+    fmt::print("note        zero stage 1 shards only the optimizer state: each replica keeps whole gradients and whole "
+               "parameters, and beside them its shard of the reduced gradients with a one-layer bucket for the "
+               "reduce-scatter (gradients), and its shard of the updated parameters (parameters)\n");
+}
+
 }  // namespace
 
 void register_check(CLI::App& app) {
@@ -36,13 +71,8 @@ void register_check(CLI::App& app) {
   cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
   cmd->callback([=] {
     Recipe recipe = load_recipe(*recipe_path, *overrides);
-    if (recipe.strategy.name == "parameter_server" && launcher_size() <= 1) {
-      // Its ranks come from the launcher: show the plan of one worker.
-      fmt::print("note        parameter_server: launch with mpirun -np N, N > num_ps = {} (ranks 0..{} serve); "
-                 "the figures below are one worker's\n",
-                 recipe.strategy.num_ps, recipe.strategy.num_ps - 1);
-      recipe.strategy.name = "one_device";
-    }
+    if (launcher_size() <= 1) print_launch(recipe);
+    if (recipe.strategy.name == "parameter_server" && launcher_size() <= 1) recipe.strategy.name = "one_device";
     const Splits data = load_dataset(recipe.data, recipe.seed);
     check_data_fits(recipe, data.train);
     // check predicts past the budget, rather than stop at the first allocation over it, and
@@ -94,12 +124,12 @@ void register_check(CLI::App& app) {
                recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
     if (!largest) largest = mem.device_total();
-    auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
     fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB"
                "{}; device total {:.2f} MiB\n",
                mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations),
                mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
                mib(mem.device_total()));
+    print_memory_note(recipe);
     fmt::print("model\n{}\n", model.summary());
     check_within_budget(recipe, *largest, budget);
   });

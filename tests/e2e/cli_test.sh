@@ -464,6 +464,11 @@ recipes)
     grep -q '^devices = \["cuda' "$r" && [ $gpu = no ] && on=(--set 'strategy.devices=["cpu:0"]')
     if grep -qE '^name = "(parameter_server|mesh)"' "$r"; then
       "$distrain" check "$r" "${on[@]}" >"$work/check.log" 2>&1 && ok "check $n" || bad "check $n: $(tail -n 2 "$work/check.log")"
+      if grep -q '^name = "parameter_server"' "$r"; then  # its servers' ranges, each from where the last ends
+        awk '/^server / { gsub(/[\[\),]/, " "); if ($6 != end + 0) bad = 1; end = $7; n++ }
+             END { exit !(n >= 1 && !bad) }' "$work/check.log" && grep -q '^launch      mpirun -np N .* with N > num_ps' "$work/check.log" &&
+          ok "check $n prints the launch line and each server's range" || bad "check $n: $(grep -E '^(launch|server)' "$work/check.log")"
+      fi
       echo "($n trains under mpirun: tests/dist/dist_test.sh parameter_server, mesh)"
       continue
     fi
@@ -498,6 +503,14 @@ PY
       on+=(--set "data.train_file=\"$work/tokens.bin\"" --set "data.val_file=\"$work/tokens.bin\"")
     fi
     if "$distrain" check "$r" "${on[@]}" >"$work/check.log" 2>&1; then ok "check $n"; else bad "check $n: $(tail -n 2 "$work/check.log")"; fi
+    if grep -q '^name = "multi_worker_mirrored"' "$r"; then
+      grep -q "^launch      mpirun -np N distrain train $r (one worker per process" "$work/check.log" &&
+        ok "check $n prints how to launch it" || bad "check $n: no launch line: $(head -n 2 "$work/check.log")"
+    fi
+    if grep -q '^stage = 1' "$r"; then
+      grep -q '^note        zero stage 1 shards only the optimizer state' "$work/check.log" &&
+        ok "check $n explains stage 1's whole gradients" || bad "check $n: no stage 1 note"
+    fi
     if "$distrain" train "$r" "${on[@]}" --set train.steps=$steps --set train.validate=false --run-dir "$work/$n" >"$work/train.log" 2>&1 &&
       [ -f "$work/$n/ckpt-0000$(printf %02d $steps).h5" ]; then
       ok "train $n for $steps steps"
