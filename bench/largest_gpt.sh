@@ -4,8 +4,10 @@
 # of 2 GiB, global batch 4 windows of 64 tokens) with its width and its number of blocks
 # changed, the blocks found by bisection for each layout and width. check exits 0 when every
 # device fits, 2 naming "a device would need" when one does not; anything else (the host
-# cannot hold the model that check builds to count) ends the search there, marked ">=".
+# cannot hold the model that check builds to count: zero builds its replicas, the mesh only
+# each rank's part) ends the search there, marked ">=".
 #   bench/largest_gpt.sh [BUILD_DIR] [WIDTHS]       (defaults: build "1024 2048")
+#   ONLY="tensor 4" bench/largest_gpt.sh             (the layouts whose names contain it)
 # Prints a markdown table: layout, width, largest number of blocks, its parameters and its
 # predicted peak per device. Run from anywhere; figures only (distrain needs no script).
 set -uo pipefail
@@ -66,25 +68,28 @@ echo "| --- | ---: | ---: | ---: | ---: |"
 for width in $widths; do
   for entry in "${layouts[@]}"; do
     name=${entry%%|*}
+    [[ "$name" == *"${ONLY:-}"* ]] || continue
     read -r -a sets <<<"${entry#*|}"
-    lo=0 hi=1 limit=""
-    # Double until a size does not fit (or check cannot tell), then bisect between.
+    # Double until a size does not fit (or check cannot tell), then bisect between. The
+    # answer is exact when check said of lo + 1 that it does not fit.
+    lo=0 hi=1
     while fits "$width" "$hi" "${sets[@]}"; do
       lo=$hi
       cp "$tmp/check.log" "$tmp/best.log"
       hi=$((hi * 2))
     done
     fits "$width" "$hi" "${sets[@]}"
-    [ $? -eq 2 ] && limit=">= "
+    over_at_hi=$?
     while [ $((hi - lo)) -gt 1 ]; do
       mid=$(((lo + hi) / 2))
       fits "$width" "$mid" "${sets[@]}"
       case $? in
         0) lo=$mid; cp "$tmp/check.log" "$tmp/best.log" ;;
-        1) hi=$mid ;;
-        *) hi=$mid; limit=">= " ;;
+        1) hi=$mid over_at_hi=1 ;;
+        *) hi=$mid over_at_hi=2 ;;
       esac
     done
+    [ "$over_at_hi" -eq 1 ] && limit="" || limit=">= "
     if [ "$lo" -eq 0 ]; then
       echo "| $name | $width | none fits | | |"
       continue

@@ -61,6 +61,57 @@ void print_memory_note(const Recipe& recipe) {
                "reduce-scatter (gradients), and its shard of the updated parameters (parameters)\n");
 }
 
+// What a run of this recipe is, with `replicas` data-parallel replicas: its data, batch,
+// steps, optimizer, rate, loss, precision and checkpoints.
+void print_run(const Recipe& recipe, const Splits& data, const std::string& strategy, int replicas,
+               const std::string& optimizer, int64_t update_batch) {
+  const int64_t global = recipe.step_batch() * replicas;
+  const int64_t per_epoch =
+      Loader(data.train, LoaderSpec{recipe.step_batch(), replicas, false, recipe.data.drop_remainder}).batches_per_epoch();
+  check_planned_steps(recipe, per_epoch);
+  const int64_t planned = per_epoch * recipe.train.epochs;
+  const int64_t total = recipe_plan(recipe, per_epoch).total_steps;
+  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, update_batch, total);
+  fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
+  fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
+             data.test.size(), data.train.example_shape.str(), data.train.num_classes);
+  const std::string micro = recipe.train.accumulate_steps > 1
+                                ? fmt::format(" ({} micro-batches of {}, train.accumulate_steps)", recipe.train.accumulate_steps,
+                                              recipe.strategy.per_replica_batch)
+                                : "";
+  fmt::print("strategy    {}; {} replica(s) x {} per replica{} = global batch {}\n", strategy, replicas, recipe.step_batch(),
+             micro, global);
+  fmt::print("steps       {} per epoch x {} epochs = {}{}\n", per_epoch, recipe.train.epochs, planned,
+             total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
+  fmt::print("optimizer   {}\n", optimizer);
+  fmt::print("learn rate  {}\n", schedule.describe());
+  fmt::print("loss        {}{}\n",
+             recipe.loss.type == LossType::mean_squared_error ? "mean_squared_error" : "sparse_categorical_crossentropy",
+             recipe.loss.from_logits ? " (from logits)" : "");
+  fmt::print("precision   {}\n", recipe.train.matmul_dtype == DType::bf16
+                                        ? "bf16 operands in dense and attention matrix products, float32 accumulation; "
+                                          "weights, optimizer state, activations and checkpoints float32"
+                                        : "float32");
+  fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
+             recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
+}
+
+// A mesh's ranks come from the launcher: the plan of each, from models of each rank's part
+// (never the whole model, which the host need not hold), then the run.
+void check_mesh(const Recipe& recipe, const Splits& data, int64_t budget) {
+  Recipe planned = recipe;
+  planned.strategy.device_memory = budget;
+  const int64_t largest = print_mesh_plan(stdout, planned);
+  check_within_budget(recipe, largest, budget);
+  const StrategySpec& s = recipe.strategy;
+  const std::string shape = fmt::format("mesh: data {} x tensor {} x pipeline {} ({} ranks, one device each)", s.mesh_data,
+                                        s.mesh_tensor, s.mesh_pipeline, s.mesh_data * s.mesh_tensor * s.mesh_pipeline);
+  print_run(recipe, data, shape, static_cast<int>(s.mesh_data), make_optimizer(recipe.optimizer)->describe(),
+            recipe.step_batch() * s.mesh_data);
+  const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());
+  fmt::print("model\n{}\n", layout.summary());
+}
+
 }  // namespace
 
 void register_check(CLI::App& app) {
@@ -71,67 +122,29 @@ void register_check(CLI::App& app) {
   cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
   cmd->callback([=] {
     Recipe recipe = load_recipe(*recipe_path, *overrides);
-    if (launcher_size() <= 1) print_launch(recipe);
-    if (recipe.strategy.name == "parameter_server" && launcher_size() <= 1) recipe.strategy.name = "one_device";
+    const bool alone = launcher_size() <= 1;  // the ranks a launcher would start are planned here
+    if (alone) print_launch(recipe);
+    if (recipe.strategy.name == "parameter_server" && alone) recipe.strategy.name = "one_device";
     const Splits data = load_dataset(recipe.data, recipe.seed);
     check_data_fits(recipe, data.train);
     // check predicts past the budget, rather than stop at the first allocation over it, and
-    // then says which device is over.
+    // then says whether a device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
-    std::optional<int64_t> largest;  // the largest predicted device total, once known
-    if (recipe.strategy.name == "mesh" && launcher_size() <= 1) {
-      // Its ranks come from the launcher: the plan of each, then the figures of one whole replica.
-      recipe.strategy.device_memory = budget;
-      largest = print_mesh_plan(stdout, recipe);
-      check_within_budget(recipe, *largest, budget);  // before building the whole model, which the host may not hold
-      recipe.strategy.device_memory = 0;
-      recipe.strategy.name = "one_device";
-      recipe.strategy.per_replica_batch *= recipe.strategy.mesh_data;
-      fmt::print("note        the figures below are one_device's with the mesh's global batch\n");
-    }
+    if (recipe.strategy.name == "mesh" && alone) return check_mesh(recipe, data, budget);
     auto strategy = make_strategy(recipe);
-    const Model& model = strategy->model();
     check_memory_fits(recipe, *strategy);
-    const int64_t global = recipe.step_batch() * strategy->num_replicas();
-    const int64_t per_epoch =
-        Loader(data.train, LoaderSpec{recipe.step_batch(), strategy->num_replicas(), false, recipe.data.drop_remainder})
-            .batches_per_epoch();
-    check_planned_steps(recipe, per_epoch);
-    const int64_t planned = per_epoch * recipe.train.epochs;
-    const int64_t total = recipe_plan(recipe, per_epoch).total_steps;
-    const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy->update_batch(global), total);
-    fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
-    fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
-               data.test.size(), data.train.example_shape.str(), data.train.num_classes);
-    const std::string micro = recipe.train.accumulate_steps > 1
-                                  ? fmt::format(" ({} micro-batches of {}, train.accumulate_steps)", recipe.train.accumulate_steps,
-                                                recipe.strategy.per_replica_batch)
-                                  : "";
-    fmt::print("strategy    {}; {} replica(s) x {} per replica{} = global batch {}\n", strategy->describe(),
-               strategy->num_replicas(), recipe.step_batch(), micro, global);
-    fmt::print("steps       {} per epoch x {} epochs = {}{}\n", per_epoch, recipe.train.epochs, planned,
-               total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
-    fmt::print("optimizer   {}\n", strategy->optimizer().describe());
-    fmt::print("learn rate  {}\n", schedule.describe());
-    fmt::print("loss        {}{}\n",
-               recipe.loss.type == LossType::mean_squared_error ? "mean_squared_error" : "sparse_categorical_crossentropy",
-               recipe.loss.from_logits ? " (from logits)" : "");
-    fmt::print("precision   {}\n", recipe.train.matmul_dtype == DType::bf16
-                                          ? "bf16 operands in dense and attention matrix products, float32 accumulation; "
-                                            "weights, optimizer state, activations and checkpoints float32"
-                                          : "float32");
-    fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
-               recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
+    const int replicas = strategy->num_replicas();
+    print_run(recipe, data, strategy->describe(), replicas, strategy->optimizer().describe(),
+              strategy->update_batch(recipe.step_batch() * replicas));
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
-    if (!largest) largest = mem.device_total();
     fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB"
                "{}; device total {:.2f} MiB\n",
                mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations),
                mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
                mib(mem.device_total()));
     print_memory_note(recipe);
-    fmt::print("model\n{}\n", model.summary());
-    check_within_budget(recipe, *largest, budget);
+    fmt::print("model\n{}\n", strategy->model().summary());
+    check_within_budget(recipe, mem.device_total(), budget);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cli/commands.hpp"
@@ -66,8 +67,10 @@ int main(int argc, char** argv) {
     distrain::ensure_mpi();
     distrain::log::set_rank(distrain::launcher_rank());
   }
+  // `info` reports on the machine under any launcher's variables: it starts no run.
+  const bool info = argc > 1 && std::string_view(argv[1]) == "info";
   try {
-    distrain::check_launch();
+    if (!info) distrain::check_launch();
   } catch (const distrain::UserError& e) {
     print_error("{}error: {}\n", distrain::log::prefix(), e.what());
     distrain::mpi_finalize();  // each process alone in its world: no abort needed

@@ -139,6 +139,8 @@ errors)
     "$distrain" train "$tiny" --run-dir "$work/r_torchrun"
   expect_error "srun without PMI: N singletons" "use srun --mpi=pmix" env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 \
     "$distrain" train "$tiny" --run-dir "$work/r_srun"
+  env WORLD_SIZE=2 RANK=0 "$distrain" info >"$work/info.log" 2>&1 && ok "info runs under torchrun's variables" ||
+    bad "info with WORLD_SIZE=2: $(tail -n 1 "$work/info.log")"
   expect_error "a recipe key as a flag gets its --set" "use --set train.epochs=1" "$distrain" train "$tiny" --epochs 1
   expect_error "a Keras name gets the recipe's" "optimizer.lr: unknown key; did you mean optimizer.learning_rate?" \
     "$distrain" check "$tiny" --set optimizer.lr=0.1
