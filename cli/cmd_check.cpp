@@ -47,9 +47,10 @@ void print_launch(const Recipe& recipe) {
   const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());
   const PsRanges ranges{layout.params().trainable_arena_size(), static_cast<int>(servers)};
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size());
+  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   for (int k = 0; k < ranges.servers; ++k)
     fmt::print("server {:<4}rank {}: values [{}, {}) of the trainable arena, {:.2f} MiB with its optimizer's {} slot(s)\n",
-               k, k, ranges.begin(k), ranges.begin(k + 1), mib(ranges.length(k) * static_cast<int64_t>(dtype_size(ParamArena::kDType)) * (1 + slots)), slots);
+               k, k, ranges.begin(k), ranges.begin(k + 1), mib(ranges.length(k) * element * (1 + slots)), slots);
 }
 
 // ZeRO stage 1 shards only the optimizer's state: its gradients line is larger than a
@@ -98,11 +99,8 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
 
 // A mesh's ranks come from the launcher: the plan of each, from models of each rank's part
 // (never the whole model, which the host need not hold), then the run.
-void check_mesh(const Recipe& recipe, const Splits& data, int64_t budget) {
-  Recipe planned = recipe;
-  planned.strategy.device_memory = budget;
-  const int64_t largest = print_mesh_plan(stdout, planned);
-  check_within_budget(recipe, largest, budget);
+void check_mesh(const Recipe& recipe, const Splits& data) {
+  check_within_budget(recipe, print_mesh_plan(stdout, recipe), recipe.strategy.device_memory);
   const StrategySpec& s = recipe.strategy;
   const std::string shape = fmt::format("mesh: data {} x tensor {} x pipeline {} ({} ranks, one device each)", s.mesh_data,
                                         s.mesh_tensor, s.mesh_pipeline, s.mesh_data * s.mesh_tensor * s.mesh_pipeline);
@@ -127,10 +125,10 @@ void register_check(CLI::App& app) {
     if (recipe.strategy.name == "parameter_server" && alone) recipe.strategy.name = "one_device";
     const Splits data = load_dataset(recipe.data, recipe.seed);
     check_data_fits(recipe, data.train);
+    if (recipe.strategy.name == "mesh" && alone) return check_mesh(recipe, data);
     // check predicts past the budget, rather than stop at the first allocation over it, and
     // then says whether a device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
-    if (recipe.strategy.name == "mesh" && alone) return check_mesh(recipe, data, budget);
     auto strategy = make_strategy(recipe);
     check_memory_fits(recipe, *strategy);
     const int replicas = strategy->num_replicas();

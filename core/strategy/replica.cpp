@@ -94,8 +94,10 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
         place_.part));
     copies_.back()->params().share_state(p.state());
   }
-  for (auto& copy : copies_) copy->set_recompute(recipe.train.recompute_blocks);
-  for (auto& copy : copies_) copy->set_matmul_dtype(recipe.train.matmul_dtype);
+  for (auto& copy : copies_) {
+    copy->set_recompute(recipe.train.recompute_blocks);
+    copy->set_matmul_dtype(recipe.train.matmul_dtype);
+  }
   slots_.resize(copies_.size());
   if (place_.micro_batches > 1) micro_stats_ = Buffer(backend_, Shape{2});
   check_ends(recipe);
