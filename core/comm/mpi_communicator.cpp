@@ -112,17 +112,22 @@ std::string mpi_library_version() {
   return v.substr(0, v.find_first_of(",\n"));
 }
 
-// The counters: one int64 per rank in an MPI window. On one node (the usual case, and the
-// one tested) the window is shared memory and the others' counters are plain atomic loads,
-// needing nothing from a stopped rank; across nodes they are read with MPI_Rget under a
-// lock_all epoch opened at creation, itself bounded by a short deadline.
+// The counters: one int64 per rank. On one node they sit in a shared-memory window and the
+// others' are plain atomic loads, needing nothing from a stopped rank. Across hosts a
+// one-sided read is not bounded (Open MPI's osc pt2pt blocks in MPI_Rget until the target
+// answers, and a lost host never does), so ranks that time out hold a roll call instead:
+// each sends its counter to every other on a communicator of their own and takes what
+// arrives within a short deadline.
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_WORLD;
+  MPI_Comm roll = MPI_COMM_NULL;     // the roll call's, across hosts
   MPI_Win win = MPI_WIN_NULL;
   bool shared = false;
   bool broken = false;               // a collective timed out: freeing would wait for the stopped rank
   int64_t* mine = nullptr;           // this rank's counter
+  int64_t own = 0;                   // the counter across hosts
   std::vector<int64_t*> peers;       // every rank's counter, when shared
+  std::vector<int64_t> roll_out, roll_in;  // the roll call's messages: they outlive it (peers may never take them)
   std::vector<int> world_ranks;      // each member's rank in MPI_COMM_WORLD
   struct Started {
     MPI_Request req = MPI_REQUEST_NULL;
@@ -205,8 +210,9 @@ void MpiCommunicator::init() {
       h.peers.push_back(p);
     }
   } else {
-    check(MPI_Win_allocate(bytes, sizeof(int64_t), MPI_INFO_NULL, h.comm, &h.mine, &h.win), "MPI_Win_allocate");
-    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, h.win), "MPI_Win_lock_all");
+    h.mine = &h.own;
+    check(MPI_Comm_dup(h.comm, &h.roll), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(h.roll, MPI_ERRORS_RETURN);
   }
   publish(h.mine, 0);
   check(MPI_Barrier(h.comm), "MPI_Barrier");  // every counter is 0 before anyone reads one
@@ -218,8 +224,8 @@ MpiCommunicator::~MpiCommunicator() {
   // Freeing is collective: skip it when a rank is stopped or an error is on its way to
   // main (which aborts the job), lest this rank wait here for the others forever.
   if (finalized || handle_->broken || std::uncaught_exceptions() > 0) return;
-  if (!handle_->shared) MPI_Win_unlock_all(handle_->win);
-  MPI_Win_free(&handle_->win);
+  if (handle_->win != MPI_WIN_NULL) MPI_Win_free(&handle_->win);
+  if (handle_->roll != MPI_COMM_NULL) MPI_Comm_free(&handle_->roll);
   if (handle_->comm != MPI_COMM_WORLD) MPI_Comm_free(&handle_->comm);
 }
 
@@ -240,23 +246,40 @@ void MpiCommunicator::run(const char* name, Start&& start) {
   if (!wait_until(req, timeout_s_, name)) timed_out(name, seq_);
 }
 
-// Every rank's counter, or an empty vector when they cannot be read (across nodes, a
-// stopped rank's window may not answer either).
+// Every rank's counter; kNoAnswer for a rank that did not answer the roll call.
 std::vector<int64_t> MpiCommunicator::read_counters() {
   Handle& h = *handle_;
+  if (!h.shared) return roll_call();
   std::vector<int64_t> at(static_cast<size_t>(size_), 0);
-  for (size_t r = 0; r < at.size(); ++r) {
-    if (h.shared) {
-      at[r] = std::atomic_ref<int64_t>(*h.peers[r]).load(std::memory_order_acquire);
-      continue;
+  for (size_t r = 0; r < at.size(); ++r) at[r] = std::atomic_ref<int64_t>(*h.peers[r]).load(std::memory_order_acquire);
+  return at;
+}
+
+std::vector<int64_t> MpiCommunicator::roll_call() {
+  Handle& h = *handle_;
+  const auto n = static_cast<size_t>(size_);
+  h.roll_out.assign(1, *h.mine);
+  h.roll_in.assign(n, kNoAnswer);
+  std::vector<MPI_Request> recvs(n, MPI_REQUEST_NULL);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request send = MPI_REQUEST_NULL;
+    MPI_Isend(h.roll_out.data(), 1, MPI_INT64_T, r, 0, h.roll, &send);
+    MPI_Request_free(&send);  // a lost peer never takes it; the job ends anyway
+    MPI_Irecv(&h.roll_in[static_cast<size_t>(r)], 1, MPI_INT64_T, r, 0, h.roll, &recvs[static_cast<size_t>(r)]);
+  }
+  std::vector<int64_t> at(n, kNoAnswer);
+  at[static_cast<size_t>(rank_)] = *h.mine;
+  const auto deadline = std::chrono::steady_clock::now() + kRollCallWait;
+  size_t answered = 1;
+  while (answered < n && std::chrono::steady_clock::now() < deadline) {
+    for (size_t r = 0; r < n; ++r) {
+      int done = 0;
+      if (recvs[r] == MPI_REQUEST_NULL || MPI_Test(&recvs[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) continue;
+      at[r] = h.roll_in[r];
+      ++answered;
     }
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (MPI_Rget(&at[r], 1, MPI_INT64_T, static_cast<int>(r), 0, 1, MPI_INT64_T, h.win, &req) != MPI_SUCCESS) return {};
-    try {
-      if (!wait_until(req, 2.0, "MPI_Rget")) return {};
-    } catch (const Error&) {
-      return {};
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return at;
 }
@@ -264,10 +287,15 @@ std::vector<int64_t> MpiCommunicator::read_counters() {
 // The ranks that had not entered collective `seq`, or why they are unknown.
 std::string MpiCommunicator::who_is_missing(int64_t seq) {
   const std::vector<int64_t> at = read_counters();
-  if (at.empty()) return "which ranks did not arrive is unknown (their counters could not be read)";
   std::vector<std::string> missing;
-  for (size_t r = 0; r < at.size(); ++r)
-    if (at[r] < seq) missing.push_back(fmt::format("rank {} (it is at collective #{})", world_rank(static_cast<int>(r)), at[r]));
+  for (size_t r = 0; r < at.size(); ++r) {
+    const int world = world_rank(static_cast<int>(r));
+    if (at[r] == kNoAnswer)
+      missing.push_back(fmt::format("rank {} (no answer within {} s: its host, link or process is gone, or it is hung)", world,
+                                    kRollCallWait.count()));
+    else if (at[r] < seq)
+      missing.push_back(fmt::format("rank {} (it is at collective #{})", world, at[r]));
+  }
   if (missing.empty()) return "every rank entered it, so one stopped inside it";
   return fmt::format("{} did not arrive", fmt::join(missing, ", "));
 }

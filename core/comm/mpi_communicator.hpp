@@ -10,6 +10,7 @@
 // Point-to-point messages (the parameter server's; pipeline stages later) are bounded by
 // the same deadline and name the peer and the message they waited for.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -87,15 +88,18 @@ class MpiCommunicator final : public Communicator {
   void do_broadcast(Tensor t, int root) override;
   void do_barrier() override;
 
-  struct Handle;  // the MPI_Comm and the window of collective counters, kept out of this header
+  struct Handle;  // the MPI_Comm and the collective counters, kept out of this header
   explicit MpiCommunicator(std::unique_ptr<Handle> handle);
-  void init();  // rank, size, the counter window (collective)
+  void init();  // rank, size, the counters (collective)
   // Counts the collective and publishes the count before `start` posts it, then waits.
   template <class Start>
   void run(const char* name, Start&& start);
   [[noreturn]] void timed_out(const char* name, int64_t seq);
   [[noreturn]] void message_timed_out(std::string_view what, int peer);
+  static constexpr int64_t kNoAnswer = -1;
+  static constexpr std::chrono::seconds kRollCallWait{3};
   std::vector<int64_t> read_counters();
+  std::vector<int64_t> roll_call();
   std::string who_is_missing(int64_t seq);
   std::unique_ptr<Handle> handle_;
   int rank_ = 0, size_ = 1;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The Shakespeare GPT on 2 emulated hosts x 2 ranks (scripts/emulate-hosts.sh: network
+# namespaces, veth, a bridge, htb-limited links; Open MPI over TCP between them):
+#   emulated_hosts.sh DISTRAIN SOURCE_DIR
+# 1. data 2 x tensor 2 across the hosts (tensor inside a host) gives the weights of the
+#    same layout on one host, within 1e-5 of the largest weight, and so does a 10 Mbit/s link.
+# 2. A host's link cut mid-run ends every rank within strategy.timeout_seconds (+ the 3 s
+#    roll call + slack), and the surviving ranks name the lost ones.
+# 3. The run resumes from its last checkpoint on the host left (tensor 2, the same global
+#    batch) and ends at the uninterrupted run's weights (1e-5 of the largest weight).
+# Needs root and network namespaces: otherwise "[skipped] why", exit 77 (ctest: skipped).
+set -u
+distrain=$1
+src=$2
+hosts=$src/scripts/emulate-hosts.sh
+work=$(mktemp -d "${TMPDIR:-/tmp}/distrain_e2e_hosts.XXXXXX")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+passed=0 failed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+ranks_alive() { pgrep -f "^$distrain train" | while read -r p; do ip netns identify "$p"; done | grep -c dt-host; }
+cleanup() {
+  pkill -9 -f "^$distrain train" 2>/dev/null
+  "$hosts" down >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$hosts" up 2 >"$work/up.log" 2>&1
+case $? in
+  0) ;;
+  77) echo "[skipped] $(cat "$work/up.log")"; exit 77 ;;
+  *) echo "FAIL: emulate-hosts.sh up 2: $(cat "$work/up.log")"; exit 1 ;;
+esac
+
+cd "$src" || exit 1
+gpt=(recipes/shakespeare_char_gpt.toml --progress none --set train.validate=false --set strategy.name=mesh
+  --set strategy.data=2 --set strategy.tensor=2 --set strategy.timeout_seconds=10)
+across() { timeout -k 5 "$1" "$hosts" mpirun -np 4 "$distrain" train "${@:2}"; }
+on_one_host() { timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 4 "$distrain" train "$@"; }
+
+# 1. Across the hosts = on one host.
+on_one_host "${gpt[@]}" --set train.steps=5 --run-dir "$work/local" >"$work/local.log" 2>&1
+across 120 "${gpt[@]}" --set train.steps=5 --run-dir "$work/fast" >"$work/fast.log" 2>&1
+"$distrain" compare "$work/local/ckpt-000005.h5" "$work/fast/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/cmp.log" 2>&1 &&
+  ok "data 2 x tensor 2 across 2 hosts gives the one-host weights after 5 steps" ||
+  bad "across hosts: $(tail -n 2 "$work/fast.log" "$work/cmp.log")"
+"$hosts" rate 10mbit >/dev/null
+across 300 "${gpt[@]}" --set train.steps=5 --run-dir "$work/slow" >"$work/slow.log" 2>&1
+"$distrain" compare "$work/local/ckpt-000005.h5" "$work/slow/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/cmp.log" 2>&1 &&
+  ok "and over 10 Mbit/s links" || bad "10 Mbit/s: $(tail -n 2 "$work/slow.log" "$work/cmp.log")"
+"$hosts" rate unlimited >/dev/null
+
+# 2. Cut host 1's link once step 20's checkpoint is written.
+every=(--set checkpoint.every_steps=20 --set checkpoint.keep=30)
+across 300 "${gpt[@]}" "${every[@]}" --set train.steps=60 --run-dir "$work/cut" >"$work/cut.log" 2>&1 &
+for _ in $(seq 1 600); do [ -f "$work/cut/ckpt-000020.h5" ] && break; sleep 0.1; done
+"$hosts" cut 1 >/dev/null
+cut_at=$(date +%s.%N)
+for _ in $(seq 1 600); do [ "$(ranks_alive)" = 0 ] && break; sleep 0.1; done
+ended=$(seconds_since "$cut_at")
+awk -v t="$ended" 'BEGIN { exit !(t <= 10 + 3 + 10) }' && ok "cut link: every rank ended ${ended} s after the cut (timeout 10 s)" ||
+  bad "cut link: ranks still alive ${ended} s after the cut"
+sleep 1
+grep -qE "rank [01]: .* did not complete within 10 s: .*rank [23] \(no answer within 3 s" "$work/cut.log" &&
+  ok "the ranks left name the lost ones: $(grep -m 1 -oE 'rank [01]: [a-z_]+ #[0-9]+.*' "$work/cut.log" | cut -c1-200)" ||
+  bad "no message naming the lost ranks: $(grep -m 3 'rank' "$work/cut.log")"
+pkill -9 -f "^mpirun --hostfile /run/distrain-emulated-hosts" 2>/dev/null  # mpirun waits on the lost host's daemon
+wait
+
+# 3. Resume on host 0 alone: tensor 2 with the whole global batch of 24.
+"$hosts" up 2 >/dev/null
+saved=$(ls "$work/cut" | grep -c '^ckpt-')
+timeout -k 5 300 "$hosts" mpirun -np 2 --host 10.77.0.1:2 "$distrain" train "${gpt[@]}" "${every[@]}" --set strategy.data=1 \
+  --set strategy.per_replica_batch=24 --set train.steps=60 --run-dir "$work/cut" >"$work/resume.log" 2>&1
+on_one_host "${gpt[@]}" "${every[@]}" --set train.steps=60 --run-dir "$work/whole" >"$work/whole.log" 2>&1
+grep -q "resuming from .*ckpt-0000[2-9]0" "$work/resume.log" &&
+  "$distrain" compare "$work/whole/ckpt-000060.h5" "$work/cut/ckpt-000060.h5" --rtol 1e-5 --scale model >"$work/cmp.log" 2>&1 &&
+  ok "resumed on the host left (tensor 2, $saved checkpoint(s) kept): step 60 equals the uninterrupted run's" ||
+  bad "resume: $(grep -m 1 resuming "$work/resume.log") $(tail -n 2 "$work/resume.log" "$work/cmp.log")"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
