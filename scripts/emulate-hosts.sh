@@ -58,6 +58,7 @@ up() {
     [[ "$n" =~ ^[1-9][0-9]?$ ]] || die "up wants a host count 1-99, got '$n'"
     [ "$(id -u)" = 0 ] || unavailable "needs root (CAP_NET_ADMIN)"
     [ -e "$kState" ] && down >/dev/null
+    command -v ip >/dev/null && command -v tc >/dev/null || unavailable "no ip or tc (apt-get install iproute2)"
     ip netns add "${kPrefix}probe" 2>/dev/null || unavailable "ip netns add failed"
     ip netns del "${kPrefix}probe"
     mkdir -p "$kState"

@@ -27,6 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+for tool in ip tc pgrep mpirun; do
+  command -v "$tool" >/dev/null || { echo "[skipped] no $tool (iproute2, procps, openmpi-bin)"; exit 77; }
+done
 "$hosts" up 2 >"$work/up.log" 2>&1
 case $? in
   0) ;;
