@@ -28,6 +28,7 @@
 #include "core/train/preflight.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/step_profile.hpp"
+#include "cli/one_device_profile.hpp"
 #include "core/train/step_timing.hpp"
 
 namespace distrain::cli {
@@ -226,6 +227,19 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
+
+}  // namespace
+
+StepProfile profile_on_one_device(const Recipe& recipe, int64_t steps, int64_t warmup) {
+  Args a;
+  a.profile = true;
+  a.steps = steps;
+  a.warmup = warmup;
+  int rank = 0;
+  return *measure(recipe, a, rank).profile;
+}
+
+namespace {
 
 Json to_json(const Measured& m, const std::string& recipe_name) {
   return {{"recipe", recipe_name},

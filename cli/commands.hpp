@@ -17,6 +17,7 @@ void register_check(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_compare(CLI::App& app);
+void register_plan(CLI::App& app);
 
 // Thrown by a command to end with a given exit code and no error message.
 struct ExitCode {

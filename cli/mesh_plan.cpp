@@ -82,13 +82,11 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
   }
 }
 
-// Returns the rank's predicted device total.
-int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
-  const MeshCoord c = coord_of(shape, rank);
+// shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
+// whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
+RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& m, const StagePlace& place) {
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const int64_t values = m.params().values().numel() * element, state = m.params().state().numel() * element;
-  // shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
-  // whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
   int64_t updated = values, extra = 0;
   if (recipe.strategy.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);
@@ -97,24 +95,34 @@ int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape,
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   const bool offload = recipe.strategy.offload_optimizer;
-  const int64_t parameters = values + state + extra, gradients = values + extra + m.tied_gradient_bytes(),
-                optimizer = offload ? 0 : slots, activations = stage_activation_bytes(m, place, recipe.strategy.per_replica_batch);
-  const int64_t total = parameters + gradients + optimizer + activations, budget = recipe.strategy.device_memory;
+  return RankBytes{values + state + extra, values + extra + m.tied_gradient_bytes(), offload ? 0 : slots,
+                   stage_activation_bytes(m, place, recipe.strategy.per_replica_batch), offload ? slots : 0, values};
+}
+
+// Returns the rank's predicted device total.
+int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape, int rank, const Model& m, const StagePlace& place) {
+  const MeshCoord c = coord_of(shape, rank);
+  const RankBytes b = rank_bytes(recipe, shape, m, place);
+  const int64_t budget = recipe.strategy.device_memory;
   fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}; "
              "device total {}{}{}\n",
-             rank, c.data, c.tensor, c.pipeline, parameters, gradients, optimizer, activations, format_bytes(total),
-             budget > 0 && total > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
-             offload ? fmt::format(" (optimizer state in host memory: {})", slots) : "");
+             rank, c.data, c.tensor, c.pipeline, b.parameters, b.gradients, b.optimizer, b.activations, format_bytes(b.total()),
+             budget > 0 && b.total() > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
+             b.offloaded ? fmt::format(" (optimizer state in host memory: {})", b.offloaded) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
-  return total;
+  return b.total();
+}
+
+MeshShape shape_of(const StrategySpec& s) {
+  return MeshShape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
 }
 
 }  // namespace
 
 int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
-  const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
+  const MeshShape shape = shape_of(s);
   fmt::print(out, "mesh        {} = {} ranks (tensor innermost); launch with mpirun -np {}\n", shape.str(), shape.size(),
              shape.size());
   const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
@@ -136,6 +144,25 @@ int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
     largest = std::max(largest, print_rank(out, recipe, shape, r, *m, place_of(recipe, plan, c.pipeline)));
   }
   return largest;
+}
+
+std::vector<RankBytes> mesh_rank_bytes(const Recipe& recipe) {
+  const MeshShape shape = shape_of(recipe.strategy);
+  const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
+  const StagePlan plan = plan_stages(*whole, shape.pipeline, recipe.strategy.stage_boundaries, recipe.file);
+  std::vector<RankBytes> bytes;
+  // One model per (stage, tensor rank): the data ranks hold the same.
+  std::map<std::pair<int, int>, RankBytes> by_part;
+  for (int r = 0; r < shape.size(); ++r) {
+    const MeshCoord c = coord_of(shape, r);
+    auto it = by_part.find({c.pipeline, c.tensor});
+    if (it == by_part.end()) {
+      const std::unique_ptr<Model> m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
+      it = by_part.emplace(std::pair{c.pipeline, c.tensor}, rank_bytes(recipe, shape, *m, place_of(recipe, plan, c.pipeline))).first;
+    }
+    bytes.push_back(it->second);
+  }
+  return bytes;
 }
 
 }  // namespace distrain::cli

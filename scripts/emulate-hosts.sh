@@ -39,7 +39,7 @@ shape() {  # shape NETNS_OR_EMPTY DEV RATE
     [ "$rate" = unlimited ] && return 0
     "${run[@]}" tc qdisc add dev "$dev" root handle 1: htb default 10
     # burst of a few packets per ms tick keeps htb accurate at high rates
-    "${run[@]}" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst 256k cburst 256k
+    "${run[@]}" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst 256k cburst 256k quantum 60000
 }
 
 set_rate() {
@@ -110,7 +110,7 @@ run_mpirun() {
     [ "$(host_count)" -gt 0 ] || die "no emulated hosts (run: $0 up H)"
     exec mpirun --hostfile "$kState/hostfile" \
         --mca plm_rsh_agent "$here/netns-agent.sh" \
-        --mca btl self,tcp --mca btl_tcp_if_include "$kSubnet.0/24" --mca osc sm,pt2pt \
+        --mca btl self,tcp --mca btl_tcp_if_include "$kSubnet.0/24" \
         --mca oob_tcp_if_include "$kSubnet.0/24" "$@"
 }
 

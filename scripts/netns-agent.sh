@@ -7,4 +7,7 @@ host=$1
 shift
 ns=$(awk -v h="$host" '$1 == h { print $2 }' /run/distrain-emulated-hosts/map 2>/dev/null)
 [ -n "$ns" ] || { echo "netns-agent: $host is not an emulated host" >&2; exit 255; }
-exec ip netns exec "$ns" /bin/sh -c "$*"
+# Each host its own Open MPI session folder: the hosts share a hostname and /tmp, and
+# two daemons writing one hwloc topology file (or shared-memory segments) crash.
+mkdir -p "/tmp/$ns"
+exec ip netns exec "$ns" env OMPI_MCA_orte_tmpdir_base="/tmp/$ns" /bin/sh -c "$*"

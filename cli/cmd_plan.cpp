@@ -1,0 +1,225 @@
+// distrain plan RECIPE --ranks N [--hosts H] [--device-memory SIZE] [--links ...]: every
+// mesh layout of the recipe's model and global batch on N ranks, with each rank's
+// predicted peak device memory (check's model) and step time (cli/plan_cost.hpp, from a
+// profile measured here); the layouts that fit, fastest first, and why the first wins.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/mesh_plan.hpp"
+#include "cli/one_device_profile.hpp"
+#include "cli/plan_cost.hpp"
+#include "cli/plan_layouts.hpp"
+#include "core/base/error.hpp"
+#include "core/base/host_memory.hpp"
+#include "core/base/json.hpp"
+
+namespace distrain::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string recipe, links, device_memory, write;
+  std::vector<std::string> overrides;
+  int ranks = 0, hosts = 1, cores = 0, top = 10;
+  int64_t profile_steps = 5;
+  bool json = false;
+};
+
+struct Candidate {
+  PlanLayout layout;
+  int64_t peak = 0;        // the largest rank's predicted device bytes
+  std::string refused;     // why the model cannot take the layout; "" when it can
+  bool fits = false;
+  StepEstimate step;
+};
+
+// Each layout's memory; refused layouts keep the model's reason.
+std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, int64_t global_batch) {
+  std::vector<Candidate> out;
+  const ModelSpec& spec = base.model();
+  for (const PlanLayout& l : enumerate_layouts(cluster, global_batch, spec.blocks, spec.layers.size())) {
+    Candidate c{l};
+    try {
+      const Recipe r = layout_recipe(base, l, global_batch);
+      for (const RankBytes& b : mesh_rank_bytes(r)) c.peak = std::max(c.peak, b.total());
+      c.fits = base.strategy.device_memory == 0 || c.peak <= base.strategy.device_memory;
+    } catch (const UserError& e) {
+      c.refused = e.what();
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int threads) {
+  const StepProfile p = profile_on_one_device(one_device_recipe(base, batch, threads), steps, 2);
+  LayerTimes t;
+  t.value_bytes = mesh_rank_bytes(layout_recipe(base, PlanLayout{}, batch)).at(0).values;
+  for (const ProfileRow& r : p.rows) {
+    if (r.name == "(update)") t.update_ms = r.backward_ms;
+    else if (!r.type.empty()) t.layer_ms[r.name] = {r.forward_ms, r.backward_ms};
+  }
+  return t;
+}
+
+// Step times for the layouts that fit, from one profile per micro-batch size.
+void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
+                std::vector<Candidate>& candidates) {
+  std::map<int64_t, LayerTimes> profiles;
+  // A host's cores are split among its ranks; with fewer cores than ranks they take turns.
+  const int threads = std::max(1, a.cores / cluster.per_host());
+  const double scale = std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
+  for (Candidate& c : candidates) {
+    if (!c.fits || !c.refused.empty()) continue;
+    const Recipe r = layout_recipe(base, c.layout, global_batch);
+    const int64_t micro = global_batch / c.layout.data / c.layout.micro_batches;
+    auto it = profiles.find(micro);
+    if (it == profiles.end()) it = profiles.emplace(micro, layer_times(base, micro, a.profile_steps, threads)).first;
+    int64_t values = 0;
+    for (const RankBytes& b : mesh_rank_bytes(r)) values = std::max(values, b.values);
+    c.step = estimate_step(r, c.layout, cluster, links, it->second, values, scale);
+  }
+  // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
+  const auto key = [](const Candidate& c) {
+    const bool ok = c.fits && c.refused.empty();
+    return std::tuple(!ok, ok ? std::round(std::log(c.step.total_ms()) / std::log(1.02)) : 0.0, c.layout.options(),
+                      ok ? c.step.total_ms() : static_cast<double>(c.peak));
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& x, const Candidate& y) { return key(x) < key(y); });
+}
+
+}  // namespace
+
+namespace {
+
+double tokens_per_example(const Recipe& recipe) {
+  return recipe.model().input_dtype == DType::i32 ? static_cast<double>(recipe.model().input_shape.numel()) : 1.0;
+}
+
+// Why the fastest layout wins, in the decision guide's terms.
+std::string reason(const std::vector<Candidate>& all, const Candidate& best, const Cluster& cluster, const Links& links) {
+  std::vector<std::string> why;
+  const auto plain = std::find_if(all.begin(), all.end(), [](const Candidate& c) {
+    const PlanLayout& l = c.layout;
+    return l.tensor == 1 && l.pipeline == 1 && !l.shard_optimizer && !l.offload && !l.recompute && c.refused.empty();
+  });
+  if (plain != all.end())
+    why.push_back(plain->fits ? "the model fits one device"
+                              : fmt::format("the model does not fit one device ({} predicted per rank without sharding)",
+                                            format_bytes(plain->peak)));
+  const PlanLayout& l = best.layout;
+  if (l.tensor == 1 && l.pipeline == 1) why.push_back("data parallelism alone is the fastest layout that fits");
+  if (l.tensor > 1)
+    why.push_back(cluster.hosts > 1 ? fmt::format("tensor parallelism stays inside a host (the inter-host link is {:.0f}x "
+                                                  "slower than the intra-host one)",
+                                                  links.intra_bytes_per_s / links.inter_bytes_per_s)
+                                    : "tensor parallelism splits each layer's work over the ranks");
+  if (l.pipeline > 1) why.push_back(fmt::format("{} pipeline stages send only activations between them", l.pipeline));
+  if (l.shard_optimizer) why.push_back("the optimizer state is sharded over the data ranks (ZeRO-1)");
+  if (l.recompute) why.push_back("block activations are recomputed");
+  if (l.offload) why.push_back("the optimizer state lives in host memory");
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
+Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_step) {
+  const PlanLayout& l = c.layout;
+  Json j{{"layout", l.str()},  {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
+         {"micro_batches", l.micro_batches}, {"shard_optimizer", l.shard_optimizer},
+         {"sequence_parallel", l.sequence_parallel}, {"recompute", l.recompute}, {"offload_optimizer", l.offload},
+         {"peak_bytes", c.peak}, {"fits", c.fits && c.refused.empty()}, {"set", layout_overrides(l, global_batch)}};
+  if (!c.refused.empty()) j["refused"] = c.refused;
+  if (c.fits && c.refused.empty())
+    j["step_ms"] = {{"total", c.step.total_ms()}, {"compute", c.step.compute_ms}, {"tensor", c.step.tensor_ms},
+                    {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
+                    {"update", c.step.update_ms}},
+    j["tokens_per_sec"] = tokens_per_step / c.step.total_ms() * 1e3;
+  return j;
+}
+
+void print_table(const std::vector<Candidate>& all, int top, double tokens_per_step) {
+  fmt::print("{:>3}  {:<48} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", "peak/rank",
+             "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "tokens/s");
+  int shown = 0;
+  for (const Candidate& c : all) {
+    if (!c.fits || !c.refused.empty() || shown == top) break;
+    const StepEstimate& e = c.step;
+    fmt::print("{:>3}  {:<48} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n", ++shown,
+               c.layout.str(), format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms, e.bubble_ms,
+               e.data_ms, e.update_ms, tokens_per_step / e.total_ms() * 1e3);
+  }
+}
+
+void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
+                const std::vector<Candidate>& all) {
+  const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits && c.refused.empty(); });
+  const auto refused = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return !c.refused.empty(); });
+  fmt::print("plan        {} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model\n",
+             base.name, cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
+             base.strategy.device_memory ? fmt::format(" strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
+             refused);
+  fmt::print("links       {}\n", links.str());
+  fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
+             std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
+  if (fitting == 0) return;
+  print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
+  fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
+}
+
+void run_plan(const PlanArgs& a) {
+  std::vector<std::string> overrides = a.overrides;
+  if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
+  const Recipe base = load_recipe(a.recipe, overrides);
+  DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
+                "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
+  const Cluster cluster{a.ranks, a.hosts};
+  const Links links = a.links.empty() ? Links{} : parse_links(a.links);
+  const int64_t global_batch = recipe_global_batch(base, a.ranks);
+  std::vector<Candidate> all = weigh_memory(base, cluster, global_batch);
+  weigh_time(base, a, cluster, links, global_batch, all);
+  const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
+  if (a.json) {
+    Json list = Json::array();
+    for (const Candidate& c : all) list.push_back(candidate_json(c, global_batch, tokens_per_step));
+    fmt::print("{}\n", list.dump(2));
+  } else {
+    print_plan(base, a, cluster, links, global_batch, all);
+  }
+  if (a.write.empty()) return;
+  DT_USER_CHECK(!all.empty() && all.front().fits && all.front().refused.empty(),
+                "plan --write {}: no layout fits; raise --device-memory or add ranks", a.write);
+  std::ofstream out(a.write);
+  out << "# distrain plan " << a.recipe << " --ranks " << a.ranks << " --hosts " << a.hosts << ": " << all.front().layout.str()
+      << "\n" << layout_recipe(base, all.front().layout, global_batch).resolved_text() << "\n";
+  DT_USER_CHECK(out.good(), "plan --write {}: could not write the file", a.write);
+  if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Choose the layout for a cluster: every mesh layout's memory and step time");
+  auto a = std::make_shared<PlanArgs>();
+  a->cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("recipe", a->recipe, "Recipe file (TOML)")->required();
+  cmd->add_option("--ranks", a->ranks, "Ranks (one device each)")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--hosts", a->hosts, "Hosts the ranks are spread over, the same number on each")->check(CLI::PositiveNumber);
+  cmd->add_option("--device-memory", a->device_memory, "Each device's memory, e.g. 16GiB (default: strategy.device_memory)");
+  cmd->add_option("--links", a->links, "Link bandwidths, e.g. intra=10GB/s,inter=10Gbit/s (the defaults)");
+  cmd->add_option("--cores", a->cores, "Cores the ranks of one host share (default: this machine's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--top", a->top, "Layouts shown (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--profile-steps", a->profile_steps, "Timed steps of each profile (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");
+  cmd->add_option("--write", a->write, "Write the fastest layout's recipe to this file");
+  cmd->add_flag("--json", a->json, "Print every layout as JSON");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace distrain::cli

@@ -1,0 +1,164 @@
+#include "cli/plan_cost.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <vector>
+
+#include "core/backend/backend.hpp"
+#include "core/base/error.hpp"
+#include "core/model/model.hpp"
+#include "core/model/no_storage.hpp"
+#include "core/model/stage_partition.hpp"
+
+namespace distrain::cli {
+
+namespace {
+
+constexpr double kFloatBytes = 4;
+
+// One link's figures: the hosts' or a host's own.
+struct Link {
+  double bytes_per_s, latency_s;
+  double seconds(double bytes) const { return latency_s + bytes / bytes_per_s; }
+};
+
+Link link(const Links& links, bool across_hosts, int sharing = 1) {
+  return across_hosts ? Link{links.inter_bytes_per_s / sharing, links.inter_latency_s}
+                      : Link{links.intra_bytes_per_s, links.intra_latency_s};
+}
+
+// A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
+double all_reduce_s(const Link& l, double bytes, int n) {
+  return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
+}
+
+double per_s(const std::string& amount, const std::string& unit, const std::string& text) {
+  static const std::map<std::string, double> kUnits = {
+      {"B", 1},       {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},      {"KiB", 1024.0},  {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"bit", 0.125}, {"Kbit", 125.0}, {"Mbit", 125e3}, {"Gbit", 125e6}};
+  const auto u = kUnits.find(unit);
+  DT_USER_CHECK(u != kUnits.end(), "--links {}: unknown unit '{}/s' (B, KB, MB, GB, KiB, MiB, GiB, bit, Kbit, Mbit or Gbit per s)",
+                text, unit);
+  const double v = std::stod(amount) * u->second;
+  DT_USER_CHECK(v > 0, "--links {}: a link's bandwidth must be above 0", text);
+  return v;
+}
+
+// The layers of the layout's whole model (at its tensor degree) that sit in repeat blocks.
+std::set<std::string> block_layers(const ModelSpec& spec) {
+  std::set<std::string> names;
+  for (const auto& l : spec.layers)
+    if (l.block >= 0) names.insert(l.prototype->name());
+  return names;
+}
+
+Shape input_of(const Model& m, size_t i) {
+  const int j = m.layer_inputs(i).at(0);
+  return j < 0 ? m.input_shape() : m.layer_shapes()[static_cast<size_t>(j)];
+}
+
+// A micro-batch's time on one rank of a stage, in seconds: compute, and the tensor axis's
+// collectives (per layer: a row or heads layer's output in forward, a column or heads
+// layer's input gradient in backward; under sequence parallelism half-size reduce-scatters
+// and all-gathers, and the input gathered again in backward).
+struct StageTime {
+  double compute_s = 0, tensor_s = 0, pipe_s = 0;
+  double total() const { return compute_s + tensor_s + pipe_s; }
+};
+
+StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
+                     const LayerTimes& times, const std::set<std::string>& blocks, double compute_scale) {
+  StageTime st;
+  const Link tensor = link(links, false);
+  for (size_t i = first; i < end; ++i) {
+    const Layer& layer = *whole.layers()[i];
+    const TensorPlace& place = layer.tensor_place();
+    const bool split = place.split != TensorSplit::none || (place.sequence && l.sequence_parallel);
+    const bool rerun = l.recompute && blocks.count(layer.name());
+    if (const auto it = times.layer_ms.find(layer.name()); it != times.layer_ms.end()) {
+      const double ms = it->second.first * (rerun ? 2 : 1) + it->second.second;
+      st.compute_s += ms / 1e3 / (split ? l.tensor : 1) * compute_scale;
+    }
+    if (l.tensor == 1) continue;
+    const bool row = place.split == TensorSplit::row || place.split == TensorSplit::heads;
+    const bool column = place.split == TensorSplit::column || place.split == TensorSplit::heads;
+    const double out = static_cast<double>(whole.layer_shapes()[i].numel() * micro) * kFloatBytes;
+    const double in = static_cast<double>(input_of(whole, i).numel() * micro) * kFloatBytes;
+    const double share = l.sequence_parallel ? 0.5 : 1.0;  // a reduce-scatter or all-gather is half an all-reduce
+    double collective = 0;
+    if (row) collective += share * all_reduce_s(tensor, out, l.tensor) * (rerun ? 2 : 1);
+    if (column) collective += (l.sequence_parallel ? 1.5 : 1.0) * all_reduce_s(tensor, in, l.tensor);
+    st.tensor_s += collective;
+  }
+  return st;
+}
+
+// The data groups with ranks on one host, which share its link when they cross hosts: one
+// per (tensor, stage) coordinate there.
+int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
+  std::set<std::pair<int, int>> groups;
+  for (int r = 0; r < cluster.per_host(); ++r) groups.insert({r % l.tensor, r / (l.tensor * l.data)});
+  return static_cast<int>(groups.size());
+}
+
+}  // namespace
+
+std::string Links::str() const {
+  return fmt::format("intra-host {:.3g} GB/s, inter-host {:.3g} GB/s ({:.3g} Gbit/s)", intra_bytes_per_s / 1e9,
+                     inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9);
+}
+
+Links parse_links(const std::string& text) {
+  Links links;
+  static const std::regex kPart(R"(\s*(intra|inter)\s*=\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)/s\s*)");
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string part = text.substr(start, comma - start);
+    std::smatch m;
+    DT_USER_CHECK(std::regex_match(part, m, kPart), "--links {}: expected intra=RATE/s,inter=RATE/s (e.g. intra=10GB/s,"
+                  "inter=100Mbit/s), got '{}'", text, part);
+    (m[1] == "intra" ? links.intra_bytes_per_s : links.inter_bytes_per_s) = per_s(m[2], m[3], text);
+    start = comma + 1;
+  }
+  return links;
+}
+
+StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Cluster& cluster, const Links& links,
+                           const LayerTimes& times, int64_t rank_value_bytes, double compute_scale) {
+  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), TensorGroup{0, l.tensor, l.sequence_parallel});
+  const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
+  const std::set<std::string> blocks = block_layers(recipe.model());
+  const int64_t micro = recipe.strategy.per_replica_batch / l.micro_batches;
+  // The slowest stage sets the pace; a stage also sends its output forward and receives
+  // its gradient back for each micro-batch, over the link between the two stages' hosts.
+  StageTime slowest;
+  for (int s = 0; s < plan.stages(); ++s) {
+    const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
+    StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, compute_scale);
+    if (s + 1 < plan.stages()) {
+      const int stride = l.tensor * l.data;  // ranks between neighbouring stages
+      const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
+      const double bytes = static_cast<double>(whole.layer_shapes()[end - 1].numel() * micro) * kFloatBytes;
+      st.pipe_s = 2 * link(links, across).seconds(bytes);
+    }
+    if (st.total() > slowest.total()) slowest = st;
+  }
+  StepEstimate e;
+  const auto m = static_cast<double>(l.micro_batches);
+  e.compute_ms = slowest.compute_s * 1e3 * m;
+  e.tensor_ms = slowest.tensor_s * 1e3 * m;
+  e.pipe_ms = slowest.pipe_s * 1e3 * m;
+  e.bubble_ms = slowest.total() * 1e3 * (l.pipeline - 1);
+  const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
+  e.data_ms = all_reduce_s(link(links, data_across, data_groups_on_a_host(l, cluster)),
+                           static_cast<double>(rank_value_bytes), l.data) * 1e3;
+  const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
+  e.update_ms = times.update_ms * share / (l.shard_optimizer ? l.data : 1) * compute_scale;
+  return e;
+}
+
+}  // namespace distrain::cli

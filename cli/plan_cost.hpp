@@ -1,0 +1,48 @@
+// The step time `distrain plan` predicts for a layout: each layer's forward and backward
+// time measured on this machine at the layout's micro-batch (one thread, one device),
+// divided over the tensor ranks where the layer is split; the tensor axis's all-reduces
+// (reduce-scatters and all-gathers under sequence parallelism), the pipeline's messages
+// between stages and the data axis's gradient all-reduce, each as latency + bytes over the
+// link it crosses (ring all-reduce: 2(n-1)/n of the bytes; the data groups that cross
+// hosts share a host's link); the pipeline's bubble ((stages - 1) micro-batch times of
+// the slowest stage); the optimizer update on the rank's share of the weights.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+
+#include "cli/plan_layouts.hpp"
+#include "core/io/recipe.hpp"
+
+namespace distrain::cli {
+
+struct Links {
+  double intra_bytes_per_s = 10e9, inter_bytes_per_s = 1.25e9;  // 10 GB/s, 10 Gbit/s
+  double intra_latency_s = 5e-6, inter_latency_s = 50e-6;
+  std::string str() const;
+};
+
+// "intra=10GB/s,inter=100Mbit/s" (units B, KB, MB, GB or bit, Kbit, Mbit, Gbit per s;
+// either side may be left out). Throws UserError naming --links.
+Links parse_links(const std::string& text);
+
+// One micro-batch size's profile: each layer's forward and backward milliseconds (by layer
+// name), and the optimizer update's for the whole model.
+struct LayerTimes {
+  std::map<std::string, std::pair<double, double>> layer_ms;
+  double update_ms = 0;
+  int64_t value_bytes = 0;  // the whole model's trainable values
+};
+
+struct StepEstimate {
+  double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0;
+  double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms; }
+};
+
+// `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable
+// values a rank holds; `compute_scale`: how much slower a rank computes than the profile (ranks sharing
+// cores).
+StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
+                           const LayerTimes& times, int64_t rank_value_bytes, double compute_scale);
+
+}  // namespace distrain::cli

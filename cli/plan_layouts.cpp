@@ -1,0 +1,134 @@
+#include "cli/plan_layouts.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "core/base/error.hpp"
+
+namespace distrain::cli {
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int k = 1; k <= n; ++k)
+    if (n % k == 0) out.push_back(k);
+  return out;
+}
+
+// Micro-batches a pipeline of `stages` may split a data rank's `batch` into: as many as
+// stages (the least that fills it), twice and four times that (a smaller bubble).
+std::vector<int64_t> micro_batch_choices(int stages, int64_t batch) {
+  if (stages == 1) return {1};
+  std::vector<int64_t> out;
+  for (const int64_t m : {stages, 2 * stages, 4 * stages})
+    if (batch % m == 0) out.push_back(m);
+  return out;
+}
+
+// The strategy keys a layout keeps from the recipe: those that are not about the layout.
+constexpr const char* kKeptStrategyKeys[] = {"threads", "check_every", "device_memory", "timeout_seconds"};
+
+}  // namespace
+
+std::string PlanLayout::str() const {
+  std::string s = fmt::format("data {}", data);
+  if (tensor > 1) s += fmt::format(" x tensor {}", tensor);
+  if (pipeline > 1) s += fmt::format(" x pipeline {} ({} micro-batches)", pipeline, micro_batches);
+  if (sequence_parallel) s += ", SP";
+  if (shard_optimizer) s += ", ZeRO-1";
+  if (recompute) s += ", recompute";
+  if (offload) s += ", offload";
+  return s;
+}
+
+int PlanLayout::options() const {
+  return shard_optimizer + sequence_parallel + recompute + offload + (tensor > 1) + (pipeline > 1);
+}
+
+std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers) {
+  std::vector<PlanLayout> out;
+  for (const int t : divisors(cluster.per_host()))
+    for (const int p : divisors(cluster.ranks / t)) {
+      if (static_cast<size_t>(p) > layers) continue;
+      const int d = cluster.ranks / (t * p);
+      if (global_batch % d != 0) continue;
+      for (const int64_t m : micro_batch_choices(p, global_batch / d))
+        for (const bool shard : {false, true})
+          for (const bool sp : {false, true})
+            for (const bool recompute : {false, true})
+              for (const bool offload : {false, true}) {
+                if ((shard && d == 1) || (sp && t == 1) || (recompute && blocks == 0)) continue;
+                out.push_back(PlanLayout{d, t, p, m, shard, sp, recompute, offload});
+              }
+    }
+  return out;
+}
+
+namespace {
+
+// `base` with its [strategy] replaced by `strategy` (plus the kept keys) and train.recompute set.
+Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
+  toml::table table = *base.table;
+  if (const toml::table* old = table["strategy"].as_table())
+    for (const char* key : kKeptStrategyKeys)
+      if (const toml::node* v = old->get(key)) strategy.insert(key, *v);
+  table.insert_or_assign("strategy", std::move(strategy));
+  if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
+  toml::table& train = *table["train"].as_table();
+  train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
+  train.insert_or_assign("recompute", recompute ? "blocks" : "none");
+  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
+}
+
+}  // namespace
+
+namespace {
+
+toml::table layout_strategy(const PlanLayout& l, int64_t global_batch) {
+  toml::table strategy{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
+                       {"per_replica_batch", global_batch / l.data}};
+  if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
+  if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
+  if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
+  if (l.offload) strategy.insert("offload_optimizer", true);
+  return strategy;
+}
+
+}  // namespace
+
+Recipe layout_recipe(const Recipe& base, const PlanLayout& l, int64_t global_batch) {
+  return with_strategy(base, layout_strategy(l, global_batch), l.recompute);
+}
+
+std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_batch) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : layout_strategy(l, global_batch)) {
+    std::string v;
+    if (const auto* s = value.as_string()) v = toml_quoted(s->get());
+    else if (const auto* i = value.as_integer()) v = std::to_string(i->get());
+    else if (const auto* b = value.as_boolean()) v = b->get() ? "true" : "false";
+    out.push_back(fmt::format("strategy.{}={}", key.str(), v));
+  }
+  out.push_back(fmt::format("train.recompute=\"{}\"", l.recompute ? "blocks" : "none"));
+  return out;
+}
+
+Recipe one_device_recipe(const Recipe& base, int64_t batch, int threads) {
+  Recipe r = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, false);
+  r.strategy.threads = threads;
+  return r;
+}
+
+int64_t recipe_global_batch(const Recipe& recipe, int ranks) {
+  const StrategySpec& s = recipe.strategy;
+  const auto devices = static_cast<int64_t>(s.devices.size());
+  if (s.name == "mesh") return recipe.step_batch() * s.mesh_data;
+  if (s.name == "one_device") return recipe.step_batch();
+  if (s.name == "parameter_server") return recipe.step_batch() * (ranks - s.num_ps);
+  if (s.name == "multi_worker_mirrored" || (s.name == "zero" && devices == 1)) return recipe.step_batch() * ranks;
+  return recipe.step_batch() * devices;  // mirrored, central_storage, zero on this process's devices
+}
+
+}  // namespace distrain::cli

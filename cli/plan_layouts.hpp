@@ -1,0 +1,47 @@
+// The layouts `distrain plan` weighs for a recipe on a cluster: every mesh (data x tensor x
+// pipeline = ranks, tensor inside a host, as Megatron places it) with the options that
+// trade memory for time (optimizer sharding, sequence parallelism, recomputation, offload,
+// micro-batches), all for the recipe's global batch. A layout becomes a mesh recipe.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/io/recipe.hpp"
+
+namespace distrain::cli {
+
+struct Cluster {
+  int ranks = 1, hosts = 1;
+  int per_host() const { return ranks / hosts; }
+  int host_of(int rank) const { return rank / per_host(); }
+};
+
+struct PlanLayout {
+  int data = 1, tensor = 1, pipeline = 1;
+  int64_t micro_batches = 1;  // of each data rank's batch (pipeline > 1)
+  bool shard_optimizer = false, sequence_parallel = false, recompute = false, offload = false;
+  std::string str() const;    // "data 2 x tensor 2, ZeRO-1, recompute"
+  int options() const;        // how many of tensor, pipeline and the options it uses
+};
+
+// Every layout for `cluster` and a global batch of `global_batch` examples, on a model of
+// `blocks` repeat blocks (0: recomputation not offered) and `layers` layers (the most
+// pipeline stages). Layouts whose data degree does not divide the batch are left out.
+std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers);
+
+// The recipe of `layout`: `base` as strategy "mesh" with the layout's keys (other
+// strategies' keys and train.accumulate_steps dropped: a data rank's batch is the global
+// batch / data).
+Recipe layout_recipe(const Recipe& base, const PlanLayout& layout, int64_t global_batch);
+// The --set overrides that make a one_device recipe (without train.accumulate_steps) this
+// layout: strategy.name="mesh", strategy.data=2, ...
+std::vector<std::string> layout_overrides(const PlanLayout& layout, int64_t global_batch);
+// `base` on one device with a batch of `batch` and `threads` CPU threads, for the profile
+// the step times come from.
+Recipe one_device_recipe(const Recipe& base, int64_t batch, int threads);
+
+// The examples of one optimizer step of `recipe` when launched on `ranks` processes.
+int64_t recipe_global_batch(const Recipe& recipe, int ranks);
+
+}  // namespace distrain::cli
