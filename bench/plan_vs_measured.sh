@@ -2,7 +2,7 @@
 # `distrain plan`'s predicted step time against the measured one, layout by layout, on
 # emulated hosts (scripts/emulate-hosts.sh, root):
 #   bench/plan_vs_measured.sh RECIPE HOSTS RANKS_PER_HOST RATE [PLAN_FLAGS...]
-#   e.g. bench/plan_vs_measured.sh recipes/shakespeare_char_gpt.toml 2 2 10gbit --cores 1 --links intra=2GB/s,inter=10Gbit/s
+#   e.g. MEASURE=1 bench/plan_vs_measured.sh recipes/shakespeare_char_gpt.toml 2 1 1gbit --cores 1
 # RATE: each host's link (tc units: 10gbit, 100mbit). Every layout that fits, without
 # offload (the CPU devices' update is in host memory either way), is benchmarked with
 # `distrain bench` (STEPS timed steps after WARMUP, medians); prints one row per layout,
@@ -19,7 +19,13 @@ trap '"$here/scripts/emulate-hosts.sh" down >/dev/null 2>&1; rm -rf "$work"' EXI
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 
 SLOTS=$per_host "$here/scripts/emulate-hosts.sh" up "$hosts" "$rate" >/dev/null
-"$distrain" plan "$recipe" --ranks "$ranks" --hosts "$hosts" --json "$@" >"$work/plan.json"
+# MEASURE=1: the plan's links measured on the emulated hosts (plan --measure under mpirun)
+if [ -n "${MEASURE:-}" ]; then
+  "$here/scripts/emulate-hosts.sh" mpirun -np "$ranks" -x OMP_NUM_THREADS "$distrain" plan "$recipe" --ranks "$ranks" \
+    --hosts "$hosts" --measure --json "$@" </dev/null >"$work/plan.json"
+else
+  "$distrain" plan "$recipe" --ranks "$ranks" --hosts "$hosts" --json "$@" >"$work/plan.json"
+fi
 python3 - "$work/plan.json" >"$work/layouts.txt" <<'EOF'
 import json, shlex, sys
 for i, c in enumerate(json.load(open(sys.argv[1]))):

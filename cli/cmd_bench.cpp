@@ -44,6 +44,7 @@ struct Args {
   int64_t read_every = 0;  // 0: kGpuReadEvery on a GPU, 1 on the CPU
   bool json = false;
   bool profile = false;
+  bool alone = false;  // a one-process strategy in a launched job (make_strategy's alone_in_job)
 };
 
 struct Measured {
@@ -187,7 +188,7 @@ void take_update_figures(Strategy& strategy, Measured& m) {
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
 // loop on a synthetic batch.
 Measured measure(const Recipe& recipe, const Args& a, int& rank) {
-  auto strategy = make_strategy(recipe);
+  auto strategy = make_strategy(recipe, a.alone);
   check_memory_fits(recipe, *strategy);
   rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing
   if (strategy->serves()) {  // a parameter server's server: serve the workers' steps
@@ -233,6 +234,7 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
 StepProfile profile_on_one_device(const Recipe& recipe, int64_t steps, int64_t warmup) {
   Args a;
   a.profile = true;
+  a.alone = true;
   a.steps = steps;
   a.warmup = warmup;
   int rank = 0;

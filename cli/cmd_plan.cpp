@@ -17,9 +17,11 @@
 #include "cli/one_device_profile.hpp"
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
+#include "cli/plan_probe.hpp"
 #include "core/base/error.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/base/json.hpp"
+#include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {
 
@@ -30,7 +32,7 @@ struct PlanArgs {
   std::vector<std::string> overrides;
   int ranks = 0, hosts = 1, cores = 0, top = 10;
   int64_t profile_steps = 5;
-  bool json = false;
+  bool json = false, measure = false;
 };
 
 struct Candidate {
@@ -165,7 +167,7 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
              base.name, cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
              base.strategy.device_memory ? fmt::format(" strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
              refused);
-  fmt::print("links       {}\n", links.str());
+  fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
              std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
   if (fitting == 0) return;
@@ -180,7 +182,11 @@ void run_plan(const PlanArgs& a) {
   DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
                 "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
   const Cluster cluster{a.ranks, a.hosts};
-  const Links links = a.links.empty() ? Links{} : parse_links(a.links);
+  Links links = a.links.empty() ? Links{} : parse_links(a.links);
+  if (a.measure) {
+    links = measure_links(cluster, links);
+    if (launcher_rank() != 0) return;  // rank 0 plans and prints
+  }
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch);
   weigh_time(base, a, cluster, links, global_batch, all);
@@ -219,6 +225,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");
   cmd->add_option("--write", a->write, "Write the fastest layout's recipe to this file");
   cmd->add_flag("--json", a->json, "Print every layout as JSON");
+  cmd->add_flag("--measure", a->measure, "Measure the links: run under mpirun -np RANKS on the cluster itself");
   cmd->callback([a] { run_plan(*a); });
 }
 

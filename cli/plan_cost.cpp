@@ -107,8 +107,9 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
 }  // namespace
 
 std::string Links::str() const {
-  return fmt::format("intra-host {:.3g} GB/s, inter-host {:.3g} GB/s ({:.3g} Gbit/s)", intra_bytes_per_s / 1e9,
-                     inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9);
+  return fmt::format("intra-host {:.3g} GB/s and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s) and {:.3g} us",
+                     intra_bytes_per_s / 1e9, intra_latency_s * 1e6, inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9,
+                     inter_latency_s * 1e6);
 }
 
 Links parse_links(const std::string& text) {

@@ -108,7 +108,8 @@ cut() {
 
 run_mpirun() {
     [ "$(host_count)" -gt 0 ] || die "no emulated hosts (run: $0 up H)"
-    exec mpirun --hostfile "$kState/hostfile" \
+    # --bind-to none: each host would bind its first rank to core 0, and the hosts share the cores
+    exec mpirun --hostfile "$kState/hostfile" --bind-to none \
         --mca plm_rsh_agent "$here/netns-agent.sh" \
         --mca btl self,tcp --mca btl_tcp_if_include "$kSubnet.0/24" \
         --mca oob_tcp_if_include "$kSubnet.0/24" "$@"

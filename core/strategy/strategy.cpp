@@ -165,11 +165,11 @@ void choose_cpu_threads(const Recipe& recipe) {
             local, cores, share);
 }
 
-std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
+std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
   DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || name == "mesh" ||
-                    launcher_size() <= 1,
+                    launcher_size() <= 1 || alone_in_job,
                 "{}: strategy '{}' runs in one process but {} were launched; use strategy.name = \"multi_worker_mirrored\" "
                 "(or zero, parameter_server) under mpirun/srun",
                 recipe.file, name, launcher_size());
@@ -187,7 +187,7 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe) {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job) {
   for (const std::string& d : recipe.strategy.devices) {  // every buffer from here on counts
     DeviceMemory& memory = backend_for(Device::parse(d, recipe.file + ": strategy.devices")).memory();
     memory.set_budget(recipe.strategy.device_memory);
@@ -195,7 +195,7 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe) {
   }
   static const std::string kPurpose = "the strategy's model, optimizer and communication buffers";
   const MemoryPurpose purpose(kPurpose);
-  auto strategy = build_strategy(recipe);
+  auto strategy = build_strategy(recipe, alone_in_job);
   // The checks made before it was built counted these replicas.
   DT_CHECK(strategy->num_replicas() == planned_replicas(recipe), "strategy {} has {} replicas, {} were planned",
            strategy->name(), strategy->num_replicas(), planned_replicas(recipe));

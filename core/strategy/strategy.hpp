@@ -231,7 +231,9 @@ int max_over(int local, MpiCommunicator& world);
 Backend& optimizer_place(const StrategySpec& spec, Backend& device);
 
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe);
+// `alone_in_job`: this process runs a one-process strategy by itself although a launcher
+// started others (`distrain plan --measure` profiles on rank 0 while the others wait).
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job = false);
 // The num_replicas() of make_strategy(recipe), from the recipe and the launcher's process
 // count alone: for the checks made before anything is built.
 int planned_replicas(const Recipe& recipe);

@@ -4,6 +4,7 @@
 #   emulated_hosts.sh DISTRAIN SOURCE_DIR
 # 1. data 2 x tensor 2 across the hosts (tensor inside a host) gives the weights of the
 #    same layout on one host, within 1e-5 of the largest weight, and so does a 10 Mbit/s link.
+#    plan --measure runs on them and reports the links it measured.
 # 2. A host's link cut mid-run ends every rank within strategy.timeout_seconds (+ the 3 s
 #    roll call + slack), and the surviving ranks name the lost ones.
 # 3. The run resumes from its last checkpoint on the host left (tensor 2, the same global
@@ -40,7 +41,7 @@ esac
 cd "$src" || exit 1
 gpt=(recipes/shakespeare_char_gpt.toml --progress none --set train.validate=false --set strategy.name=mesh
   --set strategy.data=2 --set strategy.tensor=2 --set strategy.timeout_seconds=10)
-across() { timeout -k 5 "$1" "$hosts" mpirun -np 4 "$distrain" train "${@:2}"; }
+across() { timeout -k 5 "$1" "$hosts" mpirun -np 4 "$distrain" train "${@:2}" </dev/null; }
 on_one_host() { timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 4 "$distrain" train "$@"; }
 
 # 1. Across the hosts = on one host.
@@ -54,6 +55,12 @@ across 300 "${gpt[@]}" --set train.steps=5 --run-dir "$work/slow" >"$work/slow.l
 "$distrain" compare "$work/local/ckpt-000005.h5" "$work/slow/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/cmp.log" 2>&1 &&
   ok "and over 10 Mbit/s links" || bad "10 Mbit/s: $(tail -n 2 "$work/slow.log" "$work/cmp.log")"
 "$hosts" rate unlimited >/dev/null
+
+# plan --measure on the hosts themselves: the links it measured, and a layout.
+timeout -k 5 120 "$hosts" mpirun -np 4 "$distrain" plan recipes/shakespeare_char_gpt.toml --ranks 4 --hosts 2 --cores 1 \
+  --profile-steps 2 --measure </dev/null >"$work/plan.log" 2>&1
+grep -q "^links .*(measured by --measure)" "$work/plan.log" && grep -q "^choice      data" "$work/plan.log" &&
+  ok "plan --measure across the hosts: $(grep '^links' "$work/plan.log" | cut -c13-)" || bad "plan --measure: $(tail -n 3 "$work/plan.log")"
 
 # 2. Cut host 1's link once step 20's checkpoint is written.
 every=(--set checkpoint.every_steps=20 --set checkpoint.keep=30)

@@ -1,0 +1,16 @@
+// `distrain plan --measure`: the links measured on the cluster itself. Run under the
+// launcher with --ranks processes; every group all-reduces at once, as a step's
+// collectives do, through the communicator training uses (so its waiting counts too).
+#pragma once
+#include "cli/plan_cost.hpp"
+#include "cli/plan_layouts.hpp"
+
+namespace distrain::cli {
+
+// Intra-host: among each host's ranks; inter-host: among the ranks with the same place on
+// every host. Each: the latency from an 8-byte all-reduce, the bandwidth from a 4 MiB one
+// (ring all-reduce times, medians of 10). A link the cluster lacks (one host, one rank per
+// host) keeps `given`'s figures. Throws UserError when the job's size is not cluster.ranks.
+Links measure_links(const Cluster& cluster, const Links& given);
+
+}  // namespace distrain::cli

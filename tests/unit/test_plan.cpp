@@ -1,0 +1,121 @@
+// distrain plan's parts: the layouts it weighs, the recipes it makes of them, the links it
+// parses and the step times it predicts from a profile (cli/plan_*.hpp).
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cli/mesh_plan.hpp"
+#include "cli/plan_cost.hpp"
+#include "cli/plan_layouts.hpp"
+#include "core/base/error.hpp"
+#include "core/io/recipe.hpp"
+
+using namespace distrain;
+using namespace distrain::cli;
+
+namespace {
+
+Recipe shakespeare() {
+  return load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml",
+                     {"data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\""});
+}
+
+// Every layer of `recipe`'s model takes 1 ms forward and 2 ms backward; the update 1 ms.
+LayerTimes flat_times(const Recipe& recipe) {
+  LayerTimes t;
+  for (const auto& l : recipe.model().layers) t.layer_ms[l.prototype->name()] = {1.0, 2.0};
+  t.update_ms = 1.0;
+  t.value_bytes = mesh_rank_bytes(layout_recipe(recipe, PlanLayout{}, 12)).at(0).values;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("plan: layouts keep tensor inside a host and split the global batch evenly") {
+  const Cluster cluster{8, 2};
+  const std::vector<PlanLayout> all = enumerate_layouts(cluster, 24, 4, 40);
+  std::set<std::string> names;
+  for (const PlanLayout& l : all) {
+    CHECK(l.data * l.tensor * l.pipeline == 8);
+    CHECK(cluster.per_host() % l.tensor == 0);  // tensor 1, 2 or 4 on hosts of 4
+    CHECK(24 % l.data == 0);
+    if (l.pipeline > 1) CHECK((24 / l.data) % l.micro_batches == 0);
+    CHECK_FALSE((l.shard_optimizer && l.data == 1));
+    CHECK_FALSE((l.sequence_parallel && l.tensor == 1));
+    names.insert(l.str());
+  }
+  CHECK(names.size() == all.size());  // no layout twice
+  CHECK(names.count("data 8"));
+  CHECK(names.count("data 2 x tensor 4, SP, ZeRO-1"));
+  CHECK(names.count("data 1 x tensor 4 x pipeline 2 (8 micro-batches), recompute, offload"));
+  for (const PlanLayout& l : all) CHECK(l.tensor <= 4);
+  // Of 3 ranks and a batch of 4: data 3 does not divide it, nor pipeline 3 micro-batches; tensor 3 with its options.
+  CHECK(enumerate_layouts(Cluster{3, 1}, 4, 0, 40).size() == 4);
+}
+
+TEST_CASE("plan: a layout's recipe is a mesh recipe with its keys, from any strategy") {
+  const Recipe base = shakespeare();
+  const PlanLayout l{2, 2, 1, 1, true, true, true, false};
+  const Recipe r = layout_recipe(base, l, 12);
+  CHECK(r.strategy.name == "mesh");
+  CHECK(r.strategy.mesh_data == 2);
+  CHECK(r.strategy.mesh_tensor == 2);
+  CHECK(r.strategy.per_replica_batch == 6);
+  CHECK(r.strategy.shard_optimizer);
+  CHECK(r.strategy.sequence_parallel);
+  CHECK(r.train.recompute_blocks);
+  // The --set form says the same: applied to the one_device recipe it gives this recipe.
+  const Recipe again = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml", [&] {
+    std::vector<std::string> sets = layout_overrides(l, 12);
+    sets.push_back("data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\"");
+    return sets;
+  }());
+  CHECK(again.resolved_text() == r.resolved_text());
+  // Heads that do not split over the tensor degree are the model's to refuse.
+  CHECK_THROWS_AS(mesh_rank_bytes(layout_recipe(base, PlanLayout{1, 8, 1}, 12)), UserError);
+}
+
+TEST_CASE("plan: --links parses rates and units, and refuses what it cannot read") {
+  const Links l = parse_links("intra=2GB/s,inter=100Mbit/s");
+  CHECK(l.intra_bytes_per_s == doctest::Approx(2e9));
+  CHECK(l.inter_bytes_per_s == doctest::Approx(12.5e6));
+  CHECK(parse_links("inter=10Gbit/s").intra_bytes_per_s == doctest::Approx(Links{}.intra_bytes_per_s));
+  CHECK_THROWS_WITH_AS(parse_links("inter=10 furlongs/s"), doctest::Contains("--links inter=10 furlongs/s"), UserError);
+  CHECK_THROWS_WITH_AS(parse_links("inter=10Gbps"), doctest::Contains("expected intra=RATE/s,inter=RATE/s"), UserError);
+  CHECK_THROWS_AS(parse_links("inter=0GB/s"), UserError);
+}
+
+TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
+  const Recipe base = shakespeare();
+  const LayerTimes times = flat_times(base);
+  const Cluster one_host{2, 1}, two_hosts{2, 2};
+  const Links links = parse_links("intra=10GB/s,inter=100Mbit/s");
+  const auto estimate = [&](const PlanLayout& l, const Cluster& c) {
+    const Recipe r = layout_recipe(base, l, 12);
+    int64_t values = 0;
+    for (const RankBytes& b : mesh_rank_bytes(r)) values = std::max(values, b.values);
+    return estimate_step(r, l, c, links, times, values, 1.0);
+  };
+  const size_t layers = base.model().layers.size();
+  // data 2: every layer whole, 3 ms each; the gradients all-reduced over the link.
+  const StepEstimate d2 = estimate(PlanLayout{2}, one_host);
+  CHECK(d2.compute_ms == doctest::Approx(3.0 * static_cast<double>(layers)));
+  CHECK(d2.tensor_ms == 0);
+  CHECK(estimate(PlanLayout{2}, two_hosts).data_ms > 100 * d2.data_ms);  // 100 Mbit/s against 10 GB/s
+  // tensor 2: split layers take half; the whole ones (norms, adds, embeddings, head) all.
+  const StepEstimate t2 = estimate(PlanLayout{1, 2}, one_host);
+  CHECK(t2.compute_ms < d2.compute_ms);
+  CHECK(t2.compute_ms > d2.compute_ms / 2);
+  CHECK(t2.tensor_ms > 0);
+  CHECK(t2.data_ms == 0);
+  // pipeline 2 of 4 micro-batches: the slowest stage 4 times, and once more for each other stage.
+  const StepEstimate p2 = estimate(PlanLayout{1, 1, 2, 4}, two_hosts);
+  CHECK(p2.bubble_ms == doctest::Approx((p2.compute_ms + p2.pipe_ms) / 4));
+  CHECK(p2.pipe_ms > 0);
+  // recompute: each block layer's forward again.
+  CHECK(estimate(PlanLayout{2, 1, 1, 1, false, false, true}, one_host).compute_ms > d2.compute_ms);
+  // ZeRO-1: the update on half the weights.
+  CHECK(estimate(PlanLayout{2, 1, 1, 1, true}, one_host).update_ms == doctest::Approx(d2.update_ms / 2));
+}
