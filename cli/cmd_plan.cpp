@@ -67,7 +67,8 @@ LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int thr
   t.value_bytes = mesh_rank_bytes(layout_recipe(base, PlanLayout{}, batch)).at(0).values;
   for (const ProfileRow& r : p.rows) {
     if (r.name == "(update)") t.update_ms = r.backward_ms;
-    else if (!r.type.empty()) t.layer_ms[r.name] = {r.forward_ms, r.backward_ms};
+    else if (r.name == "(other)" || r.name == "(reduction)") t.step_ms += r.backward_ms;  // loss, zeroing, checks
+    else t.layer_ms[r.name] = {r.forward_ms, r.backward_ms};
   }
   return t;
 }
@@ -141,21 +142,21 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
   if (c.fits && c.refused.empty())
     j["step_ms"] = {{"total", c.step.total_ms()}, {"compute", c.step.compute_ms}, {"tensor", c.step.tensor_ms},
                     {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
-                    {"update", c.step.update_ms}},
+                    {"update", c.step.update_ms}, {"other", c.step.other_ms}},
     j["tokens_per_sec"] = tokens_per_step / c.step.total_ms() * 1e3;
   return j;
 }
 
 void print_table(const std::vector<Candidate>& all, int top, double tokens_per_step) {
-  fmt::print("{:>3}  {:<48} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", "peak/rank",
-             "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "tokens/s");
+  fmt::print("{:>3}  {:<48} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", "peak/rank",
+             "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "other", "tokens/s");
   int shown = 0;
   for (const Candidate& c : all) {
     if (!c.fits || !c.refused.empty() || shown == top) break;
     const StepEstimate& e = c.step;
-    fmt::print("{:>3}  {:<48} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n", ++shown,
-               c.layout.str(), format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms, e.bubble_ms,
-               e.data_ms, e.update_ms, tokens_per_step / e.total_ms() * 1e3);
+    fmt::print("{:>3}  {:<48} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n",
+               ++shown, c.layout.str(), format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms,
+               e.bubble_ms, e.data_ms, e.update_ms, e.other_ms, tokens_per_step / e.total_ms() * 1e3);
   }
 }
 
@@ -169,7 +170,7 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
              refused);
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
-             std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
+               std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
   fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
@@ -183,11 +184,11 @@ void run_plan(const PlanArgs& a) {
                 "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
   const Cluster cluster{a.ranks, a.hosts};
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
-  if (a.measure) {
-    links = measure_links(cluster, links);
-    if (launcher_rank() != 0) return;  // rank 0 plans and prints
-  }
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
+  if (a.measure) {  // its large messages of the model's gradients' size
+    links = measure_links(cluster, links, mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values);
+    if (launcher_rank() != 0) return;  // rank 0 profiles and prints
+  }
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch);
   weigh_time(base, a, cluster, links, global_batch, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);

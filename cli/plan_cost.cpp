@@ -30,6 +30,13 @@ Link link(const Links& links, bool across_hosts, int sharing = 1) {
                       : Link{links.intra_bytes_per_s, links.intra_latency_s};
 }
 
+Link message_link(const Links& links, bool across_hosts) {
+  Link l = link(links, across_hosts);
+  const double measured = across_hosts ? links.inter_message_bytes_per_s : links.intra_message_bytes_per_s;
+  if (measured > 0) l.bytes_per_s = measured;
+  return l;
+}
+
 // A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
 double all_reduce_s(const Link& l, double bytes, int n) {
   return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
@@ -66,7 +73,9 @@ Shape input_of(const Model& m, size_t i) {
 // and all-gathers, and the input gathered again in backward).
 struct StageTime {
   double compute_s = 0, tensor_s = 0, pipe_s = 0;
-  double total() const { return compute_s + tensor_s + pipe_s; }
+  // Messages between stages are sent while the next micro-batch computes, activations one
+  // way and gradients the other: a slot is the longer of the work and one message.
+  double total() const { return std::max(compute_s + tensor_s, pipe_s); }
 };
 
 StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
@@ -107,8 +116,10 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
 }  // namespace
 
 std::string Links::str() const {
-  return fmt::format("intra-host {:.3g} GB/s and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s) and {:.3g} us",
-                     intra_bytes_per_s / 1e9, intra_latency_s * 1e6, inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9,
+  const auto messages = [](double rate) { return rate > 0 ? fmt::format(" (messages {:.3g} GB/s)", rate / 1e9) : ""; };
+  return fmt::format("intra-host {:.3g} GB/s{} and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s){} and {:.3g} us",
+                     intra_bytes_per_s / 1e9, messages(intra_message_bytes_per_s), intra_latency_s * 1e6,
+                     inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9, messages(inter_message_bytes_per_s),
                      inter_latency_s * 1e6);
 }
 
@@ -135,7 +146,8 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const std::set<std::string> blocks = block_layers(recipe.model());
   const int64_t micro = recipe.strategy.per_replica_batch / l.micro_batches;
   // The slowest stage sets the pace; a stage also sends its output forward and receives
-  // its gradient back for each micro-batch, over the link between the two stages' hosts.
+  // its gradient back for each micro-batch, over the link between the two stages' hosts
+  // (each direction carries one message per micro-batch).
   StageTime slowest;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
@@ -144,7 +156,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
       const int stride = l.tensor * l.data;  // ranks between neighbouring stages
       const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
       const double bytes = static_cast<double>(whole.layer_shapes()[end - 1].numel() * micro) * kFloatBytes;
-      st.pipe_s = 2 * link(links, across).seconds(bytes);
+      st.pipe_s = message_link(links, across).seconds(bytes);
     }
     if (st.total() > slowest.total()) slowest = st;
   }
@@ -152,13 +164,14 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const auto m = static_cast<double>(l.micro_batches);
   e.compute_ms = slowest.compute_s * 1e3 * m;
   e.tensor_ms = slowest.tensor_s * 1e3 * m;
-  e.pipe_ms = slowest.pipe_s * 1e3 * m;
+  e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
   e.bubble_ms = slowest.total() * 1e3 * (l.pipeline - 1);
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   e.data_ms = all_reduce_s(link(links, data_across, data_groups_on_a_host(l, cluster)),
                            static_cast<double>(rank_value_bytes), l.data) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
   e.update_ms = times.update_ms * share / (l.shard_optimizer ? l.data : 1) * compute_scale;
+  e.other_ms = times.step_ms * compute_scale;
   return e;
 }
 

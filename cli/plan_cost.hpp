@@ -4,8 +4,10 @@
 // (reduce-scatters and all-gathers under sequence parallelism), the pipeline's messages
 // between stages and the data axis's gradient all-reduce, each as latency + bytes over the
 // link it crosses (ring all-reduce: 2(n-1)/n of the bytes; the data groups that cross
-// hosts share a host's link); the pipeline's bubble ((stages - 1) micro-batch times of
-// the slowest stage); the optimizer update on the rank's share of the weights.
+// hosts share a host's link; a stage's messages overlap the next micro-batch's work, so a
+// micro-batch takes the longer of the two); the pipeline's bubble ((stages - 1)
+// micro-batch times of the slowest stage); the optimizer update on the rank's share of
+// the weights.
 #pragma once
 #include <map>
 #include <string>
@@ -19,6 +21,9 @@ namespace distrain::cli {
 struct Links {
   double intra_bytes_per_s = 10e9, inter_bytes_per_s = 1.25e9;  // 10 GB/s, 10 Gbit/s
   double intra_latency_s = 5e-6, inter_latency_s = 50e-6;
+  // A pipeline message's own rate where measured (--measure; an MPI all-reduce of two
+  // ranks may send the whole buffer each way), else 0: the link's.
+  double intra_message_bytes_per_s = 0, inter_message_bytes_per_s = 0;
   std::string str() const;
 };
 
@@ -31,12 +36,13 @@ Links parse_links(const std::string& text);
 struct LayerTimes {
   std::map<std::string, std::pair<double, double>> layer_ms;
   double update_ms = 0;
+  double step_ms = 0;  // the rest of a step (loss, zeroing gradients, the finiteness check)
   int64_t value_bytes = 0;  // the whole model's trainable values
 };
 
 struct StepEstimate {
-  double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0;
-  double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms; }
+  double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
+  double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms + other_ms; }
 };
 
 // `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable

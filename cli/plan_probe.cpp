@@ -13,7 +13,6 @@ namespace distrain::cli {
 namespace {
 
 constexpr int kRepeats = 10;
-constexpr int64_t kLargeFloats = 1 << 20;  // 4 MiB
 
 double median_all_reduce_s(Communicator& group, int64_t floats) {
   std::vector<float> values(static_cast<size_t>(floats), 1.0f);
@@ -29,26 +28,49 @@ double median_all_reduce_s(Communicator& group, int64_t floats) {
 }
 
 // Latency and bandwidth of a ring all-reduce among n ranks: t = 2(n - 1)(latency + bytes / n / bandwidth).
-void fit(Communicator& group, double& bytes_per_s, double& latency_s) {
+void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& latency_s) {
   const int n = group.size();
-  const double small = median_all_reduce_s(group, 2), large = median_all_reduce_s(group, kLargeFloats);
+  const double small = median_all_reduce_s(group, 2), large = median_all_reduce_s(group, floats);
   latency_s = small / (2.0 * (n - 1));
-  const double per_byte = std::max(1e-12, (large - small) / (2.0 * (n - 1)) / (kLargeFloats * 4.0 / n));
+  const double per_byte = std::max(1e-12, (large - small) / (2.0 * (n - 1)) / (static_cast<double>(floats) * 4.0 / n));
   bytes_per_s = 1.0 / per_byte;
+}
+
+// A ring shift of a 4 MiB message in `group` (each rank sends to the next while it receives
+// from the one before), as pipeline stages send: the message rate.
+double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
+  const int n = group.size(), next = (group.rank() + 1) % n, before = (group.rank() + n - 1) % n;
+  std::vector<float> out(static_cast<size_t>(floats), 1.0f), in(static_cast<size_t>(floats));
+  std::vector<double> times;
+  for (int i = 0; i < kRepeats + 2; ++i) {
+    group.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t id = group.start_send(host_tensor(out.data(), floats), next, 1, "the probe's message");
+    group.recv(host_tensor(in.data(), floats), before, 1, "the probe's message");
+    group.wait_send(id);
+    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return static_cast<double>(floats) * 4.0 / times[times.size() / 2];
 }
 
 }  // namespace
 
-Links measure_links(const Cluster& cluster, const Links& given) {
+Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes) {
+  const int64_t floats = std::max<int64_t>(bytes / 4, 1 << 14);
   MpiCommunicator world(60.0);
   DT_USER_CHECK(world.size() == cluster.ranks, "plan --measure runs on the cluster it plans: launch it with mpirun -np {} "
                 "(--ranks), one process per rank (this job has {})", cluster.ranks, world.size());
   Links links = given;
   const std::unique_ptr<MpiCommunicator> host = world.split(world.rank() / cluster.per_host());
   const std::unique_ptr<MpiCommunicator> across = world.split(world.rank() % cluster.per_host());
-  if (cluster.per_host() > 1) fit(*host, links.intra_bytes_per_s, links.intra_latency_s);
+  if (cluster.per_host() > 1) {
+    fit(*host, floats, links.intra_bytes_per_s, links.intra_latency_s);
+    links.intra_message_bytes_per_s = message_bytes_per_s(*host, floats);
+  }
   if (cluster.hosts > 1) {
-    fit(*across, links.inter_bytes_per_s, links.inter_latency_s);
+    fit(*across, floats, links.inter_bytes_per_s, links.inter_latency_s);
+    links.inter_message_bytes_per_s = message_bytes_per_s(*across, floats);
     links.inter_bytes_per_s *= cluster.per_host();  // every rank of a host sent over its link at once
   }
   return links;

@@ -8,9 +8,11 @@
 namespace distrain::cli {
 
 // Intra-host: among each host's ranks; inter-host: among the ranks with the same place on
-// every host. Each: the latency from an 8-byte all-reduce, the bandwidth from a 4 MiB one
-// (ring all-reduce times, medians of 10). A link the cluster lacks (one host, one rank per
+// every host. Each: the latency from an 8-byte all-reduce, the bandwidth from one of
+// `bytes` (the model's gradients: MPI picks its algorithm by size; ring all-reduce times,
+// medians of 10), and the rate of messages of `bytes` sent round the group at once
+// (pipeline stages' messages). A link the cluster lacks (one host, one rank per
 // host) keeps `given`'s figures. Throws UserError when the job's size is not cluster.ranks.
-Links measure_links(const Cluster& cluster, const Links& given);
+Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes);
 
 }  // namespace distrain::cli
