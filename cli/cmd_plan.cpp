@@ -38,6 +38,7 @@ struct PlanArgs {
 struct Candidate {
   PlanLayout layout;
   int64_t peak = 0;        // the largest rank's predicted device bytes
+  int64_t values = 0;      // the most bytes of trainable values a rank holds
   std::string refused;     // why the model cannot take the layout; "" when it can
   bool fits = false;
   StepEstimate step;
@@ -51,7 +52,10 @@ std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, 
     Candidate c{l};
     try {
       const Recipe r = layout_recipe(base, l, global_batch);
-      for (const RankBytes& b : mesh_rank_bytes(r)) c.peak = std::max(c.peak, b.total());
+      for (const RankBytes& b : mesh_rank_bytes(r)) {
+        c.peak = std::max(c.peak, b.total());
+        c.values = std::max(c.values, b.values);
+      }
       c.fits = base.strategy.device_memory == 0 || c.peak <= base.strategy.device_memory;
     } catch (const UserError& e) {
       c.refused = e.what();
@@ -86,9 +90,7 @@ void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
     const int64_t micro = global_batch / c.layout.data / c.layout.micro_batches;
     auto it = profiles.find(micro);
     if (it == profiles.end()) it = profiles.emplace(micro, layer_times(base, micro, a.profile_steps, threads)).first;
-    int64_t values = 0;
-    for (const RankBytes& b : mesh_rank_bytes(r)) values = std::max(values, b.values);
-    c.step = estimate_step(r, c.layout, cluster, links, it->second, values, scale);
+    c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, scale);
   }
   // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
   const auto key = [](const Candidate& c) {

@@ -7,8 +7,9 @@
 #    plan --measure runs on them and reports the links it measured.
 # 2. A host's link cut mid-run ends every rank within strategy.timeout_seconds (+ the 3 s
 #    roll call + slack), and the surviving ranks name the lost ones.
-# 3. The run resumes from its last checkpoint on the host left (tensor 2, the same global
-#    batch) and ends at the uninterrupted run's weights (1e-5 of the largest weight).
+# 3. The run resumes from its last checkpoint on the host left, with the layout `plan`
+#    chooses for it (the same global batch), and ends at the uninterrupted run's weights
+#    (1e-5 of the largest weight).
 # Needs root and network namespaces: otherwise "[skipped] why", exit 77 (ctest: skipped).
 set -u
 distrain=$1
@@ -39,8 +40,9 @@ case $? in
 esac
 
 cd "$src" || exit 1
-gpt=(recipes/shakespeare_char_gpt.toml --progress none --set train.validate=false --set strategy.name=mesh
-  --set strategy.data=2 --set strategy.tensor=2 --set strategy.timeout_seconds=10)
+keys=(--set train.validate=false --set strategy.name=mesh --set strategy.data=2 --set strategy.tensor=2
+  --set strategy.timeout_seconds=10)
+gpt=(recipes/shakespeare_char_gpt.toml --progress none "${keys[@]}")
 across() { timeout -k 5 "$1" "$hosts" mpirun -np 4 "$distrain" train "${@:2}" </dev/null; }
 on_one_host() { timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 4 "$distrain" train "$@"; }
 
@@ -79,16 +81,20 @@ grep -qE "rank [01]: .* did not complete within 10 s: .*rank [23] \(no answer wi
 pkill -9 -f "^mpirun --hostfile /run/distrain-emulated-hosts" 2>/dev/null  # mpirun waits on the lost host's daemon
 wait
 
-# 3. Resume on host 0 alone: tensor 2 with the whole global batch of 24.
+# 3. Resume on host 0 alone with the layout plan gives for 1 host of 2 ranks (the same
+#    global batch of 24: plan keeps the recipe's).
 "$hosts" up 2 >/dev/null
 saved=$(ls "$work/cut" | grep -c '^ckpt-')
-timeout -k 5 300 "$hosts" mpirun -np 2 --host 10.77.0.1:2 "$distrain" train "${gpt[@]}" "${every[@]}" --set strategy.data=1 \
-  --set strategy.per_replica_batch=24 --set train.steps=60 --run-dir "$work/cut" >"$work/resume.log" 2>&1
-on_one_host "${gpt[@]}" "${every[@]}" --set train.steps=60 --run-dir "$work/whole" >"$work/whole.log" 2>&1
+"$distrain" plan recipes/shakespeare_char_gpt.toml "${keys[@]}" "${every[@]}" --set train.steps=60 --ranks 2 --hosts 1 --profile-steps 2 --write "$work/left.toml" \
+  >"$work/left.log" 2>&1
+layout=$(sed -n 's/^choice      \([^:]*\):.*/\1/p' "$work/left.log")
+timeout -k 5 300 "$hosts" mpirun -np 2 --host 10.77.0.1:2 "$distrain" train "$work/left.toml" --progress none --run-dir "$work/cut" \
+  </dev/null >"$work/resume.log" 2>&1
+on_one_host "${gpt[@]}" "${every[@]}" --set train.steps=60 --run-dir "$work/whole" </dev/null >"$work/whole.log" 2>&1
 grep -q "resuming from .*ckpt-0000[2-9]0" "$work/resume.log" &&
   "$distrain" compare "$work/whole/ckpt-000060.h5" "$work/cut/ckpt-000060.h5" --rtol 1e-5 --scale model >"$work/cmp.log" 2>&1 &&
-  ok "resumed on the host left (tensor 2, $saved checkpoint(s) kept): step 60 equals the uninterrupted run's" ||
-  bad "resume: $(grep -m 1 resuming "$work/resume.log") $(tail -n 2 "$work/resume.log" "$work/cmp.log")"
+  ok "resumed on the host left as plan chose ($layout; $saved checkpoint(s) kept): step 60 equals the uninterrupted run's" ||
+  bad "resume ($layout): $(grep -m 1 resuming "$work/resume.log") $(tail -n 2 "$work/left.log" "$work/resume.log" "$work/cmp.log")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
