@@ -9,7 +9,6 @@
 #include <tuple>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -40,7 +39,7 @@ struct Candidate {
   int64_t peak = 0;        // the largest rank's predicted device bytes
   int64_t values = 0;      // the most bytes of trainable values a rank holds
   std::string refused;     // why the model cannot take the layout; "" when it can
-  bool fits = false;
+  bool fits = false;       // within the budget (a refused layout does not fit)
   StepEstimate step;
 };
 
@@ -65,10 +64,15 @@ std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, 
   return out;
 }
 
-LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int threads) {
+// Bytes of the whole model's trainable values (one rank's, data parallel).
+int64_t model_value_bytes(const Recipe& base, int64_t global_batch) {
+  return mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values;
+}
+
+LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int threads, int64_t value_bytes) {
   const StepProfile p = profile_on_one_device(one_device_recipe(base, batch, threads), steps, 2);
   LayerTimes t;
-  t.value_bytes = mesh_rank_bytes(layout_recipe(base, PlanLayout{}, batch)).at(0).values;
+  t.value_bytes = value_bytes;
   for (const ProfileRow& r : p.rows) {
     if (r.name == "(update)") t.update_ms = r.backward_ms;
     else if (r.name == "(other)" || r.name == "(reduction)") t.step_ms += r.backward_ms;  // loss, zeroing, checks
@@ -84,26 +88,22 @@ void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
   // A host's cores are split among its ranks; with fewer cores than ranks they take turns.
   const int threads = std::max(1, a.cores / cluster.per_host());
   const double scale = std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
+  const int64_t value_bytes = model_value_bytes(base, global_batch);
   for (Candidate& c : candidates) {
-    if (!c.fits || !c.refused.empty()) continue;
+    if (!c.fits) continue;
     const Recipe r = layout_recipe(base, c.layout, global_batch);
     const int64_t micro = global_batch / c.layout.data / c.layout.micro_batches;
     auto it = profiles.find(micro);
-    if (it == profiles.end()) it = profiles.emplace(micro, layer_times(base, micro, a.profile_steps, threads)).first;
+    if (it == profiles.end()) it = profiles.emplace(micro, layer_times(base, micro, a.profile_steps, threads, value_bytes)).first;
     c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, scale);
   }
   // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
   const auto key = [](const Candidate& c) {
-    const bool ok = c.fits && c.refused.empty();
-    return std::tuple(!ok, ok ? std::round(std::log(c.step.total_ms()) / std::log(1.02)) : 0.0, c.layout.options(),
-                      ok ? c.step.total_ms() : static_cast<double>(c.peak));
+    return std::tuple(!c.fits, c.fits ? std::round(std::log(c.step.total_ms()) / std::log(1.02)) : 0.0, c.layout.options(),
+                      c.fits ? c.step.total_ms() : static_cast<double>(c.peak));
   };
   std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& x, const Candidate& y) { return key(x) < key(y); });
 }
-
-}  // namespace
-
-namespace {
 
 double tokens_per_example(const Recipe& recipe) {
   return recipe.model().input_dtype == DType::i32 ? static_cast<double>(recipe.model().input_shape.numel()) : 1.0;
@@ -139,9 +139,9 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
   Json j{{"layout", l.str()},  {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
          {"micro_batches", l.micro_batches}, {"shard_optimizer", l.shard_optimizer},
          {"sequence_parallel", l.sequence_parallel}, {"recompute", l.recompute}, {"offload_optimizer", l.offload},
-         {"peak_bytes", c.peak}, {"fits", c.fits && c.refused.empty()}, {"set", layout_overrides(l, global_batch)}};
+         {"peak_bytes", c.peak}, {"fits", c.fits}, {"set", layout_overrides(l, global_batch)}};
   if (!c.refused.empty()) j["refused"] = c.refused;
-  if (c.fits && c.refused.empty())
+  if (c.fits)
     j["step_ms"] = {{"total", c.step.total_ms()}, {"compute", c.step.compute_ms}, {"tensor", c.step.tensor_ms},
                     {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
                     {"update", c.step.update_ms}, {"other", c.step.other_ms}},
@@ -154,7 +154,7 @@ void print_table(const std::vector<Candidate>& all, int top, double tokens_per_s
              "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "other", "tokens/s");
   int shown = 0;
   for (const Candidate& c : all) {
-    if (!c.fits || !c.refused.empty() || shown == top) break;
+    if (!c.fits || shown == top) break;
     const StepEstimate& e = c.step;
     fmt::print("{:>3}  {:<48} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n",
                ++shown, c.layout.str(), format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms,
@@ -164,7 +164,7 @@ void print_table(const std::vector<Candidate>& all, int top, double tokens_per_s
 
 void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
                 const std::vector<Candidate>& all) {
-  const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits && c.refused.empty(); });
+  const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits; });
   const auto refused = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return !c.refused.empty(); });
   fmt::print("plan        {} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model\n",
              base.name, cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
@@ -172,7 +172,7 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
              refused);
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
-               std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
+             std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
   fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
@@ -188,7 +188,7 @@ void run_plan(const PlanArgs& a) {
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
   if (a.measure) {  // its large messages of the model's gradients' size
-    links = measure_links(cluster, links, mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values);
+    links = measure_links(cluster, links, model_value_bytes(base, global_batch));
     if (launcher_rank() != 0) return;  // rank 0 profiles and prints
   }
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch);
@@ -202,7 +202,7 @@ void run_plan(const PlanArgs& a) {
     print_plan(base, a, cluster, links, global_batch, all);
   }
   if (a.write.empty()) return;
-  DT_USER_CHECK(!all.empty() && all.front().fits && all.front().refused.empty(),
+  DT_USER_CHECK(!all.empty() && all.front().fits,
                 "plan --write {}: no layout fits; raise --device-memory or add ranks", a.write);
   std::ofstream out(a.write);
   out << "# distrain plan " << a.recipe << " --ranks " << a.ranks << " --hosts " << a.hosts << ": " << all.front().layout.str()

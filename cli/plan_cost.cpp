@@ -54,7 +54,7 @@ double per_s(const std::string& amount, const std::string& unit, const std::stri
   return v;
 }
 
-// The layers of the layout's whole model (at its tensor degree) that sit in repeat blocks.
+// The names of the model's layers that sit in repeat blocks.
 std::set<std::string> block_layers(const ModelSpec& spec) {
   std::set<std::string> names;
   for (const auto& l : spec.layers)

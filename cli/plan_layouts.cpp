@@ -30,6 +30,30 @@ std::vector<int64_t> micro_batch_choices(int stages, int64_t batch) {
 // The strategy keys a layout keeps from the recipe: those that are not about the layout.
 constexpr const char* kKeptStrategyKeys[] = {"threads", "check_every", "device_memory", "timeout_seconds"};
 
+// `base` with its [strategy] replaced by `strategy` (plus the kept keys) and train.recompute set.
+Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
+  toml::table table = *base.table;
+  if (const toml::table* old = table["strategy"].as_table())
+    for (const char* key : kKeptStrategyKeys)
+      if (const toml::node* v = old->get(key)) strategy.insert(key, *v);
+  table.insert_or_assign("strategy", std::move(strategy));
+  if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
+  toml::table& train = *table["train"].as_table();
+  train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
+  train.insert_or_assign("recompute", recompute ? "blocks" : "none");
+  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
+}
+
+toml::table layout_strategy(const PlanLayout& l, int64_t global_batch) {
+  toml::table strategy{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
+                       {"per_replica_batch", global_batch / l.data}};
+  if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
+  if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
+  if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
+  if (l.offload) strategy.insert("offload_optimizer", true);
+  return strategy;
+}
+
 }  // namespace
 
 std::string PlanLayout::str() const {
@@ -55,48 +79,14 @@ std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global
       const int d = cluster.ranks / (t * p);
       if (global_batch % d != 0) continue;
       for (const int64_t m : micro_batch_choices(p, global_batch / d))
-        for (const bool shard : {false, true})
-          for (const bool sp : {false, true})
-            for (const bool recompute : {false, true})
-              for (const bool offload : {false, true}) {
-                if ((shard && d == 1) || (sp && t == 1) || (recompute && blocks == 0)) continue;
-                out.push_back(PlanLayout{d, t, p, m, shard, sp, recompute, offload});
-              }
+        for (int options = 0; options < 16; ++options) {  // shard, SP, recompute, offload: bits 3..0
+          const bool shard = options & 8, sp = options & 4, recompute = options & 2, offload = options & 1;
+          if ((shard && d == 1) || (sp && t == 1) || (recompute && blocks == 0)) continue;
+          out.push_back(PlanLayout{d, t, p, m, shard, sp, recompute, offload});
+        }
     }
   return out;
 }
-
-namespace {
-
-// `base` with its [strategy] replaced by `strategy` (plus the kept keys) and train.recompute set.
-Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
-  toml::table table = *base.table;
-  if (const toml::table* old = table["strategy"].as_table())
-    for (const char* key : kKeptStrategyKeys)
-      if (const toml::node* v = old->get(key)) strategy.insert(key, *v);
-  table.insert_or_assign("strategy", std::move(strategy));
-  if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
-  toml::table& train = *table["train"].as_table();
-  train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
-  train.insert_or_assign("recompute", recompute ? "blocks" : "none");
-  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
-}
-
-}  // namespace
-
-namespace {
-
-toml::table layout_strategy(const PlanLayout& l, int64_t global_batch) {
-  toml::table strategy{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
-                       {"per_replica_batch", global_batch / l.data}};
-  if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
-  if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
-  if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
-  if (l.offload) strategy.insert("offload_optimizer", true);
-  return strategy;
-}
-
-}  // namespace
 
 Recipe layout_recipe(const Recipe& base, const PlanLayout& l, int64_t global_batch) {
   return with_strategy(base, layout_strategy(l, global_batch), l.recompute);

@@ -36,7 +36,7 @@ void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& laten
   bytes_per_s = 1.0 / per_byte;
 }
 
-// A ring shift of a 4 MiB message in `group` (each rank sends to the next while it receives
+// A ring shift of a message of `floats` in `group` (each rank sends to the next while it receives
 // from the one before), as pipeline stages send: the message rate.
 double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
   const int n = group.size(), next = (group.rank() + 1) % n, before = (group.rank() + n - 1) % n;
