@@ -30,8 +30,6 @@ void check_within_budget(const Recipe& recipe, int64_t largest, int64_t budget) 
                 recipe.file, format_bytes(largest), format_bytes(budget));
 }
 
-double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
-
 // How a recipe whose processes come from a launcher starts, and what its servers hold.
 void print_launch(const Recipe& recipe) {
   const std::string& name = recipe.strategy.name;
@@ -49,8 +47,8 @@ void print_launch(const Recipe& recipe) {
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size());
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   for (int k = 0; k < ranges.servers; ++k)
-    fmt::print("server {:<4}rank {}: values [{}, {}) of the trainable arena, {:.2f} MiB with its optimizer's {} slot(s)\n",
-               k, k, ranges.begin(k), ranges.begin(k + 1), mib(ranges.length(k) * element * (1 + slots)), slots);
+    fmt::print("server {:<4}rank {}: values [{}, {}) of the trainable arena, {} with its optimizer's {} slot(s)\n",
+               k, k, ranges.begin(k), ranges.begin(k + 1), format_mib(ranges.length(k) * element * (1 + slots)), slots);
 }
 
 // ZeRO stage 1 shards only the optimizer's state: its gradients line is larger than a
@@ -135,11 +133,10 @@ void register_check(CLI::App& app) {
     print_run(recipe, data, strategy->describe(), replicas, strategy->optimizer().describe(),
               strategy->update_batch(recipe.step_batch() * replicas));
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
-    fmt::print("memory      per replica: parameters {:.2f} MiB, gradients {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB"
-               "{}; device total {:.2f} MiB\n",
-               mib(mem.parameters), mib(mem.gradients), mib(mem.optimizer), mib(mem.activations),
-               mem.offloaded ? fmt::format(" (optimizer state in host memory: {:.2f} MiB)", mib(mem.offloaded)) : "",
-               mib(mem.device_total()));
+    fmt::print("memory      per replica: parameters {}, gradients {}, optimizer {}, activations {}{}; device total {}\n",
+               format_mib(mem.parameters), format_mib(mem.gradients), format_mib(mem.optimizer), format_mib(mem.activations),
+               mem.offloaded ? fmt::format(" (optimizer state in host memory: {})", format_mib(mem.offloaded)) : "",
+               format_mib(mem.device_total()));
     print_memory_note(recipe);
     fmt::print("model\n{}\n", strategy->model().summary());
     check_within_budget(recipe, mem.device_total(), budget);

@@ -12,6 +12,7 @@ namespace distrain::cli {
 void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_predict(CLI::App& app);
+void register_export(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_check(CLI::App& app);
 void register_info(CLI::App& app);

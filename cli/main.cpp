@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   distrain::cli::register_train(app);
   distrain::cli::register_eval(app);
   distrain::cli::register_predict(app);
+  distrain::cli::register_export(app);
   distrain::cli::register_generate(app);
   distrain::cli::register_check(app);
   distrain::cli::register_info(app);

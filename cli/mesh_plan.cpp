@@ -104,11 +104,12 @@ int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape,
   const MeshCoord c = coord_of(shape, rank);
   const RankBytes b = rank_bytes(recipe, shape, m, place);
   const int64_t budget = recipe.strategy.device_memory;
-  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: bytes of parameters {}, gradients {}, optimizer {}, activations {}; "
+  fmt::print(out, "rank {:<6}data {}, tensor {}, pipeline {}: parameters {}, gradients {}, optimizer {}, activations {}; "
              "device total {}{}{}\n",
-             rank, c.data, c.tensor, c.pipeline, b.parameters, b.gradients, b.optimizer, b.activations, format_bytes(b.total()),
+             rank, c.data, c.tensor, c.pipeline, format_mib(b.parameters), format_mib(b.gradients), format_mib(b.optimizer),
+             format_mib(b.activations), format_mib(b.total()),
              budget > 0 && b.total() > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
-             b.offloaded ? fmt::format(" (optimizer state in host memory: {})", b.offloaded) : "");
+             b.offloaded ? fmt::format(" (optimizer state in host memory: {})", format_mib(b.offloaded)) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
   return b.total();

@@ -55,4 +55,9 @@ std::string format_bytes(int64_t bytes) {
   return u == 0 ? fmt::format("{} bytes", bytes) : fmt::format("{:.2f} {}", v, kUnits[u]);
 }
 
+std::string format_mib(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  return bytes == 0 || mib >= 0.01 ? fmt::format("{:.2f} MiB", mib) : fmt::format("{:.3g} MiB", mib);
+}
+
 }  // namespace distrain

@@ -20,6 +20,7 @@
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
 #include "core/base/host_memory.hpp"
+#include "core/io/h5_write.hpp"
 
 namespace distrain {
 
@@ -50,14 +51,6 @@ void write_attr_f64(hid_t obj, const char* name, double v) {
   DT_CHECK(attr.ok() && H5Awrite(attr, H5T_NATIVE_DOUBLE, &v) >= 0, "writing attribute {}", name);
 }
 
-H5Id string_type(const std::string& v) {
-  H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type, std::max<size_t>(v.size(), 1));
-  H5Tset_strpad(type, H5T_STR_NULLPAD);  // the full text, no terminator: h5py reads it as bytes/str
-  H5Tset_cset(type, H5T_CSET_UTF8);
-  return type;
-}
-
 // A scalar string dataset, for text too long for an attribute.
 void write_dataset_str(hid_t obj, const char* name, const std::string& v) {
   H5Id type = string_type(v);
@@ -77,14 +70,6 @@ bool read_dataset_str(hid_t obj, const char* name, std::string& v) {
   buf.resize(std::min(buf.size(), buf.find('\0')));
   v = std::move(buf);
   return true;
-}
-
-void write_attr_str(hid_t obj, const char* name, const std::string& v) {
-  H5Id type = string_type(v);
-  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
-  H5Id attr(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  std::string padded = v.empty() ? std::string(1, '\0') : v;
-  DT_CHECK(attr.ok() && H5Awrite(attr, type, padded.data()) >= 0, "writing attribute {}", name);
 }
 
 // H5Aread writes every element of the attribute: one holding more than the one value
@@ -124,11 +109,6 @@ bool read_attr_str(hid_t obj, const char* name, std::string& v) {
   return true;
 }
 
-hid_t ensure_group(hid_t parent, const std::string& name) {
-  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) > 0) return H5Gopen2(parent, name.c_str(), H5P_DEFAULT);
-  return H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-}
-
 uint32_t checksum(const std::vector<float>& host) {
   return crc32c(std::string_view(reinterpret_cast<const char*>(host.data()), host.size() * sizeof(float)));
 }
@@ -136,11 +116,7 @@ uint32_t checksum(const std::vector<float>& host) {
 // Writes a float32 dataset at group/name with the given shape, and the CRC32C of its
 // bytes as attribute "crc32c", so that bit rot is found when it is read.
 void write_array(hid_t group, const std::string& name, const Shape& shape, const std::vector<float>& host) {
-  std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
-  H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  H5Id ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-  DT_CHECK(ds.ok() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
-           "writing dataset {}", name);
+  H5Id ds = write_f32_dataset(group, name, shape, host);
   write_attr_i64(ds, kChecksumAttr, checksum(host));
 }
 

@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "core/base/rng.hpp"
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 #include "core/layers/sequence_shard.hpp"
 
@@ -32,6 +33,7 @@ class Attention final : public Layer {
   }
 
   std::string type() const override { return "attention"; }
+  Json settings() const override { return {{"heads", heads_}, {"dropout", rate_}}; }
   bool can_split(TensorSplit split) const override { return split == TensorSplit::none || split == TensorSplit::heads; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
   int residual_projections() const override { return 1; }

@@ -5,6 +5,7 @@
 // Statistics are per channel, so on a slice of the channels (TensorSplit::sliced, between
 // a column- and a row-parallel conv) it needs nothing from the other ranks: each holds the
 // slice of every variable, as checkpoints see it whole.
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -21,6 +22,9 @@ class BatchNorm final : public Layer {
   }
 
   std::string type() const override { return "batch_norm"; }
+  Json settings() const override {
+    return {{"momentum", momentum_}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
+  }
   bool per_channel() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {

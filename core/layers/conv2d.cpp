@@ -2,6 +2,7 @@
 // column-parallel over its filters or row-parallel over its input channels on a mesh's
 // tensor axis (layer.hpp, TensorSplit), as dense is over units and inputs.
 #include "core/layers/padding.hpp"
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -26,6 +27,10 @@ class Conv2D final : public Layer {
   }
 
   std::string type() const override { return "conv2d"; }
+  Json settings() const override {
+    return {{"filters", filters_}, {"kernel_size", kernel_}, {"strides", strides_}, {"padding", same_ ? "same" : "valid"},
+            {"use_bias", use_bias_}, {"activation", relu_ ? "relu" : "linear"}};
+  }
   bool can_split(TensorSplit split) const override {  // mixes all channels
     return split == TensorSplit::none || split == TensorSplit::column || split == TensorSplit::row;
   }

@@ -6,6 +6,7 @@
 // shards (core/layers/sequence_shard.hpp).
 #include <cmath>
 
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 #include "core/layers/sequence_shard.hpp"
 
@@ -28,6 +29,9 @@ class Dense final : public Layer {
   }
 
   std::string type() const override { return "dense"; }
+  Json settings() const override {
+    return {{"units", units_}, {"use_bias", use_bias_}, {"activation", relu_ ? "relu" : "linear"}, {"tied_to", tied_to_}};
+  }
   bool can_split(TensorSplit split) const override {  // mixes all features
     return split == TensorSplit::none || ((split == TensorSplit::column || split == TensorSplit::row) && tied_to_.empty());
   }

@@ -1,4 +1,5 @@
 #include "core/base/rng.hpp"
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -11,6 +12,7 @@ class Dropout final : public Layer {
     if (rate_ < 0.0f || rate_ >= 1.0f) c.fail("rate", "must be in [0, 1)");
   }
   std::string type() const override { return "dropout"; }
+  Json settings() const override { return {{"rate", rate_}}; }
   bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {

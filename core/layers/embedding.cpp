@@ -1,6 +1,7 @@
 // embedding: token ids (T,) int32 -> their vectors (T, output_dim), from a table
 // (input_dim, output_dim) initialised N(0, 0.02) as GPT-2. An output head can be tied to
 // the table (dense's tied_to), which then gets the gradient of both uses.
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -13,6 +14,7 @@ class Embedding final : public Layer {
   }
 
   std::string type() const override { return "embedding"; }
+  Json settings() const override { return {{"input_dim", vocabulary_}, {"output_dim", width_}}; }
   DType input_dtype() const override { return DType::i32; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {

@@ -10,6 +10,7 @@
 //                    input needs no gradient); then the layer skips that work.
 #pragma once
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +88,11 @@ class Layer {
   virtual Shape setup(const Shape& in, ParamArena& arena) = 0;
   virtual void forward(Ctx& ctx, const Tensor& in, Tensor out) = 0;
   virtual void backward(Ctx& ctx, const Tensor& in, const Tensor& out, Tensor dout, Tensor din) = 0;
+
+  // Its configuration in its recipe table's keys, defaults filled in ({"filters": 32,
+  // "kernel_size": [3, 3], ...}; empty for a layer with none): what the exporters
+  // (core/io/export_*.hpp) translate into other frameworks' layers.
+  virtual nlohmann::ordered_json settings() const;
 
   // The element type of its input: float32, or int32 token ids (embedding).
   virtual DType input_dtype() const { return DType::f32; }

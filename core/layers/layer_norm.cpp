@@ -1,5 +1,6 @@
 // layer_norm: Keras LayerNormalization over the last axis: gamma (C) starts at 1, beta (C)
 // at 0; each row's mean and 1/std are kept from forward for the backward.
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -10,6 +11,7 @@ class LayerNorm final : public Layer {
     if (!(epsilon_ > 0.0f)) c.fail("epsilon", "must be positive");
   }
   std::string type() const override { return "layer_norm"; }
+  Json settings() const override { return {{"epsilon", epsilon_}}; }
   bool per_position() const override { return true; }
 
   Shape setup(const Shape& in, ParamArena& arena) override {

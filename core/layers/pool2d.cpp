@@ -2,6 +2,7 @@
 // pool_size; padded cells never count (TensorFlow semantics). Per channel: runs on a
 // tensor-parallel slice of the channels as on all of them.
 #include "core/layers/padding.hpp"
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -20,6 +21,7 @@ class Pool2D : public Layer {
   }
 
   bool per_channel() const override { return true; }
+  Json settings() const override { return {{"pool_size", pool_}, {"strides", strides_}, {"padding", same_ ? "same" : "valid"}}; }
 
   Shape setup(const Shape& in, ParamArena&) override {
     if (in.rank() != 3) fail(fmt::format("expects (height, width, channels) input, got {}", in.str()));

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/base/json.hpp"
+
 namespace distrain {
 
 namespace {
@@ -27,6 +29,8 @@ void check_layer_name(ConfigTable& config, const std::string& name) {
 }
 
 }  // namespace
+
+Json Layer::settings() const { return Json::object(); }
 
 void Layer::fail(const std::string& message) const { throw UserError(fmt::format("layer '{}': {}", name_, message)); }
 

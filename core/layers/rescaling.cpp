@@ -1,3 +1,4 @@
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 
 namespace distrain {
@@ -8,6 +9,7 @@ class Rescaling final : public Layer {
   explicit Rescaling(ConfigTable& c)
       : scale_(static_cast<float>(c.get_float("scale"))), offset_(static_cast<float>(c.get_float("offset", 0.0))) {}
   std::string type() const override { return "rescaling"; }
+  Json settings() const override { return {{"scale", scale_}, {"offset", offset_}}; }
   bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.scale_shift(in, out, scale_, offset_); }

@@ -1,7 +1,15 @@
-// What a training run shows in TensorBoard (train.tensorboard): each epoch's metrics,
-// tagged as in metrics.jsonl (loss, accuracy, val_loss, val_accuracy, learning_rate,
-// images_per_sec) at the global step where the epoch ended, and `batch_loss`, the loss of
-// every train.tensorboard_every_steps-th step. Written by rank 0 only, as metrics.jsonl.
+// What a training run shows in TensorBoard (train.tensorboard), in the layout Keras's
+// TensorBoard callback writes, so that distrain and Keras runs overlay:
+//   <run>/train/       batch_loss, batch_accuracy, batch_learning_rate (and
+//                      batch_grad_norm with optimizer.clip_norm) at the global step, every
+//                      train.tensorboard_every_steps-th step: that step's values (Keras
+//                      shows the epoch's running mean); epoch_loss, epoch_accuracy,
+//                      epoch_learning_rate, epoch_images_per_sec (and epoch_grad_norm) at
+//                      the epoch's index, 0 first
+//   <run>/validation/  epoch_loss, epoch_accuracy at the epoch's index, and
+//                      evaluation_loss_vs_iterations, evaluation_accuracy_vs_iterations at
+//                      the global step
+// The epoch values are metrics.jsonl's. Written by rank 0 only, as metrics.jsonl.
 #pragma once
 #include <chrono>
 #include <optional>
@@ -16,23 +24,29 @@ namespace distrain {
 class TensorBoardLog {
  public:
   // Drops the run folder's events that the resumed checkpoint does not cover, as
-  // metrics.jsonl is trimmed: those after its step, which this run redoes, and, when it was
-  // saved inside an epoch, that partial epoch's metrics. Then opens a new event file.
-  // resumed: the checkpoint's state (step 0: nothing to keep). every_steps = 0: epoch metrics only.
-  // flush_seconds: the step losses reach the file at least this often, so that TensorBoard
-  // shows a running epoch live (0: each one at once).
+  // metrics.jsonl is trimmed: steps after its step, which this run redoes, and the epoch it
+  // was saved in (a train.steps cap's partial epoch is reported again whole). Then opens
+  // new event files. resumed: the checkpoint's state (step 0: nothing to keep).
+  // every_steps = 0: epoch metrics only. flush_seconds: the step values reach the file at
+  // least this often, so that TensorBoard shows a running epoch live (0: each one at once).
   TensorBoardLog(const std::string& run_dir, const TrainState& resumed, int64_t every_steps, double flush_seconds = 10);
-  // After optimizer step `step` (counted from 1), with that step's metrics and, with
-  // optimizer.clip_norm, its gradients' global norm (`grad_norm`).
-  void step(int64_t step, const LossStats& stats, std::optional<double> grad_norm = std::nullopt);
-  // At the end of an epoch (or of the run, inside one); flushes the file.
+  // After optimizer step `step` (counted from 1), with that step's metrics, learning rate
+  // and, with optimizer.clip_norm, its gradients' global norm.
+  void step(int64_t step, const LossStats& stats, double learning_rate, std::optional<double> grad_norm = std::nullopt);
+  // At the end of an epoch (or of the run, inside one); flushes the files.
   void epoch(const EpochReport& report);
 
  private:
-  EventFileWriter file_;
+  std::string validation_dir_;
+  EventFileWriter train_;
+  std::optional<EventFileWriter> validation_;  // made by the first validation
   int64_t every_steps_;
   std::chrono::duration<double> flush_every_;
   std::chrono::steady_clock::time_point flushed_ = std::chrono::steady_clock::now();
 };
+
+// Deletes every event file distrain wrote in the run folder (train.fresh), in this layout
+// or the earlier one (the folder itself).
+void remove_tensorboard_events(const std::string& run_dir);
 
 }  // namespace distrain

@@ -27,8 +27,9 @@ ProgressOptions with_rate_unit(ProgressOptions options, const Dataset& data) {
 }  // namespace
 
 TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
-                   const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed)
-    : recipe_(recipe), options_(options), strategy_(strategy), test_(test),
+                   const std::string& run_dir, const LoopPlan& plan, const LrSchedule& schedule, const TrainState& start,
+                   const std::string& resumed)
+    : recipe_(recipe), schedule_(schedule), options_(options), strategy_(strategy), test_(test),
       test_on_devices_(recipe.train.validate && place_data_on_devices(recipe, strategy, test, DataUse::evaluation)),
       run_dir_(run_dir), plan_(plan), writer_(strategy.rank() == 0),
       progress_(writer_ ? options.out : nullptr, with_rate_unit(options.progress, test), plan.epochs, plan.batches_per_epoch,
@@ -54,7 +55,7 @@ void TrainRun::step_read(const StepResult& result, bool skipped) {
     return;
   }
   trained_examples_ += result.stats.count;
-  if (tensorboard_) tensorboard_->step(result.step, result.stats, result.grad_norm);
+  if (tensorboard_) tensorboard_->step(result.step, result.stats, schedule_.at(result.step - 1), result.grad_norm);
 }
 
 bool TrainRun::after_step(const TrainState& state, const StepDone& step) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/optim/lr_schedule.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/step_loop.hpp"
 #include "core/train/tensorboard_log.hpp"
@@ -18,7 +19,8 @@ class TrainRun final : public StepObserver {
  public:
   // `start`: the state the loop starts from; `resumed`: the checkpoint it was read from, or "".
   TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& strategy, const Dataset& test,
-           const std::string& run_dir, const LoopPlan& plan, const TrainState& start, const std::string& resumed);
+           const std::string& run_dir, const LoopPlan& plan, const LrSchedule& schedule, const TrainState& start,
+           const std::string& resumed);
 
   void begin_epoch(const TrainState& state) override;
   bool needs_figures(const TrainState& state) const override;
@@ -37,6 +39,7 @@ class TrainRun final : public StepObserver {
   void save(const TrainState& state);
 
   const Recipe& recipe_;
+  const LrSchedule& schedule_;  // the learning rate of each step, for TensorBoard
   const TrainOptions& options_;
   Strategy& strategy_;
   const Dataset& test_;

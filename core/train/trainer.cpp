@@ -13,6 +13,7 @@
 #include "core/train/preflight.hpp"
 #include "core/train/run_lock.hpp"
 #include "core/train/step_loop.hpp"
+#include "core/train/tensorboard_log.hpp"
 #include "core/train/train_run.hpp"
 
 namespace distrain {
@@ -35,7 +36,7 @@ std::unique_ptr<RunLock> open_run_folder(const std::string& run_dir, bool writer
     for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
     fs::remove(fs::path(run_dir) / "metrics.jsonl");
     fs::remove(fs::path(run_dir) / "summary.json");
-    for (const auto& f : list_event_files(run_dir)) fs::remove(f);
+    remove_tensorboard_events(run_dir);
   }
   return lock;
 }
@@ -159,7 +160,7 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
                             plan.total_steps);
   LoaderBatches batches(loader);
-  TrainRun run(recipe, options, strategy, data.test, run_dir, plan, state, resumed);
+  TrainRun run(recipe, options, strategy, data.test, run_dir, plan, schedule, state, resumed);
   return run.finish(StepLoop(strategy, batches, plan, schedule, run).run(state));
 }
 

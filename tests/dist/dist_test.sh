@@ -387,7 +387,7 @@ mesh)
   # The shipped recipe: each rank holds half of the split kernels plus the whole logits layer,
   # in bytes (784x512 + 512 + 512x1024 + 1024 + 1024x10 + 16) x 4; and it trains a few steps.
   "$distrain" check "$src/recipes/fashion_mnist_mlp_tensor_parallel.toml" >"$work/check.log" 2>&1
-  [ "$(grep -c 'bytes of parameters 3749952,' "$work/check.log")" = 2 ] && ok "mlp recipe: 3749952 bytes of parameters per rank (one_device: 7454784)" ||
+  [ "$(grep -c 'parameters 3.58 MiB,' "$work/check.log")" = 2 ] && ok "mlp recipe: 3749952 bytes (3.58 MiB) of parameters per rank (one_device: 7.11 MiB)" ||
     bad "mlp check: $(head -n 4 "$work/check.log")"
   "${mpirun[@]}" -np 2 "$distrain" train "$src/recipes/fashion_mnist_mlp_tensor_parallel.toml" --set train.steps=30 --set train.validate=false \
     --run-dir "$work/mlp" >"$work/mlp.log" 2>&1 && [ -f "$work/mlp/ckpt-000030.h5" ] &&
@@ -456,11 +456,11 @@ mesh)
   # with conv2d_1's filters, its moving statistics too.
   "$distrain" check "$src/recipes/fashion_mnist_cnn.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/cnncheck.log" 2>&1
   "$distrain" check "$src/recipes/fashion_mnist_convnet.toml" "${msh[@]}" --set strategy.tensor=2 >"$work/convnetcheck.log" 2>&1
-  [ "$(grep -c 'bytes of parameters 244032,' "$work/cnncheck.log")" = 2 ] &&
+  [ "$(grep -c 'parameters 0.23 MiB,' "$work/cnncheck.log")" = 2 ] &&
     grep -q 'conv2d_2/kernel \[:, :, 16:32, :\] of (3, 3, 32, 64)' "$work/cnncheck.log" &&
     grep -q 'conv2d_1/kernel \[:, :, :, 6:12\] of (3, 3, 1, 12)' "$work/convnetcheck.log" &&
     grep -q 'batch_norm_1/moving_variance \[6:12\] of (12,)' "$work/convnetcheck.log" &&
-    ok "check: cnn 244032 bytes of parameters per rank, convnet's conv and batch-norm slices" ||
+    ok "check: cnn 244032 bytes (0.23 MiB) of parameters per rank, convnet's conv and batch-norm slices" ||
     bad "conv check: $(head -n 4 "$work/cnncheck.log" "$work/convnetcheck.log")"
   # A launch that does not fit the mesh is refused before MPI starts, naming both sizes.
   "${mpirun[@]}" -np 3 "$distrain" train "$recipe" "${msh[@]}" --set strategy.tensor=2 --run-dir "$work/e" >"$work/e.log" 2>&1
@@ -550,8 +550,8 @@ pipeline)
   # 1536 + 16 + 160 + 16).
   "$distrain" check "$recipe" "${msh[@]}" --set strategy.pipeline=2 --set strategy.stage_boundaries='["max_pool2d_1"]' >"$work/check.log" 2>&1
   grep -q 'stage 0   rescaling_1 .. conv2d_1 (2 layer(s))' "$work/check.log" &&
-    grep -q 'pipeline 0: bytes of parameters 320,' "$work/check.log" && grep -q 'pipeline 1: bytes of parameters 6912,' "$work/check.log" &&
-    ok "check: stage 0 holds 320 bytes of parameters, stage 1 6912" || bad "pipeline check: $(head -n 8 "$work/check.log")"
+    grep -q 'pipeline 0: parameters 0.000305 MiB,' "$work/check.log" && grep -q 'pipeline 1: parameters 0.00659 MiB,' "$work/check.log" &&
+    ok "check: stage 0 holds 320 bytes (0.000305 MiB) of parameters, stage 1 6912 (0.00659 MiB)" || bad "pipeline check: $(head -n 8 "$work/check.log")"
   # The shipped recipe trains; bench reports each stage's idle share beside the theory.
   "${mpirun[@]}" -np 2 "$distrain" train "$src/recipes/fashion_mnist_mlp_pipeline.toml" --set train.steps=30 --set train.validate=false \
     --run-dir "$work/mlp" >"$work/mlp.log" 2>&1 && [ -f "$work/mlp/ckpt-000030.h5" ] &&

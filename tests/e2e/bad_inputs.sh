@@ -238,8 +238,8 @@ before=$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum
 run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --progress none
 classify "rerun of a finished train.steps run" 0 "" '[ "$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum)" = "$before" ]'
 # An event file whose name's time overflows int64 ("internal error: stoll" once).
-mkdir -p "$work/r_events"
-: >"$work/r_events/events.out.tfevents.99999999999999999999.host.1.distrain"
+mkdir -p "$work/r_events/train"
+: >"$work/r_events/train/events.out.tfevents.99999999999999999999.host.1.distrain"
 run "$distrain" train "$tiny" --run-dir "$work/r_events" --progress none
 classify "event file time beyond int64" 2 "beyond the year 5000"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # TensorBoard's own reader on distrain's event files: tensorboard_test.sh DISTRAIN SOURCE_DIR
 # A run stopped by train.steps inside an epoch, resumed, killed with SIGKILL, and resumed
-# again must read back, through tensorboard's EventAccumulator, with every tag's steps
-# strictly increasing and every epoch value equal to metrics.jsonl's (float32 rounding).
+# again must read back, through tensorboard's EventAccumulator, in Keras's layout (train/
+# and validation/ runs holding a Keras run's tags), with every tag's steps strictly
+# increasing and every epoch value equal to metrics.jsonl's (float32 rounding).
 # TensorBoard comes from PyPI into a virtual environment cached under /tmp (reference
 # only: distrain never needs Python). Without PyPI the test prints "[skipped] why" and
 # exits 77, which ctest reports as skipped.
@@ -93,38 +94,53 @@ ls run
 import json, math, sys
 from tensorboard.backend.event_processing import event_accumulator
 
-run = sys.argv[1]
-acc = event_accumulator.EventAccumulator(run, size_guidance={event_accumulator.SCALARS: 0})
-acc.Reload()
-epoch_tags = ["loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "images_per_sec"]
-tags = sorted(acc.Tags()["scalars"])
-print("tags:", tags)
+root = sys.argv[1]
+# The scalar tags of a Keras 3.15.1 model.fit with TensorBoard(update_freq=N) and
+# validation_data, per run: distrain writes these and a few of its own.
+keras = {"train": {"batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy", "epoch_learning_rate"},
+         "validation": {"epoch_loss", "epoch_accuracy", "evaluation_loss_vs_iterations", "evaluation_accuracy_vs_iterations"}}
+extra = {"train": {"batch_learning_rate", "epoch_images_per_sec"}, "validation": set()}
+metrics = [json.loads(line) for line in open(f"{root}/metrics.jsonl")]
+# TensorBoard value <- metrics.jsonl key, at the epoch's index (0 first) or its last step.
+by_epoch = {"train": {"epoch_loss": "loss", "epoch_accuracy": "accuracy", "epoch_learning_rate": "learning_rate",
+                      "epoch_images_per_sec": "images_per_sec"},
+            "validation": {"epoch_loss": "val_loss", "epoch_accuracy": "val_accuracy"}}
+by_step = {"evaluation_loss_vs_iterations": "val_loss", "evaluation_accuracy_vs_iterations": "val_accuracy"}
 failures = []
-scalars = {t: acc.Scalars(t) for t in tags}
-for t in tags:
-    for e in scalars[t]:
-        print(f"{t:15s} step {e.step:4d} value {e.value:.7g}")
-if sorted(epoch_tags + ["batch_loss"]) != tags:
-    failures.append(f"tags {tags}")
-for t in tags:
-    steps = [e.step for e in scalars[t]]
-    if any(b <= a for a, b in zip(steps, steps[1:])):
-        failures.append(f"{t}: steps not strictly increasing: {steps}")
-metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
-for t in epoch_tags:
-    tb = {e.step: e.value for e in scalars.get(t, [])}
-    js = {m["step"]: m[t] for m in metrics}
-    if sorted(tb) != sorted(js):
-        failures.append(f"{t}: steps {sorted(tb)} in TensorBoard, {sorted(js)} in metrics.jsonl")
-    for step, v in js.items():  # TensorBoard's scalars are float32, metrics.jsonl's float64
-        if step in tb and not math.isclose(tb[step], v, rel_tol=6e-8, abs_tol=1e-7):
-            failures.append(f"{t} at step {step}: {tb[step]} in TensorBoard, {v} in metrics.jsonl")
-if [e.step for e in scalars.get("batch_loss", [])] != list(range(10, 513, 10)):
-    failures.append("batch_loss steps are not 10, 20, ..., 510")
+def same(a, b):  # TensorBoard's scalars are float32, metrics.jsonl's float64
+    return math.isclose(a, b, rel_tol=6e-8, abs_tol=1e-7)
+for run in ("train", "validation"):
+    acc = event_accumulator.EventAccumulator(f"{root}/{run}", size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    print(run, "tags:", sorted(tags))
+    if not keras[run] <= tags:
+        failures.append(f"{run}: Keras's tags {sorted(keras[run] - tags)} missing")
+    if tags != keras[run] | extra[run]:
+        failures.append(f"{run}: tags {sorted(tags)}")
+    scalars = {t: acc.Scalars(t) for t in tags}
+    for t in sorted(tags):
+        steps = [e.step for e in scalars[t]]
+        print(f"  {t:34s} steps {steps[:4]}...{steps[-1]} ({len(steps)})")
+        if any(b <= a for a, b in zip(steps, steps[1:])):
+            failures.append(f"{run}/{t}: steps not strictly increasing: {steps}")
+    for t, key in by_epoch[run].items():
+        tb = {e.step: e.value for e in scalars.get(t, [])}
+        js = {i: m[key] for i, m in enumerate(metrics)}
+        if sorted(tb) != sorted(js) or any(not same(tb[i], v) for i, v in js.items()):
+            failures.append(f"{run}/{t}: {tb} in TensorBoard, {js} in metrics.jsonl")
+    for t, key in (by_step.items() if run == "validation" else []):
+        tb = {e.step: e.value for e in scalars.get(t, [])}
+        js = {m["step"]: m[key] for m in metrics}
+        if sorted(tb) != sorted(js) or any(not same(tb[s], v) for s, v in js.items()):
+            failures.append(f"{run}/{t}: {tb} in TensorBoard, {js} in metrics.jsonl")
+    for t in (("batch_loss", "batch_accuracy", "batch_learning_rate") if run == "train" else ()):
+        if [e.step for e in scalars.get(t, [])] != list(range(10, 513, 10)):
+            failures.append(f"train/{t} steps are not 10, 20, ..., 510")
 if len(metrics) != 4:
     failures.append(f"metrics.jsonl has {len(metrics)} lines, expected 4")
 for f in failures:
     print("FAIL:", f)
-print("ok: TensorBoard reads distrain's events; steps increase, values match metrics.jsonl" if not failures else "")
+print("ok: TensorBoard reads distrain's events in Keras's layout; steps increase, values match metrics.jsonl" if not failures else "")
 sys.exit(1 if failures else 0)
 PY

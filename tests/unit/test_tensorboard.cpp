@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 
 #include "core/io/tensorboard.hpp"
 #include "core/io/tfrecord.hpp"
@@ -21,13 +22,15 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
-// Every scalar of the folder's event files in file order: tag -> [(step, value)].
-std::map<std::string, std::vector<std::pair<int64_t, float>>> read_scalars(const std::string& dir) {
+// Every scalar of a run folder's event files in file order, as "<train|validation>/<tag>"
+// -> [(step, value)].
+std::map<std::string, std::vector<std::pair<int64_t, float>>> read_scalars(const fs::path& run) {
   std::map<std::string, std::vector<std::pair<int64_t, float>>> out;
-  for (const auto& f : list_event_files(dir))
+  for (const char* sub : {"train", "validation"})
+    for (const auto& f : list_event_files((run / sub).string()))
     for (const auto& r : read_tfrecords(f).records) {
       const Event e = decode_event(r, f);
-      for (const auto& [tag, value] : e.scalars) out[tag].emplace_back(e.step, value);
+      for (const auto& [tag, value] : e.scalars) out[fmt::format("{}/{}", sub, tag)].emplace_back(e.step, value);
     }
   return out;
 }
@@ -94,10 +97,10 @@ TEST_CASE("tensorboard: step losses reach the file within tensorboard_flush_seco
     fs::remove_all(dir);
     fs::create_directories(dir);
     TensorBoardLog log(dir.string(), TrainState{}, 1, flush_seconds);
-    log.step(1, LossStats{2.0, 1, 4});
-    log.step(2, LossStats{1.0, 1, 4});
+    log.step(1, LossStats{2.0, 1, 4}, 0.1);
+    log.step(2, LossStats{1.0, 1, 4}, 0.1);
     int found = 0;
-    for (const std::string& record : read_tfrecords(list_event_files(dir.string()).at(0)).records)
+    for (const std::string& record : read_tfrecords(list_event_files((dir / "train").string()).at(0)).records)
       for (const auto& [tag, value] : decode_event(record, "event").scalars) found += tag == "batch_loss";
     return found;
   };
@@ -154,27 +157,35 @@ TEST_CASE("tensorboard: a capped, crashed and resumed run shows every step once,
   CHECK(list_checkpoints(b.string()).back() == (b / "ckpt-000008.h5").string());
   train(recipe, quiet(b));  // resumes at 8: steps 9..14 and epoch 1 again
 
-  const auto full = read_scalars(a.string()), resumed = read_scalars(b.string());
-  CHECK(list_event_files(b.string()).size() == 3);
-  REQUIRE(full.size() == 7);
+  const auto full = read_scalars(a), resumed = read_scalars(b);
+  CHECK(list_event_files((b / "train").string()).size() == 3);
+  std::vector<int64_t> every_step(30);
+  std::iota(every_step.begin(), every_step.end(), 1);
+  const std::map<std::string, std::vector<int64_t>> steps_of{  // Keras's tags and steps
+      {"train/batch_loss", every_step},           {"train/batch_accuracy", every_step},
+      {"train/batch_learning_rate", every_step},  {"train/epoch_loss", {0, 1, 2}},
+      {"train/epoch_accuracy", {0, 1, 2}},        {"train/epoch_learning_rate", {0, 1, 2}},
+      {"train/epoch_images_per_sec", {0, 1, 2}},  {"validation/epoch_loss", {0, 1, 2}},
+      {"validation/epoch_accuracy", {0, 1, 2}},   {"validation/evaluation_loss_vs_iterations", {10, 20, 30}},
+      {"validation/evaluation_accuracy_vs_iterations", {10, 20, 30}}};
+  REQUIRE(full.size() == steps_of.size());
   for (const auto& [tag, points] : full) {
     INFO(tag);
     std::vector<int64_t> steps, resumed_steps;
     for (const auto& [step, value] : points) steps.push_back(step);
     for (const auto& [step, value] : resumed.at(tag)) resumed_steps.push_back(step);
     CHECK(resumed_steps == steps);
-    CHECK(steps == (tag == "batch_loss" ? std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-                                                                19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}
-                                        : std::vector<int64_t>{10, 20, 30}));
-    if (tag != "images_per_sec") CHECK(resumed.at(tag) == points);  // exact resume: the same values
+    CHECK(steps == steps_of.at(tag));
+    if (tag != "train/epoch_images_per_sec") CHECK(resumed.at(tag) == points);  // exact resume: the same values
   }
+  CHECK(full.at("train/batch_learning_rate").back().second == full.at("train/epoch_learning_rate").back().second);
 
   TrainOptions fresh = quiet(b);
   fresh.fresh = true;
   Recipe quiet_tb = recipe;
   quiet_tb.train.tensorboard = false;
   train(quiet_tb, fresh);
-  CHECK(list_event_files(b.string()).empty());
+  CHECK(read_scalars(b).empty());
 }
 
 }  // namespace distrain::test

@@ -1,6 +1,7 @@
 #include "core/backend/cuda/cuda_backend.hpp"
 
 #include "core/backend/cuda/cuda_check.hpp"
+#include "core/backend/cuda/cuda_unavailable.hpp"
 #include "core/backend/cuda/kernels.hpp"
 
 namespace distrain {
@@ -218,7 +219,7 @@ std::unique_ptr<Backend> make_cuda_backend(int index) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   DT_USER_CHECK(e == cudaSuccess && count > 0, "cuda:{}: no usable GPU here ({}); `distrain info` lists the devices",
-                index, e == cudaSuccess ? "none visible" : cudaGetErrorString(e));
+                index, e == cudaSuccess ? "none visible" : cuda_unavailable_reason(e));
   DT_USER_CHECK(index < count, "cuda:{}: this machine has {} GPU(s), cuda:0 to cuda:{}", index, count, count - 1);
   return std::make_unique<CudaBackend>(index);
 }

@@ -1,14 +1,30 @@
 // Queries the CUDA runtime, cuDNN, cuBLAS and NCCL for `distrain info`. Works on a
 // machine without a GPU or driver: the problem is reported instead of thrown.
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include "core/backend/cuda/cuda_unavailable.hpp"
 #include "core/backend/gpu_info.hpp"
 
 namespace distrain {
+
+std::string cuda_unavailable_reason(int cuda_error) {
+  const auto e = static_cast<cudaError_t>(cuda_error);
+  if (e != cudaErrorInsufficientDriver && e != cudaErrorNoDevice) return cudaGetErrorString(e);
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) return "no NVIDIA driver found (libcuda.so.1 is not installed)";
+  dlclose(driver);
+  if (e == cudaErrorNoDevice) return "the NVIDIA driver sees no GPU";
+  int driver_version = 0, runtime = 0;
+  cudaDriverGetVersion(&driver_version);
+  cudaRuntimeGetVersion(&runtime);
+  return fmt::format("the NVIDIA driver supports CUDA {}.{}, older than this build's CUDA {}.{}: update the driver",
+                     driver_version / 1000, driver_version % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+}
 
 GpuInfo query_gpu_info() {
   GpuInfo info;
@@ -21,17 +37,15 @@ GpuInfo query_gpu_info() {
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess)
     info.nccl = fmt::format("{}.{}.{}", nccl / 10000, nccl % 10000 / 100, nccl % 100);
+  int major = 0, minor = 0, patch = 0;  // the library's version, which needs no GPU
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    info.cublas = fmt::format("{}.{}.{}", major, minor, patch);
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    info.problem = cudaGetErrorString(e);
+    info.problem = cuda_unavailable_reason(e);
     return info;
-  }
-  int cublas = 0;
-  cublasHandle_t handle = nullptr;
-  if (count > 0 && cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS) {
-    cublasGetVersion(handle, &cublas);
-    cublasDestroy(handle);
-    info.cublas = fmt::format("{}.{}.{}", cublas / 10000, cublas % 10000 / 100, cublas % 100);
   }
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};

@@ -1,0 +1,59 @@
+// distrain export --ckpt CKPT|RUN_DIR --out FILE [--format keras|onnx] [--set KEY=VALUE]...:
+// a checkpoint's model for other frameworks. FILE.keras (keras.models.load_model) or
+// FILE.weights.h5 (model.load_weights into the same architecture) for Keras 3, FILE.onnx
+// for ONNX runtimes; the format follows from the name unless --format says it.
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "cli/inference.hpp"
+#include "core/io/export_keras.hpp"
+#include "core/io/export_onnx.hpp"
+#include "core/io/exported_model.hpp"
+#include "core/model/model.hpp"
+
+namespace distrain::cli {
+
+namespace {
+
+struct ExportArgs {
+  std::string ckpt, out, format;
+  std::vector<std::string> overrides;
+};
+
+std::string format_of(const ExportArgs& a) {
+  if (!a.format.empty()) return a.format;
+  if (a.out.ends_with(".keras") || a.out.ends_with(".weights.h5")) return "keras";
+  if (a.out.ends_with(".onnx")) return "onnx";
+  throw UserError(fmt::format("--out {}: name it FILE.keras, FILE.weights.h5 or FILE.onnx, or give --format keras|onnx", a.out));
+}
+
+void export_model(const ExportArgs& a) {
+  const std::string format = format_of(a);
+  DT_USER_CHECK(format != "onnx" || a.out.ends_with(".onnx"), "--out {}: an ONNX export is FILE.onnx", a.out);
+  const LoadedCheckpoint loaded = load_for_inference("export", a.ckpt, a.overrides, "cpu:0");
+  auto strategy = strategy_with_weights(loaded);
+  const ExportedModel model = export_view(strategy->model(), loaded.recipe.name);
+  if (format == "keras") write_keras(model, a.out);
+  else write_onnx(model, a.out);
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(a.out, ec);
+  fmt::print("wrote {} ({}, {} layers, {:.1f} MB) from {}\n", a.out, format, model.layers.size(), static_cast<double>(bytes) / 1e6,
+             loaded.header.path);
+  if (format == "onnx") fmt::print("  input \"input\" {}, output \"logits\"\n", strategy->model().input_shape().batched(1).str());
+  else if (a.out.ends_with(".keras")) fmt::print("  keras.models.load_model(\"{}\")\n", a.out);
+  else fmt::print("  model.load_weights(\"{}\") on the same layers built in Keras\n", a.out);
+}
+
+}  // namespace
+
+void register_export(CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "A checkpoint's model for Keras 3 (.keras, .weights.h5) or ONNX (.onnx)");
+  auto a = std::make_shared<ExportArgs>();
+  cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
+  cmd->add_option("--out", a->out, "FILE.keras, FILE.weights.h5 or FILE.onnx")->required();
+  cmd->add_option("--format", a->format, "keras or onnx (default: from --out's name)")->check(CLI::IsMember({"keras", "onnx"}));
+  cmd->add_option("--set", a->overrides, "Override a key of the stored recipe (repeatable)");
+  cmd->callback([a] { export_model(*a); });
+}
+
+}  // namespace distrain::cli
