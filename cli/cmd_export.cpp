@@ -1,4 +1,4 @@
-// distrain export --ckpt CKPT|RUN_DIR --out FILE [--format keras|onnx] [--set KEY=VALUE]...:
+// distrain export --ckpt CKPT|RUN_DIR --out FILE [--format keras|onnx] [--external-data] [--set KEY=VALUE]...:
 // a checkpoint's model for other frameworks. FILE.keras (keras.models.load_model) or
 // FILE.weights.h5 (model.load_weights into the same architecture) for Keras 3, FILE.onnx
 // for ONNX runtimes; the format follows from the name unless --format says it.
@@ -17,6 +17,7 @@ namespace {
 
 struct ExportArgs {
   std::string ckpt, out, format;
+  bool external_data = false;
   std::vector<std::string> overrides;
 };
 
@@ -30,16 +31,19 @@ std::string format_of(const ExportArgs& a) {
 void export_model(const ExportArgs& a) {
   const std::string format = format_of(a);
   DT_USER_CHECK(format != "onnx" || a.out.ends_with(".onnx"), "--out {}: an ONNX export is FILE.onnx", a.out);
+  DT_USER_CHECK(!a.external_data || format == "onnx", "--external-data: only an ONNX export keeps its weights beside it");
   const LoadedCheckpoint loaded = load_for_inference("export", a.ckpt, a.overrides, "cpu:0");
   auto strategy = strategy_with_weights(loaded);
   const ExportedModel model = export_view(strategy->model(), loaded.recipe.name);
+  const bool beside = format == "onnx" && write_onnx(model, a.out, a.external_data);
   if (format == "keras") write_keras(model, a.out);
-  else write_onnx(model, a.out);
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(a.out, ec);
   fmt::print("wrote {} ({}, {} layers, {:.1f} MB) from {}\n", a.out, format, model.layers.size(), static_cast<double>(bytes) / 1e6,
              loaded.header.path);
-  if (format == "onnx") fmt::print("  input \"input\" {}, output \"logits\"\n", strategy->model().input_shape().batched(1).str());
+  if (format == "onnx")
+    fmt::print("  input \"input\" {}, output \"logits\"{}\n", strategy->model().input_shape().batched(1).str(),
+               beside ? fmt::format("; weights in {}.data beside it", a.out) : "");
   else if (a.out.ends_with(".keras")) fmt::print("  keras.models.load_model(\"{}\")\n", a.out);
   else fmt::print("  model.load_weights(\"{}\") on the same layers built in Keras\n", a.out);
 }
@@ -52,6 +56,8 @@ void register_export(CLI::App& app) {
   cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
   cmd->add_option("--out", a->out, "FILE.keras, FILE.weights.h5 or FILE.onnx")->required();
   cmd->add_option("--format", a->format, "keras or onnx (default: from --out's name)")->check(CLI::IsMember({"keras", "onnx"}));
+  cmd->add_flag("--external-data", a->external_data,
+                "ONNX: the weights in FILE.onnx.data beside the graph (always past protobuf's 2 GiB)");
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe (repeatable)");
   cmd->callback([a] { export_model(*a); });
 }

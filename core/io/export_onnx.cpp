@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -369,30 +370,67 @@ onnx::ModelProto onnx_model(const ExportedModel& model) {
   return proto;
 }
 
+// Writes `tmp` with `write` (the final name `path` in messages).
+void write_file(const std::string& tmp, const std::string& path, const std::function<bool(std::ofstream&)>& write) {
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  DT_USER_CHECK(out.good(), "{}: cannot create ({})", path, std::strerror(errno));
+  DT_USER_CHECK(write(out) && out.flush().good(), "{}: cannot write (disk full?)", path);
+}
+
+// ONNX's external data: every initializer of 1 KiB or more moves into the file `tmp`
+// (to be renamed `data_path`, beside the model), each at a 4 KiB-aligned offset so that a
+// runtime can map it, and the graph keeps where.
+void move_weights_out(onnx::ModelProto& proto, const std::string& tmp, const std::string& data_path) {
+  constexpr int64_t kAlign = 4096;
+  const std::string location = fs::path(data_path).filename().string();
+  write_file(tmp, data_path, [&](std::ofstream& out) {
+    int64_t offset = 0;
+    for (onnx::TensorProto& t : *proto.mutable_graph()->mutable_initializer()) {
+      const auto length = static_cast<int64_t>(t.raw_data().size());
+      if (length < 1024) continue;
+      const int64_t start = (offset + kAlign - 1) / kAlign * kAlign;
+      out << std::string(static_cast<size_t>(start - offset), '\0');
+      out.write(t.raw_data().data(), length);
+      offset = start + length;
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location},
+                                       {"offset", std::to_string(start)},
+                                       {"length", std::to_string(length)}}) {
+        onnx::StringStringEntryProto& e = *t.add_external_data();
+        e.set_key(key);
+        e.set_value(value);
+      }
+    }
+    return out.good();
+  });
+}
+
 }  // namespace
 
-void write_onnx(const ExportedModel& model, const std::string& path) {
-  const onnx::ModelProto proto = onnx_model(model);
+bool write_onnx(const ExportedModel& model, const std::string& path, bool external_data) {
+  onnx::ModelProto proto = onnx_model(model);
   try {
     onnx::checker::check_model(proto);
   } catch (const std::exception& e) {
     DT_CHECK(false, "the ONNX graph distrain made fails ONNX's checker: {}", e.what());
   }
-  const size_t bytes = proto.ByteSizeLong();
-  DT_USER_CHECK(bytes <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
-                "--out {}: the model is {:.1f} GiB, over ONNX's 2 GiB limit for one file (external data is not written yet)",
-                path, static_cast<double>(bytes) / (1 << 30));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    DT_USER_CHECK(out.good(), "{}: cannot create ({})", path, std::strerror(errno));
-    const bool written = proto.SerializeToOstream(&out) && out.flush().good();
-    if (!written) fs::remove(tmp);
-    DT_USER_CHECK(written, "{}: cannot write (disk full?)", path);
+  // Protobuf serialises at most 2 GiB: a larger model keeps its weights beside the graph.
+  const bool side_file = external_data || proto.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int32_t>::max());
+  const std::string data_path = path + ".data", tmp = path + ".tmp", data_tmp = data_path + ".tmp";
+  try {
+    if (side_file) move_weights_out(proto, data_tmp, data_path);
+    write_file(tmp, path, [&](std::ofstream& out) { return proto.SerializeToOstream(&out); });
+  } catch (...) {
+    fs::remove(tmp);
+    fs::remove(data_tmp);
+    throw;
   }
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  if (side_file) fs::rename(data_tmp, data_path, ec);
+  if (!ec) fs::rename(tmp, path, ec);
   DT_USER_CHECK(!ec, "{}: cannot write ({})", path, ec.message());
+  return side_file;
 }
 
 }  // namespace distrain

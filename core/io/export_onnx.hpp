@@ -15,8 +15,10 @@
 
 namespace distrain {
 
-// Writes `path` atomically; UserError for a model over ONNX's 2 GiB single-file limit or a
-// file that cannot be written.
-void write_onnx(const ExportedModel& model, const std::string& path);
+// Writes `path` atomically; UserError for a file that cannot be written. With
+// `external_data`, or for a model past protobuf's 2 GiB, the weights go to `path`.data
+// beside it (ONNX's external data, which onnxruntime and onnx.load read from there): then
+// it returns true.
+bool write_onnx(const ExportedModel& model, const std::string& path, bool external_data = false);
 
 }  // namespace distrain

@@ -7,7 +7,7 @@
 #   - a residual CNN (add, global_avg_pool2d) through onnxruntime, and refused for Keras
 #     naming its add layer;
 #   - a character GPT (200 steps, "ROMEO:\nThe the ..."): onnxruntime's greedy text equals
-#     `distrain generate --temperature 0`'s.
+#     `distrain generate --temperature 0`'s, from one file and with --external-data.
 # numpy, h5py, onnxruntime, keras and jax (Keras's backend) come from PyPI into a virtual
 # environment cached under /tmp (reference only: distrain never needs Python). Without
 # PyPI the test prints "[skipped] why" and exits 77 (ctest: skipped).
@@ -154,12 +154,18 @@ sed -e "s|data/tiny_shakespeare.txt|$src/data/tiny_shakespeare.txt|" \
 expect_export "the GPT exports to ONNX" 0 "wrote gpt.onnx (onnx" --ckpt gpt --out gpt.onnx
 expect_export "the GPT is refused for Keras, naming a layer it has no counterpart for" 2 "has no Keras layer of the same function" \
   --ckpt gpt --out gpt.keras
+expect_export "the GPT exports to ONNX with its weights beside the graph" 0 "weights in gpt_ext.onnx.data beside it" \
+  --ckpt gpt --out gpt_ext.onnx --external-data
+[ -s gpt_ext.onnx.data ] && [ "$(stat -c %s gpt_ext.onnx)" -lt 100000 ] && ok "gpt_ext.onnx holds the graph, its .data the weights" ||
+  bad "external data: $(ls -la gpt_ext.onnx*)"
+expect_export "--external-data is ONNX's" 2 "only an ONNX export keeps its weights beside it" --ckpt cnn --out x.keras --external-data
 "$distrain" generate --ckpt gpt --prompt "ROMEO:" --tokens 40 --temperature 0 >distrain_text.txt 2>>train.log
-"$python" - gpt/$(ls gpt | grep '^ckpt-' | tail -n 1) >onnx_text.txt 2>>check.log <<'PY'
+greedy() {
+"$python" - gpt/$(ls gpt | grep '^ckpt-' | tail -n 1) "$1" 2>>check.log <<'PY'
 import sys, h5py, numpy as np, onnxruntime as ort
 vocab = h5py.File(sys.argv[1]).attrs["vocabulary"]
 vocab = (vocab.decode() if isinstance(vocab, bytes) else vocab).split(":", 1)[1]
-s = ort.InferenceSession("gpt.onnx", providers=["CPUExecutionProvider"])
+s = ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
 t = s.get_inputs()[0].shape[1]
 context = [vocab.index(c) for c in "ROMEO:"]
 for _ in range(40):
@@ -170,11 +176,15 @@ for _ in range(40):
     context.append(int(s.run(["logits"], {"input": ids})[0][0, used - 1].argmax()))
 sys.stdout.write("".join(vocab[i] for i in context))
 PY
-if [ -s onnx_text.txt ] && [ "$(cat onnx_text.txt)" = "$(cat distrain_text.txt)" ]; then
-  ok "onnxruntime's greedy GPT text equals distrain generate's: $(head -c 60 onnx_text.txt | tr '\n' ' ')"
-else
-  bad "GPT text differs: onnxruntime [$(cat onnx_text.txt)] distrain [$(cat distrain_text.txt)]"; tail -n 5 check.log
-fi
+}
+for m in gpt gpt_ext; do
+  greedy $m.onnx >onnx_text.txt
+  if [ -s onnx_text.txt ] && [ "$(cat onnx_text.txt)" = "$(cat distrain_text.txt)" ]; then
+    ok "onnxruntime's greedy text from $m.onnx equals distrain generate's: $(head -c 60 onnx_text.txt | tr '\n' ' ')"
+  else
+    bad "GPT text of $m.onnx differs: onnxruntime [$(cat onnx_text.txt)] distrain [$(cat distrain_text.txt)]"; tail -n 5 check.log
+  fi
+done
 
 echo "export: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
