@@ -69,14 +69,26 @@ int64_t model_value_bytes(const Recipe& base, int64_t global_batch) {
   return mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values;
 }
 
+// The profile of `base` cut to its first blocks (profile_recipe), each layer of the whole
+// model timed as its stand-in; the update and the rest of the step (zeroing gradients and
+// checking them dominate it in a large model) scaled from the profiled model's values to
+// the whole one's.
 LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int threads, int64_t value_bytes) {
-  const StepProfile p = profile_on_one_device(one_device_recipe(base, batch, threads), steps, 2);
+  const Recipe profiled = profile_recipe(base, batch, threads);
+  const StepProfile p = profile_on_one_device(profiled, steps, 2);
+  const double scale = static_cast<double>(value_bytes) / static_cast<double>(model_value_bytes(profiled, batch));
+  std::map<std::string, std::pair<double, double>> measured;
   LayerTimes t;
   t.value_bytes = value_bytes;
   for (const ProfileRow& r : p.rows) {
-    if (r.name == "(update)") t.update_ms = r.backward_ms;
-    else if (r.name == "(other)" || r.name == "(reduction)") t.step_ms += r.backward_ms;  // loss, zeroing, checks
-    else t.layer_ms[r.name] = {r.forward_ms, r.backward_ms};
+    if (r.name == "(update)") t.update_ms = r.backward_ms * scale;
+    else if (r.name == "(other)" || r.name == "(reduction)") t.step_ms += r.backward_ms * scale;  // loss, zeroing, checks
+    else measured[r.name] = {r.forward_ms, r.backward_ms};
+  }
+  for (const LayerSpec& layer : base.model().layers) {
+    const std::string& name = layer.prototype->name();
+    const std::string stand_in = profiled_stand_in(name, [&](const std::string& n) { return measured.count(n) > 0; });
+    if (!stand_in.empty()) t.layer_ms[name] = measured.at(stand_in);
   }
   return t;
 }

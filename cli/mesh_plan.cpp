@@ -11,6 +11,7 @@
 #include "core/base/host_memory.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/model/model.hpp"
+#include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/strategy/replica.hpp"
@@ -55,9 +56,10 @@ const char* split_text(const Layer& l) {
 
 // A model of tensor rank t (of `degree`) holding `part` of the layers, recomputing as the
 // recipe says (its activation bytes count one block's then), in its precision (bf16's
-// operand copies count as transient bytes).
+// operand copies count as transient bytes). Its layout only: no storage, so that a model
+// bigger than this machine is weighed as fast as a small one.
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
-  auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), ModelSeams{},
+  auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                    TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
   m->set_recompute(recipe.train.recompute_blocks);
   m->set_matmul_dtype(recipe.train.matmul_dtype);
@@ -86,7 +88,7 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
 // whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
 RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& m, const StagePlace& place) {
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
-  const int64_t values = m.params().values().numel() * element, state = m.params().state().numel() * element;
+  const int64_t values = m.params().trainable_arena_size() * element, state = m.params().state().numel() * element;
   int64_t updated = values, extra = 0;
   if (recipe.strategy.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);

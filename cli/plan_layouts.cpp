@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 
 #include "core/base/error.hpp"
@@ -105,10 +106,31 @@ std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_ba
   return out;
 }
 
-Recipe one_device_recipe(const Recipe& base, int64_t batch, int threads) {
-  Recipe r = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, false);
+Recipe profile_recipe(const Recipe& base, int64_t batch, int threads) {
+  const Recipe one = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, false);
+  toml::table table = *one.table;
+  table["strategy"].as_table()->erase("device_memory");  // time is measured here, memory weighed apart
+  if (toml::array* layers = table["model"]["layers"].as_array())
+    for (toml::node& node : *layers)
+      if (toml::table* layer = node.as_table(); layer && (*layer)["type"].value<std::string>() == "repeat")
+        if ((*layer)["count"].value<int64_t>().value_or(0) > kProfiledBlocks) layer->insert_or_assign("count", kProfiledBlocks);
+  Recipe r = recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
   r.strategy.threads = threads;
   return r;
+}
+
+std::string profiled_stand_in(const std::string& name, const std::function<bool(const std::string&)>& profiled) {
+  if (profiled(name)) return name;
+  // "<repeat>.<k>.<layer>": the outermost copy index is the first number between dots.
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+    const size_t end = name.find('.', dot + 1);
+    if (end == std::string::npos) break;
+    const std::string k = name.substr(dot + 1, end - dot - 1);
+    if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string last = name.substr(0, dot + 1) + std::to_string(kProfiledBlocks - 1) + name.substr(end);
+    return profiled(last) ? last : "";
+  }
+  return "";
 }
 
 int64_t recipe_global_batch(const Recipe& recipe, int ranks) {

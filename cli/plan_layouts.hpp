@@ -4,6 +4,7 @@
 // micro-batches), all for the recipe's global batch. A layout becomes a mesh recipe.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,16 @@ Recipe layout_recipe(const Recipe& base, const PlanLayout& layout, int64_t globa
 // The --set overrides that make a one_device recipe (without train.accumulate_steps) this
 // layout: strategy.name="mesh", strategy.data=2, ...
 std::vector<std::string> layout_overrides(const PlanLayout& layout, int64_t global_batch);
-// `base` on one device with a batch of `batch` and `threads` CPU threads, for the profile
-// the step times come from.
-Recipe one_device_recipe(const Recipe& base, int64_t batch, int threads);
+// The recipe the step times are profiled on: `base` on one device with a batch of `batch`,
+// `threads` CPU threads and no strategy.device_memory, each outermost repeat block cut to
+// kProfiledBlocks copies, so that a model too big for one device is measured too, and
+// quickly (its other blocks take the times of the last copy kept: profiled_stand_in).
+inline constexpr int64_t kProfiledBlocks = 2;
+Recipe profile_recipe(const Recipe& base, int64_t batch, int threads);
+// The layer of the profiled model whose times stand for layer `name` of the whole one:
+// itself, or for a block copy the profile cut ("h.9.attn"), the same layer of the last copy
+// kept ("h.1.attn"); "" when neither was profiled. `profiled` says whether a name was.
+std::string profiled_stand_in(const std::string& name, const std::function<bool(const std::string&)>& profiled);
 
 // The examples of one optimizer step of `recipe` when launched on `ranks` processes.
 int64_t recipe_global_batch(const Recipe& recipe, int ranks);

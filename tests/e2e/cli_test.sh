@@ -576,6 +576,15 @@ gpt)
   json_true '[c for c in J[0] if c["fits"]][0]["step_ms"]["total"] > 0 and all(c["data"] * c["tensor"] * c["pipeline"] == 4 and c["tensor"] <= 2 for c in J[0])' \
     "$work/plan.json" && ok "plan --json: every layout of 4 ranks on 2 hosts, tensor inside a host" ||
     bad "plan json: $(head -c 300 "$work/plan.json") $(cat "$work/plan.err")"
+  # A model bigger than a device (201.7M parameters, 2 GiB devices): its profile runs on its
+  # first blocks and every layout is weighed without storage.
+  if "$distrain" plan "$src/recipes/gpt_bigger_than_a_device.toml" --set "data.path=\"$src/data/tiny_shakespeare.txt\"" \
+    --ranks 4 --profile-steps 1 --top 3 >"$work/plan_big.log" 2>&1 &&
+    grep -q "^choice .*the model does not fit one device" "$work/plan_big.log"; then
+    ok "plan: a model bigger than a device is planned ($(grep '^choice' "$work/plan_big.log" | cut -c 13-60)...)"
+  else
+    bad "plan, model bigger than a device: $(tail -n 3 "$work/plan_big.log")"
+  fi
   expect_error "plan: ranks not a multiple of hosts" "--ranks 3 must be a multiple of --hosts 2" \
     "$distrain" plan "$work/gpt.toml" --ranks 3 --hosts 2
   expect_error "plan: a link it cannot read" "--links inter=fast: expected intra=RATE/s,inter=RATE/s" \

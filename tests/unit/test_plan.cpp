@@ -10,6 +10,7 @@
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
 #include "core/base/error.hpp"
+#include "core/io/model_spec.hpp"
 #include "core/io/recipe.hpp"
 
 using namespace distrain;
@@ -75,6 +76,34 @@ TEST_CASE("plan: a layout's recipe is a mesh recipe with its keys, from any stra
   CHECK(again.resolved_text() == r.resolved_text());
   // Heads that do not split over the tensor degree are the model's to refuse.
   CHECK_THROWS_AS(mesh_rank_bytes(layout_recipe(base, PlanLayout{1, 8, 1}, 12)), UserError);
+}
+
+TEST_CASE("plan: the profile runs on the first blocks with no budget, and they stand for the rest") {
+  Recipe base = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/gpt_bigger_than_a_device.toml",
+                            {"data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\""});
+  REQUIRE(base.strategy.device_memory > 0);
+  const Recipe p = profile_recipe(base, 2, 1);
+  CHECK(p.strategy.name == "one_device");
+  CHECK(p.strategy.per_replica_batch == 2);
+  CHECK(p.strategy.threads == 1);
+  CHECK(p.strategy.device_memory == 0);
+  CHECK(base.model().blocks == 16);
+  CHECK(p.model().blocks == kProfiledBlocks);
+  CHECK(p.model().layers.size() == base.model().layers.size() - 14 * 8);  // 8 layers a block
+  std::set<std::string> profiled;
+  for (const LayerSpec& l : p.model().layers) profiled.insert(l.prototype->name());
+  const auto stand_in = [&](const std::string& name) {
+    return profiled_stand_in(name, [&](const std::string& n) { return profiled.count(n) > 0; });
+  };
+  CHECK(stand_in("wte") == "wte");
+  CHECK(stand_in("h.0.attn") == "h.0.attn");
+  CHECK(stand_in("h.1.fc") == "h.1.fc");
+  CHECK(stand_in("h.15.fc") == "h.1.fc");
+  CHECK(stand_in("h.9.gelu_1") == "h.1.gelu_1");
+  CHECK(stand_in("head") == "head");
+  CHECK(stand_in("nothing") == "");
+  // The Shakespeare GPT's 4 blocks are cut to 2 as well.
+  CHECK(profile_recipe(shakespeare(), 4, 2).model().layers.size() == shakespeare().model().layers.size() - 2 * 8);
 }
 
 TEST_CASE("plan: --links parses rates and units, and refuses what it cannot read") {
