@@ -17,6 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A Functional model's name for its input (the InputLayer Keras makes).
+constexpr const char* kInputName = "input_layer";
+
 // A distrain layer type as Keras: its class, the name Keras's weights files give its
 // group (the class in snake case), and its variables in Keras's order.
 struct KerasLayer {
@@ -39,6 +42,7 @@ const std::map<std::string, KerasLayer>& keras_layers() {
       {"global_avg_pool2d", {"GlobalAveragePooling2D", "global_average_pooling2d", {}}},
       {"layer_norm", {"LayerNormalization", "layer_normalization", {"gamma", "beta"}}},
       {"embedding", {"Embedding", "embedding", {"embeddings"}}},
+      {"add", {"Add", "add", {}}},
   };
   return layers;
 }
@@ -52,12 +56,7 @@ const KerasLayer& keras_layer(const ExportedLayer& layer) {
 }
 
 void check_exportable(const ExportedModel& model) {
-  for (const ExportedLayer& layer : model.layers) {
-    if (layer.inputs.size() != 1)
-      refuse_layer("keras", layer, "reads several layers: only a chain of layers (a Keras Sequential model) exports so far");
-    keras_layer(layer);
-  }
-  DT_USER_CHECK(model.chain(), "export --format keras: the model is not a chain of layers (a Keras Sequential model)");
+  for (const ExportedLayer& layer : model.layers) keras_layer(layer);
 }
 
 // The Keras arguments of a layer, from its distrain settings.
@@ -111,6 +110,12 @@ void write_weights(const ExportedModel& model, const std::string& path) {
   DT_USER_CHECK(file.ok(), "{}: cannot create ({})", path, errno ? std::strerror(errno) : "HDF5 refused it");
   H5Id layers(ensure_group(file, "layers"), H5Gclose);
   std::map<std::string, int> seen;
+  if (!model.chain()) {  // a Functional model's layers start with its InputLayer, which holds nothing
+    H5Id group(ensure_group(layers, kInputName), H5Gclose);
+    H5Id vars(ensure_group(group, "vars"), H5Gclose);
+    write_attr_str(vars, "name", kInputName);
+    seen[kInputName] = 1;
+  }
   for (const ExportedLayer& layer : model.layers) {
     const KerasLayer& k = keras_layer(layer);
     const int n = seen[k.group]++;
@@ -160,28 +165,66 @@ void write_archive(const ExportedModel& model, const std::string& path, const st
   }
 }
 
+// What a Functional model's layer is called with: the tensor it reads, or the list of
+// them (add), each named by the layer that made it.
+Json call_arguments(const ExportedModel& model, const ExportedLayer& layer) {
+  Json tensors = Json::array();
+  for (int i : layer.inputs) {
+    const bool input = i < 0;
+    const Shape& shape = input ? model.input_shape : model.layers[static_cast<size_t>(i)].output;
+    const bool ids = input && model.input_dtype == DType::i32;
+    tensors.push_back({{"class_name", "__keras_tensor__"},
+                       {"config",
+                        {{"shape", batch_shape(shape)},
+                         {"dtype", ids ? "int32" : "float32"},
+                         {"keras_history", Json::array({input ? kInputName : model.layers[static_cast<size_t>(i)].name, 0, 0})}}}});
+  }
+  return tensors.size() == 1 ? tensors[0] : tensors;
+}
+
 }  // namespace
 
 Json keras_config(const ExportedModel& model) {
   check_exportable(model);
-  Json layers = Json::array();
-  layers.push_back({{"module", "keras.layers"},
-                    {"class_name", "InputLayer"},
-                    {"config",
-                     {{"batch_shape", batch_shape(model.input_shape)},
-                      {"dtype", model.input_dtype == DType::i32 ? "int32" : "float32"},
-                      {"name", "input_layer"}}},
-                    {"registered_name", nullptr}});
-  for (const ExportedLayer& layer : model.layers)
-    layers.push_back({{"module", "keras.layers"},
-                      {"class_name", keras_layer(layer).class_name},
-                      {"config", keras_arguments(layer)},
-                      {"registered_name", nullptr}});
-  return {{"module", "keras"},
-          {"class_name", "Sequential"},
-          {"config", {{"name", model_name(model.name)}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}}},
-          {"registered_name", nullptr},
-          {"build_config", {{"input_shape", batch_shape(model.input_shape)}}},
+  const bool sequential = model.chain();
+  Json input{{"module", "keras.layers"},
+             {"class_name", "InputLayer"},
+             {"config",
+              {{"batch_shape", batch_shape(model.input_shape)},
+               {"dtype", model.input_dtype == DType::i32 ? "int32" : "float32"},
+               {"name", kInputName}}},
+             {"registered_name", nullptr}};
+  if (!sequential) {
+    input["name"] = kInputName;
+    input["inbound_nodes"] = Json::array();
+  }
+  Json layers = Json::array({input});
+  for (const ExportedLayer& layer : model.layers) {
+    Json entry{{"module", "keras.layers"},
+               {"class_name", keras_layer(layer).class_name},
+               {"config", keras_arguments(layer)},
+               {"registered_name", nullptr}};
+    if (!sequential) {
+      entry["name"] = layer.name;
+      entry["inbound_nodes"] = Json::array({{{"args", Json::array({call_arguments(model, layer)})}, {"kwargs", Json::object()}}});
+    }
+    layers.push_back(std::move(entry));
+  }
+  Json config{{"name", model_name(model.name)}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}};
+  if (sequential)
+    return {{"module", "keras"},
+            {"class_name", "Sequential"},
+            {"config", config},
+            {"registered_name", nullptr},
+            {"build_config", {{"input_shape", batch_shape(model.input_shape)}}},
+            {"compile_config", nullptr}};
+  config["input_layers"] = Json::array({kInputName, 0, 0});
+  config["output_layers"] = Json::array({model.layers.back().name, 0, 0});
+  return {{"module", "keras.src.models.functional"},
+          {"class_name", "Functional"},
+          {"config", config},
+          {"registered_name", "Functional"},
+          {"build_config", {{"input_shape", nullptr}}},
           {"compile_config", nullptr}};
 }
 

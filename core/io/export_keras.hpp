@@ -8,8 +8,9 @@
 // Layers map to rescaling -> Rescaling, conv2d -> Conv2D, dense -> Dense, max_pool2d ->
 // MaxPooling2D, avg_pool2d -> AveragePooling2D, batch_norm -> BatchNormalization,
 // flatten -> Flatten, dropout -> Dropout, relu -> ReLU, global_avg_pool2d ->
-// GlobalAveragePooling2D, layer_norm -> LayerNormalization, embedding -> Embedding. A
-// model that is not a chain of layers, or holds another layer, is refused naming it.
+// GlobalAveragePooling2D, layer_norm -> LayerNormalization, embedding -> Embedding, add ->
+// Add. A chain of layers becomes a Sequential model, a graph (residual connections) a
+// Functional one; a model holding another layer is refused naming it.
 #pragma once
 #include <string>
 
@@ -17,7 +18,7 @@
 
 namespace distrain {
 
-// The Sequential model's Keras config (config.json of a .keras file).
+// The model's Keras config (config.json of a .keras file): Sequential or Functional.
 Json keras_config(const ExportedModel& model);
 // Writes `path` (.weights.h5 or .keras, by its name) atomically; UserError for a model
 // Keras cannot hold or a file that cannot be written.

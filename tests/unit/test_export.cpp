@@ -86,7 +86,25 @@ TEST_CASE("export keras: the Sequential config says Keras's classes and argument
   CHECK(layers[5]["config"]["units"] == 3);
 }
 
-TEST_CASE("export keras: a layer Keras has no counterpart for, or a graph, is refused naming the layer") {
+TEST_CASE("export keras: a graph is a Functional model, each layer called on the tensors it reads") {
+  std::string residual = kCnn;
+  residual.replace(residual.find("{ type = \"flatten\" },"), 21,
+                   "{ type = \"conv2d\", name = \"same\", filters = 2, kernel_size = 1 }, "
+                   "{ type = \"add\", name = \"skip\", inputs = [\"conv2d_1\", \"same\"] }, { type = \"flatten\" },");
+  const Json c = keras_config(view_of(residual));
+  CHECK(c["class_name"] == "Functional");
+  const Json& layers = c["config"]["layers"];
+  CHECK(layers[0]["name"] == "input_layer");
+  CHECK(layers[1]["inbound_nodes"][0]["args"][0]["config"]["keras_history"] == Json::parse(R"(["input_layer", 0, 0])"));
+  const Json& add = layers[5];
+  CHECK(add["class_name"] == "Add");
+  REQUIRE(add["inbound_nodes"][0]["args"][0].size() == 2);
+  CHECK(add["inbound_nodes"][0]["args"][0][1]["config"]["keras_history"][0] == "same");
+  CHECK(add["inbound_nodes"][0]["args"][0][1]["config"]["shape"] == Json::parse("[null, 5, 4, 2]"));
+  CHECK(c["config"]["output_layers"] == Json::parse(R"(["dense_1", 0, 0])"));
+}
+
+TEST_CASE("export keras: a layer Keras has no counterpart for is refused naming it") {
   std::string gelu = kCnn;
   gelu.replace(gelu.find("{ type = \"flatten\" },"), 21, "{ type = \"flatten\" }, { type = \"gelu\" },");
   const std::string dir = (fs::temp_directory_path() / "distrain_export_refused.keras").string();
