@@ -2,6 +2,9 @@
 // a checkpoint's model for other frameworks. FILE.keras (keras.models.load_model) or
 // FILE.weights.h5 (model.load_weights into the same architecture) for Keras 3, FILE.onnx
 // for ONNX runtimes; the format follows from the name unless --format says it.
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "cli/commands.hpp"
@@ -28,6 +31,15 @@ std::string format_of(const ExportArgs& a) {
   throw UserError(fmt::format("--out {}: name it FILE.keras, FILE.weights.h5 or FILE.onnx, or give --format keras|onnx", a.out));
 }
 
+// The ONNX model's input as a user feeds it.
+std::string onnx_input_text(const ExportedModel& model) {
+  if (model.input_dtype != DType::i32) return fmt::format("(batch, {}) float32", fmt::join(model.input_shape.dims(), ", "));
+  int64_t longest = model.input_shape[0];
+  for (const ExportedLayer& layer : model.layers)
+    if (layer.type == "position_embedding") longest = std::max(longest, layer.variable("embeddings").shape[0]);
+  return fmt::format("(batch, sequence) int32 token ids, sequences of 1 to {}", longest);
+}
+
 void export_model(const ExportArgs& a) {
   const std::string format = format_of(a);
   DT_USER_CHECK(format != "onnx" || a.out.ends_with(".onnx"), "--out {}: an ONNX export is FILE.onnx", a.out);
@@ -42,7 +54,7 @@ void export_model(const ExportArgs& a) {
   fmt::print("wrote {} ({}, {} layers, {:.1f} MB) from {}\n", a.out, format, model.layers.size(), static_cast<double>(bytes) / 1e6,
              loaded.header.path);
   if (format == "onnx")
-    fmt::print("  input \"input\" {}, output \"logits\"{}\n", strategy->model().input_shape().batched(1).str(),
+    fmt::print("  input \"input\" {}, output \"logits\"{}\n", onnx_input_text(model),
                beside ? fmt::format("; weights in {}.data beside it", a.out) : "");
   else if (a.out.ends_with(".keras")) fmt::print("  keras.models.load_model(\"{}\")\n", a.out);
   else fmt::print("  model.load_weights(\"{}\") on the same layers built in Keras\n", a.out);

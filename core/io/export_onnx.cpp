@@ -3,6 +3,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -31,9 +32,13 @@ struct Value {
   bool nchw = false;
 };
 
-std::vector<int64_t> batched(const Shape& per_example) {
-  std::vector<int64_t> dims{-1};
+constexpr int64_t kBatchAxis = -1, kSequenceAxis = -2;  // dims named "batch", "sequence"
+
+// (batch, per-example dims...); a token model's sequence, the first per-example dim, any length.
+std::vector<int64_t> batched(const Shape& per_example, bool any_length) {
+  std::vector<int64_t> dims{kBatchAxis};
   dims.insert(dims.end(), per_example.dims().begin(), per_example.dims().end());
+  if (any_length) dims[1] = kSequenceAxis;
   return dims;
 }
 
@@ -287,12 +292,11 @@ class Translator {
     return {g_.op("Gather", {table_, ids.name}, layer.name), layer.output, false};
   }
 
-  // The table's first T rows, one per position of the (T, C) sequence.
+  // The table's first T rows, one per position of the (T, C) sequence, T the input's.
   Value position_embedding(const ExportedLayer& layer, const Value& x) {
-    const ExportedVariable& table = layer.variable("embeddings");
-    const int64_t t = x.shape[0], c = x.shape[1];
-    const std::vector<float> used(table.values.begin(), table.values.begin() + t * c);
-    return {g_.op("Add", {x.name, g_.constant(layer.name + "/embeddings", {t, c}, used)}, layer.name), layer.output, false};
+    const std::string& n = layer.name;
+    const std::string used = g_.op("Slice", {weight(layer, "embeddings"), g_.int64s(n + "/start", {0}), sequence_length(), g_.int64s(n + "/axis", {0})}, n);
+    return {g_.op("Add", {x.name, used}, n), layer.output, false};
   }
 
   // Causal self-attention: one (C, 3C) projection to queries, keys and values (those
@@ -300,11 +304,11 @@ class Translator {
   // head, then the (C, C) output projection.
   Value attention(const ExportedLayer& layer, const Value& x) {
     const std::string& n = layer.name;
-    const int64_t t = x.shape[0], c = x.shape[1], heads = layer.settings.at("heads").get<int64_t>(), d = c / heads;
+    const int64_t c = x.shape[1], heads = layer.settings.at("heads").get<int64_t>(), d = c / heads;
     const std::string qkv = g_.op("Add", {g_.op("MatMul", {x.name, weight(layer, "qkv_kernel")}, n), weight(layer, "qkv_bias")}, n);
     onnx::NodeProto& split = g_.node("Split", {qkv, g_.int64s(n + "/split", {c, c, c})}, n, 3);
     Graph::set(split, "axis", int64_t{2});
-    const std::string by_heads = g_.int64s(n + "/heads_shape", {0, t, heads, d});
+    const std::string by_heads = g_.int64s(n + "/heads_shape", {0, 0, heads, d});  // 0: the input's extent
     const auto heads_first = [&](const std::string& v, std::vector<int64_t> perm) {
       onnx::NodeProto& tr = g_.node("Transpose", {g_.op("Reshape", {v, by_heads}, n)}, n);
       Graph::set(tr, "perm", perm);
@@ -313,24 +317,52 @@ class Translator {
     const std::string q = heads_first(split.output(0), {0, 2, 1, 3});  // (N, H, T, D)
     const std::string k = heads_first(split.output(1), {0, 2, 3, 1});  // (N, H, D, T)
     const std::string v = heads_first(split.output(2), {0, 2, 1, 3});
-    std::vector<float> mask(static_cast<size_t>(t * t), 0.0f);
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = i + 1; j < t; ++j) mask[static_cast<size_t>(i * t + j)] = std::numeric_limits<float>::lowest();
     const std::string scores =
         g_.op("Add", {g_.op("Mul", {g_.op("MatMul", {q, k}, n), g_.scalar(n + "/scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))))}, n),
-                      g_.constant(n + "/causal_mask", {t, t}, mask)},
+                      causal_mask()},
               n);
     onnx::NodeProto& softmax = g_.node("Softmax", {scores}, n);
     Graph::set(softmax, "axis", int64_t{-1});
     onnx::NodeProto& back = g_.node("Transpose", {g_.op("MatMul", {softmax.output(0), v}, n)}, n);
     Graph::set(back, "perm", std::vector<int64_t>{0, 2, 1, 3});
-    const std::string mixed = g_.op("Reshape", {back.output(0), g_.int64s(n + "/shape", {0, t, c})}, n);
+    const std::string mixed = g_.op("Reshape", {back.output(0), g_.int64s(n + "/shape", {0, 0, c})}, n);
     const std::string y = g_.op("Add", {g_.op("MatMul", {mixed, weight(layer, "proj_kernel")}, n), weight(layer, "proj_bias")}, n);
     return {y, layer.output, false};
   }
 
+  // The input's sequence length T as a 1-D int64 tensor, made once.
+  const std::string& sequence_length() {
+    if (sequence_.empty()) {
+      onnx::NodeProto& shape = g_.node("Shape", {"input"}, "sequence_length");
+      Graph::set(shape, "start", int64_t{1});
+      Graph::set(shape, "end", int64_t{2});
+      sequence_ = shape.output(0);
+    }
+    return sequence_;
+  }
+
+  // The (T, T) causal mask of the input's T, cut from one (L, L) constant (L: the model's
+  // longest position table, or its input length), made once for every attention layer.
+  const std::string& causal_mask() {
+    if (!mask_.empty()) return mask_;
+    int64_t l = model_.input_shape[0];
+    for (const ExportedLayer& layer : model_.layers)
+      if (layer.type == "position_embedding") l = std::max(l, layer.variable("embeddings").shape[0]);
+    std::vector<float> mask(static_cast<size_t>(l * l), 0.0f);
+    for (int64_t i = 0; i < l; ++i)
+      for (int64_t j = i + 1; j < l; ++j) mask[static_cast<size_t>(i * l + j)] = std::numeric_limits<float>::lowest();
+    const std::string t = sequence_length();
+    onnx::NodeProto& ends = g_.node("Concat", {t, t}, "causal_mask");
+    Graph::set(ends, "axis", int64_t{0});
+    mask_ = g_.op("Slice", {g_.constant("causal_mask", {l, l}, mask), g_.int64s("causal_mask/start", {0, 0}), ends.output(0),
+                            g_.int64s("causal_mask/axes", {0, 1})},
+                  "causal_mask");
+    return mask_;
+  }
+
   const ExportedModel& model_;
   Graph g_;
+  std::string sequence_, mask_;
   std::vector<Value> values_;
   std::map<std::string, std::string> embeddings_;  // an embedding layer's table initializer
   std::string table_;
@@ -342,7 +374,8 @@ void add_value_info(onnx::ValueInfoProto& info, const std::string& name, int32_t
   tensor.set_elem_type(type);
   for (int64_t d : dims) {
     onnx::TensorShapeProto::Dimension& dim = *tensor.mutable_shape()->add_dim();
-    if (d < 0) dim.set_dim_param("batch");
+    if (d == kBatchAxis) dim.set_dim_param("batch");
+    else if (d == kSequenceAxis) dim.set_dim_param("sequence");
     else dim.set_dim_value(d);
   }
 }
@@ -357,8 +390,9 @@ onnx::ModelProto onnx_model(const ExportedModel& model) {
   opset.set_version(kOpset);
   onnx::GraphProto& graph = *proto.mutable_graph();
   graph.set_name(model.name.empty() ? "distrain" : model.name);
-  const bool ids = model.input_dtype == DType::i32;
-  add_value_info(*graph.add_input(), "input", ids ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT, batched(model.input_shape));
+  const bool ids = model.input_dtype == DType::i32;  // token ids: a sequence of any length up to the model's positions
+  add_value_info(*graph.add_input(), "input", ids ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT,
+                 batched(model.input_shape, ids));
   Translator translator(model, graph);
   const Value last = translator.nhwc(translator.run({"input", model.input_shape, false}), "output");
   onnx::NodeProto& out = *graph.add_node();
@@ -366,7 +400,7 @@ onnx::ModelProto onnx_model(const ExportedModel& model) {
   out.set_name("output");
   out.add_input(last.name);
   out.add_output("logits");
-  add_value_info(*graph.add_output(), "logits", onnx::TensorProto::FLOAT, batched(last.shape));
+  add_value_info(*graph.add_output(), "logits", onnx::TensorProto::FLOAT, batched(last.shape, ids));
   return proto;
 }
 

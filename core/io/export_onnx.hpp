@@ -6,8 +6,9 @@
 // so that flatten keeps Keras's (H, W, C) order. Covers every distrain layer: rescaling,
 // conv2d, dense (tied to an embedding too), max/avg_pool2d, batch_norm and dropout
 // (inference), flatten, relu, gelu (GPT-2's tanh form), global_avg_pool2d, add,
-// layer_norm, embedding, position_embedding and causal attention, for a model of one
-// input (a token model's sequence length is the recipe's).
+// layer_norm, embedding, position_embedding and causal attention. A token model's input
+// is (batch, sequence) of any length up to its position table's rows (one causal mask of
+// that size, cut to the input's length).
 #pragma once
 #include <string>
 

@@ -5,8 +5,9 @@
 #     .keras, and a Sequential model written here in Keras loads the .weights.h5; each
 #     one's class probabilities must be distrain predict's within 1e-5;
 #   - a residual CNN (add, global_avg_pool2d) the same ways, a Functional model in Keras;
-#   - a character GPT (200 steps, "ROMEO:\nThe the ..."): onnxruntime's greedy text equals
-#     `distrain generate --temperature 0`'s, from one file and with --external-data.
+#   - a character GPT (200 steps, "ROMEO:\nThe the ..."): onnxruntime's greedy text, its
+#     context growing unpadded (the ONNX input is any length up to the position table),
+#     equals `distrain generate --temperature 0`'s, from one file and with --external-data.
 # numpy, h5py, onnxruntime, keras and jax (Keras's backend) come from PyPI into a virtual
 # environment cached under /tmp (reference only: distrain never needs Python). Without
 # PyPI the test prints "[skipped] why" and exits 77 (ctest: skipped).
@@ -176,14 +177,11 @@ import sys, h5py, numpy as np, onnxruntime as ort
 vocab = h5py.File(sys.argv[1]).attrs["vocabulary"]
 vocab = (vocab.decode() if isinstance(vocab, bytes) else vocab).split(":", 1)[1]
 s = ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
-t = s.get_inputs()[0].shape[1]
+assert s.get_inputs()[0].shape == ["batch", "sequence"], s.get_inputs()[0].shape
 context = [vocab.index(c) for c in "ROMEO:"]
-for _ in range(40):
-    window = context[-t:]
-    used = len(window)
-    ids = np.zeros((1, t), dtype=np.int32)
-    ids[0, :used] = window
-    context.append(int(s.run(["logits"], {"input": ids})[0][0, used - 1].argmax()))
+for _ in range(40):  # the context as it grows, unpadded: 6 to 45 tokens of the model's 64
+    ids = np.array([context], dtype=np.int32)
+    context.append(int(s.run(["logits"], {"input": ids})[0][0, -1].argmax()))
 sys.stdout.write("".join(vocab[i] for i in context))
 PY
 }

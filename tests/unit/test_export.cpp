@@ -143,4 +143,24 @@ TEST_CASE("export onnx: a graph ONNX's checker accepts, NCHW inside, the kernel 
   fs::remove(file);
 }
 
+TEST_CASE("export onnx: a token model takes a sequence of any length up to its position table") {
+  const std::string src = DISTRAIN_SOURCE_DIR;
+  const Recipe gpt = load_recipe(src + "/recipes/shakespeare_char_gpt.toml", {"data.path=\"" + src + "/data/tiny_shakespeare.txt\""});
+  auto strategy = make_strategy(gpt);
+  const std::string file = (fs::temp_directory_path() / "distrain_export_gpt.onnx").string();
+  write_onnx(export_view(strategy->model(), gpt.name), file);
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  const auto& dims = proto.graph().input(0).type().tensor_type().shape();
+  CHECK(dims.dim(0).dim_param() == "batch");
+  CHECK(dims.dim(1).dim_param() == "sequence");
+  CHECK(proto.graph().input(0).type().tensor_type().elem_type() == onnx::TensorProto::INT32);
+  CHECK(proto.graph().output(0).type().tensor_type().shape().dim(2).dim_value() == 65);
+  int shapes = 0;
+  for (const auto& n : proto.graph().node()) shapes += n.op_type() == "Shape";
+  CHECK(shapes == 1);  // one sequence length, one causal mask for every block
+  fs::remove(file);
+}
+
 }  // namespace distrain::test
