@@ -68,9 +68,13 @@ void TensorBoardLog::epoch(const EpochReport& report) {
   validation_->flush();
 }
 
+std::vector<std::string> tensorboard_folders(const std::string& run_dir) {
+  return {run_dir, (fs::path(run_dir) / "train").string(), (fs::path(run_dir) / "validation").string()};
+}
+
 void remove_tensorboard_events(const std::string& run_dir) {
-  for (const fs::path& dir : {fs::path(run_dir), fs::path(run_dir) / "train", fs::path(run_dir) / "validation"})
-    for (const auto& f : list_event_files(dir.string())) fs::remove(f);
+  for (const std::string& dir : tensorboard_folders(run_dir))
+    for (const auto& f : list_event_files(dir)) fs::remove(f);
 }
 
 }  // namespace distrain

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/io/checkpoint.hpp"
 #include "core/io/tensorboard.hpp"
@@ -45,8 +46,10 @@ class TensorBoardLog {
   std::chrono::steady_clock::time_point flushed_ = std::chrono::steady_clock::now();
 };
 
-// Deletes every event file distrain wrote in the run folder (train.fresh), in this layout
-// or the earlier one (the folder itself).
+// The folders of a run folder that hold event files: train/, validation/ and, from the
+// earlier layout, the run folder itself.
+std::vector<std::string> tensorboard_folders(const std::string& run_dir);
+// Deletes every event file distrain wrote in them (train.fresh).
 void remove_tensorboard_events(const std::string& run_dir);
 
 }  // namespace distrain

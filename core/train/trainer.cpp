@@ -30,8 +30,10 @@ std::unique_ptr<RunLock> open_run_folder(const std::string& run_dir, bool writer
   prepare_run_folder(run_dir, writer);
   if (!writer) return nullptr;
   auto lock = std::make_unique<RunLock>(run_dir);
-  for (const auto& e : fs::directory_iterator(run_dir))
-    if (is_partial_save(e.path().string())) fs::remove(e.path());
+  for (const std::string& dir : tensorboard_folders(run_dir))  // the run folder and its events' folders
+    if (fs::is_directory(dir))
+      for (const auto& e : fs::directory_iterator(dir))
+        if (is_partial_save(e.path().string())) fs::remove(e.path());
   if (fresh) {
     for (const auto& c : list_checkpoints(run_dir)) fs::remove(c);
     fs::remove(fs::path(run_dir) / "metrics.jsonl");

@@ -111,7 +111,9 @@ for i in $(seq 0 $((runs - 1))); do
   wait "$pid"
   rc=$?
   trained=$(grep -c '^epoch ' "$dir.out")
-  leftovers=$(ls "$dir" 2>/dev/null | grep -v -E '^(ckpt-[0-9]+\.h5|metrics\.jsonl|summary\.json|events\.out\.tfevents\..*|\.lock)$')
+  # Files only: TensorBoard's events are in train/ and validation/.
+  leftovers=$(find "$dir" -type f -printf '%P\n' 2>/dev/null |
+    grep -v -E '^(ckpt-[0-9]+\.h5|metrics\.jsonl|summary\.json|(train|validation)/events\.out\.tfevents\..*|\.lock)$')
   step=$(sed -n 's/^stopped by SIGTERM at step \([0-9]*\); rerun to resume$/\1/p' "$dir.out")
   case $rc in
   3)
@@ -139,9 +141,9 @@ for i in $(seq 0 $((runs - 1))); do
     # Killed by the signal mid-save (a checkpoint, the summary, trimmed events), like kill -9: the rerun
     # removes the partial file.
     if [ -n "$leftovers" ]; then
-      if echo "$leftovers" | grep -qv -E '^(ckpt-[0-9]+\.h5|summary\.json|events\.out\.tfevents\..*)\.tmp(\.[0-9]+)?$'; then
+      if echo "$leftovers" | grep -qv -E '^(ckpt-[0-9]+\.h5|summary\.json|(train|validation)/events\.out\.tfevents\..*)\.tmp(\.[0-9]+)?$'; then
         bad "run $i: unexpected files left: $leftovers"
-      elif "$distrain" "${run[@]}" --run-dir "$dir" >"$dir.resume" 2>&1 && [ -z "$(ls "$dir" | grep '\.tmp')" ] &&
+      elif "$distrain" "${run[@]}" --run-dir "$dir" >"$dir.resume" 2>&1 && [ -z "$(find "$dir" -name '*.tmp*')" ] &&
         "$distrain" compare "full/$final" "$dir/$final" --rtol 0 >/dev/null 2>&1; then
         outcomes[partial save removed by the rerun]=$((${outcomes[partial save removed by the rerun]:-0} + 1))
       else
