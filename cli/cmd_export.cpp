@@ -4,7 +4,6 @@
 // for ONNX runtimes; the format follows from the name unless --format says it.
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "cli/commands.hpp"
@@ -34,10 +33,7 @@ std::string format_of(const ExportArgs& a) {
 // The ONNX model's input as a user feeds it.
 std::string onnx_input_text(const ExportedModel& model) {
   if (model.input_dtype != DType::i32) return fmt::format("(batch, {}) float32", fmt::join(model.input_shape.dims(), ", "));
-  int64_t longest = model.input_shape[0];
-  for (const ExportedLayer& layer : model.layers)
-    if (layer.type == "position_embedding") longest = std::max(longest, layer.variable("embeddings").shape[0]);
-  return fmt::format("(batch, sequence) int32 token ids, sequences of 1 to {}", longest);
+  return fmt::format("(batch, sequence) int32 token ids, sequences of 1 to {}", model.longest_sequence());
 }
 
 void export_model(const ExportArgs& a) {

@@ -345,9 +345,7 @@ class Translator {
   // longest position table, or its input length), made once for every attention layer.
   const std::string& causal_mask() {
     if (!mask_.empty()) return mask_;
-    int64_t l = model_.input_shape[0];
-    for (const ExportedLayer& layer : model_.layers)
-      if (layer.type == "position_embedding") l = std::max(l, layer.variable("embeddings").shape[0]);
+    const int64_t l = model_.longest_sequence();
     std::vector<float> mask(static_cast<size_t>(l * l), 0.0f);
     for (int64_t i = 0; i < l; ++i)
       for (int64_t j = i + 1; j < l; ++j) mask[static_cast<size_t>(i * l + j)] = std::numeric_limits<float>::lowest();

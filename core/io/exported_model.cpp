@@ -1,5 +1,7 @@
 #include "core/io/exported_model.hpp"
 
+#include <algorithm>
+
 #include "core/backend/backend.hpp"
 #include "core/base/error.hpp"
 #include "core/model/model.hpp"
@@ -22,6 +24,13 @@ bool ExportedModel::chain() const {
   for (size_t i = 0; i < layers.size(); ++i)
     if (layers[i].inputs != std::vector<int>{static_cast<int>(i) - 1}) return false;
   return true;
+}
+
+int64_t ExportedModel::longest_sequence() const {
+  int64_t longest = input_shape[0];
+  for (const ExportedLayer& layer : layers)
+    if (layer.type == "position_embedding") longest = std::max(longest, layer.variable("embeddings").shape[0]);
+  return longest;
 }
 
 ExportedModel export_view(const Model& model, const std::string& name) {

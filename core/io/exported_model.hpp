@@ -40,6 +40,9 @@ struct ExportedModel {
   std::vector<ExportedLayer> layers;
   // Every layer reads the one before it: a Keras Sequential model.
   bool chain() const;
+  // The longest input sequence a token model takes: its position table's rows (the longest
+  // table), or its input length without one.
+  int64_t longest_sequence() const;
 };
 
 // `model` holds the weights to export (a one-device model: variables whole).
