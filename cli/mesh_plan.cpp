@@ -31,9 +31,9 @@ std::string slice_text(const Variable& v) {
       s += ":";
       continue;
     }
-    const int64_t group = v.full_shape[i] / v.slice.groups, part = group / v.slice.count;
-    for (int g = 0; g < v.slice.groups; ++g)
-      s += fmt::format("{}{}:{}", g ? "+" : "", g * group + v.slice.index * part, g * group + (v.slice.index + 1) * part);
+    const int64_t group = v.full_shape[i] / v.slice.groups;
+    const int64_t begin = slice_begin(group, v.slice.index, v.slice.count), end = slice_begin(group, v.slice.index + 1, v.slice.count);
+    for (int g = 0; g < v.slice.groups; ++g) s += fmt::format("{}{}:{}", g ? "+" : "", g * group + begin, g * group + end);
   }
   return s + "]";
 }
@@ -44,6 +44,7 @@ const char* split_text(const Layer& l) {
   if (l.type() == "sequence_scatter") return "cuts the sequence";
   if (l.type() == "sequence_gather") return "gathers the sequence";
   if (l.tensor_place().sequence && l.tensor_place().split == TensorSplit::none) return "on a sequence shard";
+  if (l.tensor_place().vocabulary) return "by vocabulary";
   switch (l.tensor_place().split) {
     case TensorSplit::column: return "column";
     case TensorSplit::row: return "row";
@@ -54,13 +55,29 @@ const char* split_text(const Layer& l) {
   return "whole";
 }
 
+// Whether the vocabulary splits over the tensor axis (core/model/tensor_plan.hpp), and why not.
+std::string vocabulary_text(const Recipe& recipe, const Model& whole) {
+  if (whole.output_first_class())
+    return "split over the tensor axis: the embeddings' rows and the head's classes, the logits never gathered, the "
+           "cross-entropy combined from the slices";
+  std::string why;
+  if (!recipe.strategy.vocab_parallel.value_or(true))
+    why = "strategy.vocab_parallel = false";
+  else if (recipe.loss.type != LossType::sparse_categorical_crossentropy || !recipe.loss.from_logits)
+    why = "the loss is not sparse cross-entropy from logits";
+  else
+    why = vocabulary_obstacle(Model(recipe.model(), backend_for(Device{}), storage_free_seams()).layers(),
+                              static_cast<int>(recipe.strategy.mesh_tensor));
+  return "whole on every rank: " + why;
+}
+
 // A model of tensor rank t (of `degree`) holding `part` of the layers, recomputing as the
 // recipe says (its activation bytes count one block's then), in its precision (bf16's
 // operand copies count as transient bytes). Its layout only: no storage, so that a model
 // bigger than this machine is weighed as fast as a small one.
 std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPart part = {}) {
   auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
-                                   TensorGroup{t, degree, recipe.strategy.sequence_parallel}, part);
+                                   tensor_group_of(recipe, t, degree), part);
   m->set_recompute(recipe.train.recompute_blocks);
   m->set_matmul_dtype(recipe.train.matmul_dtype);
   return m;
@@ -135,6 +152,7 @@ int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
         l->type() == "sequence_scatter" || l->type() == "sequence_gather")
       split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(), split_text(*l));
   fmt::print(out, "tensor      {}\n", split.empty() ? "no layer splits: every layer is whole on every rank" : split);
+  if (shape.tensor > 1) fmt::print(out, "vocabulary  {}\n", vocabulary_text(recipe, *whole));
   const StagePlan plan = plan_stages(*whole, shape.pipeline, s.stage_boundaries, recipe.file);
   print_stages(out, recipe, *whole, plan);
   // One model per (stage, tensor rank): the data ranks hold the same.

@@ -12,6 +12,7 @@
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
+#include "core/strategy/replica.hpp"
 
 namespace distrain::cli {
 
@@ -141,7 +142,9 @@ Links parse_links(const std::string& text) {
 
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Cluster& cluster, const Links& links,
                            const LayerTimes& times, int64_t rank_value_bytes, double compute_scale) {
-  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), TensorGroup{0, l.tensor, l.sequence_parallel});
+  TensorGroup group = tensor_group_of(recipe, 0, l.tensor);
+  group.sequence = l.sequence_parallel;
+  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), group);
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   const std::set<std::string> blocks = block_layers(recipe.model());
   const int64_t micro = recipe.strategy.per_replica_batch / l.micro_batches;

@@ -58,6 +58,23 @@ void Backend::gemm_bf16(bool, bool, const Tensor&, const Tensor&, float, Tensor)
   DT_CHECK(false, "gemm_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());
 }
 
+// Vocabulary-parallel ops: CPU devices only so far.
+namespace {
+[[noreturn]] void no_vocabulary_slices(const Device& device) {
+  throw UserError(fmt::format("{} has no vocabulary-parallel embedding or cross-entropy yet: set "
+                              "strategy.vocab_parallel = false", device.str()));
+}
+}  // namespace
+
+void Backend::embedding_slice(const Tensor&, const Tensor&, int64_t, Tensor) { no_vocabulary_slices(device()); }
+void Backend::embedding_slice_backward(const Tensor&, int64_t, const Tensor&, Tensor) { no_vocabulary_slices(device()); }
+void Backend::class_slice_max(const Tensor&, Tensor) { no_vocabulary_slices(device()); }
+void Backend::class_slice_sums(const Tensor&, const Tensor&, int64_t, const Tensor&, Tensor) { no_vocabulary_slices(device()); }
+void Backend::class_slice_cross_entropy(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&, float, Tensor,
+                                        Tensor) {
+  no_vocabulary_slices(device());
+}
+
 GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Tensor& c) {
   DT_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, "gemm needs 2-D tensors");
   const GemmDims d{ta ? a.shape[1] : a.shape[0], ta ? a.shape[0] : a.shape[1], tb ? b.shape[0] : b.shape[1]};

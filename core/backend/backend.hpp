@@ -141,6 +141,10 @@ class Backend {
   // out (n, C) = table (V, C) rows ids (int32, n); dtable += dout scattered back to those rows.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
   virtual void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) = 0;
+  // The same on a vocabulary slice (tensor parallelism): table (V, C) holds the rows of
+  // ids [first, first + V); other ids give zero rows and no gradient.
+  virtual void embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out);
+  virtual void embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable);
   // y = (x - mean) * rstd * gamma + beta per row; mean, rstd (rows) kept for the backward.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
                           Tensor mean, Tensor rstd) = 0;
@@ -164,6 +168,18 @@ class Backend {
   // stats (2,) receives {sum of losses, number of correct argmax predictions}.
   virtual void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
                                     Tensor dlogits, Tensor stats) = 0;
+  // Sparse cross-entropy from logits split by classes over a tensor group (Megatron's
+  // vocabulary-parallel cross-entropy): logits (rows, K) are classes [first, first + K) of
+  // every row's, labels (rows) index all of them. Three passes around two all-reduces:
+  //   class_slice_max        max (rows) = each row's largest logit here; all-reduced (max).
+  //   class_slice_sums       sums (rows, 2) = {sum of exp(z - max), the label's logit where
+  //                          it is here, else 0}; all-reduced (sum).
+  //   class_slice_cross_entropy  stats (2,) and dlogits as sparse_cross_entropy writes them
+  //                          (from logits): the same on every rank of the group.
+  virtual void class_slice_max(const Tensor& logits, Tensor max);
+  virtual void class_slice_sums(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max, Tensor sums);
+  virtual void class_slice_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max,
+                                         const Tensor& sums, float grad_scale, Tensor dlogits, Tensor stats);
   // Mean over classes of (pred - one_hot(label))^2 per example.
   virtual void mean_squared_error(const Tensor& pred, const Tensor& labels, float grad_scale, Tensor dpred,
                                   Tensor stats) = 0;

@@ -228,6 +228,13 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
   if (s.sequence_parallel && s.mesh_tensor == 1)
     c.fail("sequence_parallel", "shards sequences over the tensor axis, and tensor = 1 leaves nothing to shard over; set "
            "strategy.tensor > 1 or leave sequence_parallel out");
+  if (c.has("vocab_parallel")) {
+    s.vocab_parallel = c.get_bool("vocab_parallel", true);
+    if (s.name != "mesh") c.fail("vocab_parallel", "applies to strategy \"mesh\" only");
+    if (*s.vocab_parallel && s.mesh_tensor == 1)
+      c.fail("vocab_parallel", "splits the vocabulary over the tensor axis, and tensor = 1 leaves nothing to split; set "
+             "strategy.tensor > 1 or leave vocab_parallel out");
+  }
   parse_pipeline(c, s);
   if (s.name != "mesh") return;
   if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));

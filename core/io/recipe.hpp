@@ -3,6 +3,7 @@
 // errors name the file, the line and the key. docs/recipe.md is the reference.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <toml++/toml.h>
 #include <vector>
@@ -32,6 +33,7 @@ struct StrategySpec {
   int64_t mesh_data = 1, mesh_tensor = 1, mesh_pipeline = 1;  // mesh: degrees, product = ranks launched
   bool shard_optimizer = false;           // mesh: optimizer state sharded over the data axis (ZeRO-1)
   bool sequence_parallel = false;         // mesh: per-position layers on sequence shards (tensor > 1)
+  std::optional<bool> vocab_parallel;     // mesh: embeddings and head split by vocabulary; unset: where possible
   bool offload_optimizer = false;         // zero, mesh: optimizer state in host memory, updated there
   int64_t micro_batches = 1;              // mesh: micro-batches per per-replica batch (pipeline)
   std::string schedule = "1f1b";          // mesh: gpipe | 1f1b

@@ -1,7 +1,9 @@
 // dense: Keras Dense on the last axis of its input (features,) or (sequence, features):
 // kernel (in, units), bias (units), optional ReLU; column- or row-parallel over a mesh's
 // tensor axis (layer.hpp, TensorSplit). With tied_to it has no kernel of its own but
-// uses an embedding layer's table (vocabulary, in) transposed: GPT-2's output head.
+// uses an embedding layer's table (vocabulary, in) transposed: GPT-2's output head, which
+// splits with the table by vocabulary (a column layer, its slice of the classes going to
+// the loss; core/model/tensor_plan.hpp).
 // With sequence parallelism a column layer's input and a row layer's output are sequence
 // shards (core/layers/sequence_shard.hpp).
 #include <cmath>
@@ -25,7 +27,7 @@ class Dense final : public Layer {
     if (!tied_to_.empty() && use_bias_) c.fail("tied_to", "a head tied to an embedding has no bias: add use_bias = false");
     if (!tied_to_.empty() && c.has("kernel_initializer")) c.fail("kernel_initializer", "a tied head has no kernel of its own");
     if (!tied_to_.empty() && requested_ && *requested_ != TensorSplit::none)
-      c.fail("tensor_parallel", "a head tied to an embedding is not split over the tensor axis yet");
+      c.fail("tensor_parallel", "a head tied to an embedding splits with its table, by vocabulary (strategy.vocab_parallel)");
   }
 
   std::string type() const override { return "dense"; }
@@ -33,7 +35,7 @@ class Dense final : public Layer {
     return {{"units", units_}, {"use_bias", use_bias_}, {"activation", relu_ ? "relu" : "linear"}, {"tied_to", tied_to_}};
   }
   bool can_split(TensorSplit split) const override {  // mixes all features
-    return split == TensorSplit::none || ((split == TensorSplit::column || split == TensorSplit::row) && tied_to_.empty());
+    return split == TensorSplit::none || split == TensorSplit::column || (split == TensorSplit::row && tied_to_.empty());
   }
   int residual_projections() const override { return kernel_init_name_ == "gpt2_residual" ? 1 : 0; }
   void set_residual_projections(int total) override { residual_stddev_ = 0.02 / std::sqrt(static_cast<double>(total)); }
@@ -59,40 +61,32 @@ class Dense final : public Layer {
   Shape setup(const Shape& in, ParamArena& arena) override {
     if (in.rank() != 1 && in.rank() != 2)
       fail(fmt::format("expects (features,) or (sequence, features), got {}; add a flatten layer before it", in.str()));
-    if (!tied_to_.empty()) return setup_tied(in, arena);
     const TensorPlace& p = tensor_place();
     const TensorSplit split = p.degree > 1 ? p.split : TensorSplit::none;
-    if (split == TensorSplit::column && units_ % p.degree != 0)
+    if (split == TensorSplit::column && (p.vocabulary ? units_ < p.degree : units_ % p.degree != 0))
       fail(fmt::format("units = {} does not split over a tensor degree of {}", units_, p.degree));
     in_ = in[in.rank() - 1];
-    const int64_t full_in = split == TensorSplit::row ? in_ * p.degree : in_;
-    int64_t weights = 0;
-    if (__builtin_mul_overflow(full_in, units_, &weights) || weights > kMaxExtent)
-      fail(fmt::format("a kernel from {} inputs to {} units has too many weights", full_in, units_));
-    const TensorSlice kernel_slice{split == TensorSplit::column ? 1 : split == TensorSplit::row ? 0 : -1, p.rank, p.degree};
-    const bool normal = kernel_init_name_ == "normal" || kernel_init_name_ == "gpt2_residual";
-    kernel_ = arena.declare(name(), "kernel", Shape{full_in, units_}, normal ? Init::normal : parse_init(kernel_init_name_),
-                            full_in, units_, true, kernel_slice, kernel_init_name_ == "gpt2_residual" ? residual_stddev_ : 0.02);
-    const TensorSlice bias_slice{split == TensorSplit::column ? 0 : -1, p.rank, p.degree};
-    if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true, bias_slice);
     row_ = split == TensorSplit::row;
     column_ = split == TensorSplit::column;
+    if (tied_to_.empty())
+      declare_kernel(arena, split);
+    else
+      find_tied_table(arena);
     sequence_ = p.sequence && split != TensorSplit::none;
-    out_ = column_ ? units_ / p.degree : units_;
+    out_ = column_ ? slice_begin(units_, p.rank + 1, p.degree) - slice_begin(units_, p.rank, p.degree) : units_;
     product_rows_ = sequence_ ? in[0] * (column_ ? p.degree : 1) : in.numel() / in_;
     if (!sequence_) return with_last(in, out_);
     if (in.rank() != 2) fail(fmt::format("sequence_parallel needs a sequence (sequence, features), got {}", in.str()));
     if (row_ && in[0] % p.degree != 0)
       fail(fmt::format("sequence_parallel: a sequence of {} does not split over a tensor degree of {}", in[0], p.degree));
     whole_length_ = column_ ? in[0] * p.degree : in[0];
-    return Shape{row_ ? in[0] / p.degree : whole_length_, column_ ? units_ / p.degree : units_};
+    return Shape{row_ ? in[0] / p.degree : whole_length_, out_};
   }
 
   void forward(Ctx& ctx, const Tensor& x, Tensor y) override {
     if (sequence_) return forward_on_shards(ctx, x, y);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]);
-    if (!tied_to_.empty()) return matmul(ctx, false, true, in, kernel_.value(), 0.0f, out);  // x E^T
-    matmul(ctx, false, false, in, kernel_.value(), 0.0f, out);  // (N, in) x (in, units)
+    product(ctx, in, out);
     if (row_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);         // partial sums over the input slices
     finish_forward(ctx, out);
   }
@@ -101,16 +95,55 @@ class Dense final : public Layer {
     if (sequence_) return backward_on_shards(ctx, x, y, dy, dx);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]), dout = dy.rows(out.shape[1]);
     const Tensor din = dx.empty() ? dx : dx.rows(in_);
-    if (!tied_to_.empty()) return backward_tied(ctx, in, dout, din);
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
-    matmul(ctx, true, false, in, dout, 1.0f, kernel_.grad());  // dW += x^T dy
+    weight_grad(ctx, in, dout);
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
     if (din.empty()) return;
-    matmul(ctx, false, true, dout, kernel_.value(), 0.0f, din);  // dx = dy W^T
+    input_grad(ctx, dout, din);
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);         // each slice of the units contributes
   }
 
  private:
+  bool tied() const { return !tied_to_.empty(); }
+
+  // y = x W (kernel (in, units)), or x E^T for a tied head (table (units, in)).
+  void product(Ctx& ctx, const Tensor& x, Tensor y) const { matmul(ctx, false, tied(), x, kernel_.value(), 0.0f, y); }
+  // dW += x^T dy; a tied head writes dE = dy^T x to the model's tied gradient instead (added
+  // to the table's at the embedding).
+  void weight_grad(Ctx& ctx, const Tensor& x, const Tensor& dy) const {
+    if (tied()) return matmul(ctx, true, false, dy, x, 0.0f, tied_grad_);
+    matmul(ctx, true, false, x, dy, 1.0f, kernel_.grad());
+  }
+  // dx = dy W^T, or dy E.
+  void input_grad(Ctx& ctx, const Tensor& dy, Tensor dx) const { matmul(ctx, false, !tied(), dy, kernel_.value(), 0.0f, dx); }
+
+  void declare_kernel(ParamArena& arena, TensorSplit split) {
+    const TensorPlace& p = tensor_place();
+    const int64_t full_in = row_ ? in_ * p.degree : in_;
+    int64_t weights = 0;
+    if (__builtin_mul_overflow(full_in, units_, &weights) || weights > kMaxExtent)
+      fail(fmt::format("a kernel from {} inputs to {} units has too many weights", full_in, units_));
+    const TensorSlice kernel_slice{column_ ? 1 : row_ ? 0 : -1, p.rank, p.degree};
+    const bool normal = kernel_init_name_ == "normal" || kernel_init_name_ == "gpt2_residual";
+    kernel_ = arena.declare(name(), "kernel", Shape{full_in, units_}, normal ? Init::normal : parse_init(kernel_init_name_),
+                            full_in, units_, true, kernel_slice, kernel_init_name_ == "gpt2_residual" ? residual_stddev_ : 0.02);
+    const TensorSlice bias_slice{split == TensorSplit::column ? 0 : -1, p.rank, p.degree};
+    if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true, bias_slice);
+  }
+
+  // The tied embedding's table (units, in) was declared before this layer, in this arena,
+  // split as this head is: by vocabulary, or not at all.
+  void find_tied_table(ParamArena& arena) {
+    const int id = arena.find(tied_to_, "embeddings");
+    if (id < 0) fail(fmt::format("tied_to = '{}': no embedding layer of that name before this one (in this pipeline stage)", tied_to_));
+    const Variable& table = arena.variables()[static_cast<size_t>(id)];
+    if (table.full_shape[1] != in_ || table.full_shape[0] != units_)
+      fail(fmt::format("tied_to = '{}': its table is {}, this head needs ({}, {}) (units, input features)", tied_to_,
+                       table.full_shape.str(), units_, in_));
+    DT_CHECK(table.slice.sliced() == column_, "layer '{}' and its table '{}' split differently", name(), tied_to_);
+    kernel_ = ParamRef{&arena, id};
+  }
+
   void finish_forward(Ctx& ctx, const Tensor& out) {
     if (use_bias_) ctx.backend.add_bias(out, bias_.value());
     if (relu_) ctx.backend.relu(out, out);
@@ -122,10 +155,10 @@ class Dense final : public Layer {
     const int64_t units = y.shape[y.shape.rank() - 1];
     if (column_) {
       const WholeSequence in(ctx, *this, x, true, whole_length_);
-      matmul(ctx, false, false, in.view.rows(in_), kernel_.value(), 0.0f, y.rows(units));
+      product(ctx, in.view.rows(in_), y.rows(units));
     } else {
       Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, units});
-      matmul(ctx, false, false, x.rows(in_), kernel_.value(), 0.0f, partial.view().rows(units));
+      product(ctx, x.rows(in_), partial.view().rows(units));
       reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), y);
     }
     finish_forward(ctx, y.rows(units));
@@ -138,12 +171,12 @@ class Dense final : public Layer {
     if (relu_) ctx.backend.relu_backward(y, dy, dy);
     const WholeSequence in(ctx, *this, x, column_, whole_length_), dout(ctx, *this, dy, row_, whole_length_);
     const Tensor g = dout.view.rows(units);
-    matmul(ctx, true, false, in.view.rows(in_), g, 1.0f, kernel_.grad());
+    weight_grad(ctx, in.view.rows(in_), g);
     if (use_bias_) ctx.backend.bias_grad(g, bias_.grad());
     if (dx.empty()) return;
-    if (row_) return matmul(ctx, false, true, g, kernel_.value(), 0.0f, dx.rows(in_));
+    if (row_) return input_grad(ctx, g, dx.rows(in_));
     Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, in_});
-    matmul(ctx, false, true, g, kernel_.value(), 0.0f, partial.view().rows(in_));
+    input_grad(ctx, g, partial.view().rows(in_));
     reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), dx);
   }
 
@@ -151,27 +184,6 @@ class Dense final : public Layer {
     std::vector<int64_t> dims = in.dims();
     dims.back() = last;
     return Shape(std::move(dims));
-  }
-
-  // The tied embedding's table (units, in) was declared before this layer, in this arena.
-  Shape setup_tied(const Shape& in, ParamArena& arena) {
-    const int id = arena.find(tied_to_, "embeddings");
-    if (id < 0) fail(fmt::format("tied_to = '{}': no embedding layer of that name before this one (in this pipeline stage)", tied_to_));
-    const Shape& table = arena.variables()[static_cast<size_t>(id)].shape;
-    in_ = in[in.rank() - 1];
-    out_ = units_;
-    product_rows_ = in.numel() / in_;
-    if (table[1] != in_ || table[0] != units_)
-      fail(fmt::format("tied_to = '{}': its table is {}, this head needs ({}, {}) (units, input features)", tied_to_,
-                       table.str(), units_, in_));
-    kernel_ = ParamRef{&arena, id};
-    return with_last(in, units_);
-  }
-
-  // dE = dy^T x goes to the model's tied gradient (added to the table's at the embedding).
-  void backward_tied(Ctx& ctx, const Tensor& in, const Tensor& dout, const Tensor& din) {
-    matmul(ctx, true, false, dout, in, 0.0f, tied_grad_);
-    if (!din.empty()) matmul(ctx, false, false, dout, kernel_.value(), 0.0f, din);
   }
 
   int64_t units_, in_ = 0;  // in_: the input features this rank sees (a slice when row-parallel)

@@ -54,6 +54,9 @@ struct Ctx {
 //           value projection column-parallel by heads, its output projection row-parallel):
 //           input and output whole, the partial outputs summed in forward and the input
 //           gradient summed in backward.
+// Vocabulary parallelism (TensorPlace::vocabulary) splits an embedding as a row layer (its
+// table's rows: the one-hot input's slice; token ids whole, the output summed) and the
+// output head as a column layer whose slice of the classes goes to the loss ungathered.
 // A column layer followed by a row layer exchanges nothing between them.
 enum class TensorSplit { none, column, row, sliced, heads };
 struct TensorPlace {
@@ -63,6 +66,9 @@ struct TensorPlace {
   // runs on this rank's shard of the sequence; a column or heads layer's input is such a
   // shard (all-gathered inside), a row or heads layer's output too (reduce-scattered).
   bool sequence = false;
+  // A split by vocabulary (core/model/tensor_plan.hpp): slices of the vocabulary need not be
+  // equal (tensor_slice.hpp rounds them), so that GPT-2's 50,257 tokens split.
+  bool vocabulary = false;
 };
 
 // A layer's `tensor_parallel` key: "auto" (nullopt: as the mesh's plan says), "column",

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/backend/backend.hpp"
+#include "core/comm/communicator.hpp"
 #include "core/tensor/buffer.hpp"
 
 namespace distrain {
@@ -44,11 +45,20 @@ class Loss {
   // reads them later (a training step's StepLedger), so that the GPU is never idle
   // while the host waits for a loss.
   void enqueue(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats);
+  // Under vocabulary parallelism (core/model/tensor_plan.hpp) the output holds this rank's
+  // slice of the classes, from class `first` on, and the loss combines the slices over
+  // `tensor` (sparse cross-entropy from logits only): every rank of it gets the same sums.
+  void set_class_slice(Communicator& tensor, int64_t first);
 
  private:
+  void enqueue_on_slices(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats);
+
   LossSpec spec_;
   Backend& backend_;
   Buffer stats_;  // (2,): loss sum, correct count
+  Communicator* tensor_ = nullptr;  // set_class_slice()
+  int64_t first_class_ = 0;
+  Buffer row_max_, row_sums_;  // (rows), (rows, 2): see Backend::class_slice_*
 };
 
 }  // namespace distrain

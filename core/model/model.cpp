@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
 #include "core/layers/sequence_shard.hpp"
 #include "core/layers/tensor_gather.hpp"
@@ -52,7 +53,9 @@ bool Model::is_chain() const {
 // the form it takes (a shard or the whole sequence).
 void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin) {
   if (tensor.size == 1) return;
-  const TensorPlan plan = plan_tensor_parallel(layers_, inputs_, tensor.size, tensor.sequence, spec.file);
+  const TensorPlan plan = plan_tensor_parallel(layers_, inputs_, tensor.size, tensor.sequence, tensor.vocabulary, spec.file);
+  if (plan.vocabulary)
+    output_first_class_ = slice_begin(layers_.back()->settings().value("units", int64_t{0}), tensor.rank, tensor.size);
   std::vector<std::unique_ptr<Layer>> placed;
   std::vector<std::vector<int>> placed_inputs;
   std::vector<size_t> placed_origin;
@@ -73,8 +76,9 @@ void Model::place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spe
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const TensorPlanEntry& e = plan.layers[i];
+    const bool by_vocabulary = plan.vocabulary && (i + 1 == layers_.size() || layers_[i]->type() == "embedding");
     if (e.split != TensorSplit::none || e.sequence)
-      layers_[i]->set_tensor_place(TensorPlace{e.split, tensor.rank, tensor.size, e.sequence});
+      layers_[i]->set_tensor_place(TensorPlace{e.split, tensor.rank, tensor.size, e.sequence, by_vocabulary});
     const bool shard = reads_sequence_shard(layers_[i]->tensor_place());
     std::vector<int> in;
     for (const int j : inputs_[i]) {
@@ -135,6 +139,7 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   DT_USER_CHECK(part.first < end, "{}: a pipeline stage of layers [{}, {}) of {} has no layer", file, part.first, part.end,
                 layers_.size());
   if (part.first == 0 && end == layers_.size()) return;
+  if (end < layers_.size()) output_first_class_.reset();  // a stage before the head
   DT_USER_CHECK(can_cut_before(part.first) && (end == layers_.size() || can_cut_before(end)),
                 "{}: a pipeline stage of layers [{}, {}) is read past its ends by more than the layer before it", file,
                 part.first, end);

@@ -24,6 +24,7 @@
 #include "core/model/gradient_reducer.hpp"
 #include "core/model/layer_clock.hpp"
 #include "core/model/param_gatherer.hpp"
+#include "core/model/tensor_plan.hpp"
 #include "core/tensor/buffer.hpp"
 
 namespace distrain {
@@ -32,6 +33,7 @@ namespace distrain {
 struct TensorGroup {
   int rank = 0, size = 1;
   bool sequence = false;  // sequence parallelism (strategy.sequence_parallel)
+  VocabularySplit vocabulary = VocabularySplit::off;  // strategy.vocab_parallel
 };
 
 // The part of the layer list a model runs (one pipeline stage): layers [first, end) of
@@ -64,6 +66,9 @@ class Model {
   Tensor forward(Ctx& ctx, const Tensor& x);
   // Where the loss writes the gradient of the output before backward().
   Tensor output_grad() const { return dacts_.back().view(); }
+  // Under vocabulary parallelism the output (the last stage's) is this rank's slice of the
+  // classes: the first class of it. nullopt: the output is whole.
+  std::optional<int64_t> output_first_class() const { return output_first_class_; }
   // Propagates output_grad() back; parameter gradients accumulate into the arena.
   void backward(Ctx& ctx);
   // With part.input_grad: the gradient of the last forward's input, after backward().
@@ -182,6 +187,7 @@ class Model {
   bool input_grad_wanted_ = false;
   Buffer input_grad_;  // (N, input_shape...) with part.input_grad
   LayerClock* clock_ = nullptr;  // see set_layer_clock()
+  std::optional<int64_t> output_first_class_;  // see output_first_class()
 };
 
 }  // namespace distrain

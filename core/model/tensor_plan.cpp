@@ -1,6 +1,7 @@
 #include "core/model/tensor_plan.hpp"
 
 #include "core/base/error.hpp"
+#include "core/base/json.hpp"
 #include "core/io/model_spec.hpp"
 
 namespace distrain {
@@ -61,7 +62,7 @@ std::vector<TensorPlanEntry> plan_splits(const Layers& layers, const std::vector
   for (size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = *layers[i];
     const std::optional<TensorSplit> asked = l.requested_split();
-    if (asked == TensorSplit::none) continue;
+    if (asked == TensorSplit::none || !l.tied_layer().empty()) continue;  // a tied head splits by vocabulary only
     if (l.can_split(TensorSplit::heads)) {
       plan[i].split = TensorSplit::heads;
       continue;
@@ -83,6 +84,13 @@ std::vector<TensorPlanEntry> plan_splits(const Layers& layers, const std::vector
     }
   }
   return plan;
+}
+
+// Embeddings as row layers, the last layer a column layer left ungathered.
+void plan_vocabulary(const Layers& layers, std::vector<TensorPlanEntry>& plan) {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i]->type() == "embedding") plan[i].split = TensorSplit::row;
+  plan.back() = TensorPlanEntry{TensorSplit::column};
 }
 
 bool enters_split(TensorSplit s) { return s == TensorSplit::column || s == TensorSplit::heads; }
@@ -115,9 +123,42 @@ void plan_sequence(const Layers& layers, const std::vector<std::vector<int>>& in
 
 }  // namespace
 
+std::string vocabulary_obstacle(const Layers& layers, int degree) {
+  if (layers.empty()) return "the model has no layers";
+  const Layer& last = *layers.back();
+  std::vector<std::string> embeddings;
+  for (const auto& l : layers) {
+    if (l->type() == "embedding") {
+      embeddings.push_back(l->name());
+      if (l->settings().value("input_dim", int64_t{0}) < degree)
+        return fmt::format("layer '{}' has fewer tokens than the {} ranks", l->name(), degree);
+    }
+    if (!l->tied_layer().empty() && l.get() != &last)
+      return fmt::format("layer '{}' uses '{}''s table but is not the model's last layer", l->name(), l->tied_layer());
+  }
+  if (embeddings.empty()) return "the model has no embedding layer";
+  if (last.type() != "dense" || !last.can_split(TensorSplit::column))
+    return fmt::format("its last layer '{}' is not a dense layer", last.name());
+  if (last.requested_split() && *last.requested_split() != TensorSplit::column)
+    return fmt::format("its last layer '{}' asks for tensor_parallel = \"{}\"", last.name(),
+                       *last.requested_split() == TensorSplit::row ? "row" : "replicated");
+  if (last.settings().value("units", int64_t{0}) < degree)
+    return fmt::format("its last layer '{}' has fewer units than the {} ranks", last.name(), degree);
+  return "";
+}
+
 TensorPlan plan_tensor_parallel(const Layers& layers, const std::vector<std::vector<int>>& inputs, int degree, bool sequence,
-                                const std::string& file) {
+                                VocabularySplit vocabulary, const std::string& file) {
   TensorPlan plan{plan_splits(layers, inputs, degree, file), false};
+  if (degree > 1 && vocabulary != VocabularySplit::off) {
+    std::string why_not = vocabulary_obstacle(layers, degree);
+    if (why_not.empty() && plan.layers.back().split == TensorSplit::row)
+      why_not = fmt::format("its last layer '{}' is the row half of a column/row pair", layers.back()->name());
+    DT_USER_CHECK(why_not.empty() || vocabulary == VocabularySplit::where_possible,
+                  "{}: strategy.vocab_parallel = true, but {}", file, why_not);
+    plan.vocabulary = why_not.empty();
+    if (plan.vocabulary) plan_vocabulary(layers, plan.layers);
+  }
   if (sequence && degree > 1) plan_sequence(layers, inputs, plan);
   return plan;
 }

@@ -16,6 +16,12 @@
 //   - In a graph (a GPT's residual adds), a slice runs only along a plain chain: from the
 //     column layer on, each layer takes just the previous one's output, which nothing else
 //     reads. Where the chain ends before a row layer, the slice is gathered.
+//   - Vocabulary parallelism (Megatron's; strategy.vocab_parallel): every embedding splits
+//     its table by rows (a row layer, its partial outputs summed), and the model's last
+//     layer, a dense head (tied to an embedding's table or not), by its units (a column
+//     layer) without a gather: its slice of the classes is the model's output, which the
+//     loss takes as it is (Loss::set_class_slice). Slices may differ by one row, so a
+//     vocabulary of 50,257 splits. A head tied to an embedding splits only this way.
 //   - Every other layer (flatten, layer norm, embeddings, adds, and the per-channel ones
 //     outside a slice) runs whole on every rank of the tensor axis (replicated).
 #pragma once
@@ -42,13 +48,21 @@ struct TensorPlanEntry {
 struct TensorPlan {
   std::vector<TensorPlanEntry> layers;  // one per layer
   bool scatter_input = false;           // the model's input is read as a shard
+  bool vocabulary = false;              // split by vocabulary: the output is a slice of the classes
 };
+
+// strategy.vocab_parallel: off; on where the model allows it (a model with embeddings and a
+// dense head, trained with sparse cross-entropy from logits); or required (an error where not).
+enum class VocabularySplit { off, where_possible, required };
+
+// Why the vocabulary of these layers cannot split over `degree` ranks, or "".
+std::string vocabulary_obstacle(const std::vector<std::unique_ptr<Layer>>& layers, int degree);
 
 // All none when degree is 1. inputs[i]: where layer i takes its inputs (earlier layers'
 // indices, -1 the model's input). Throws UserError naming the layer and `file` for a
 // request that cannot be met.
 TensorPlan plan_tensor_parallel(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<std::vector<int>>& inputs,
-                                int degree, bool sequence, const std::string& file);
+                                int degree, bool sequence, VocabularySplit vocabulary, const std::string& file);
 // Whether a layer with this place reads its inputs as sequence shards.
 bool reads_sequence_shard(const TensorPlace& place);
 

@@ -1,5 +1,6 @@
 #include "core/strategy/mesh_strategy.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -22,14 +23,18 @@ namespace {
 // A whole variable from this rank's slice: the tensor group's slices, gathered and placed.
 std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Communicator& tensor) {
   if (!v.slice.sliced()) return mine;
-  std::vector<float> all(mine.size() * static_cast<size_t>(tensor.size())), whole(static_cast<size_t>(v.full_shape.numel()));
-  tensor.all_gather(host_tensor(mine.data(), static_cast<int64_t>(mine.size())), host_tensor(all.data(), static_cast<int64_t>(all.size())));
+  // A vocabulary's slices may differ by a row: each travels padded to the largest.
+  auto elements = [&](int r) { return slice_shape(v.full_shape, TensorSlice{v.slice.axis, r, v.slice.count, v.slice.groups}).numel(); };
+  int64_t largest = 0;
+  for (int r = 0; r < tensor.size(); ++r) largest = std::max(largest, elements(r));
+  mine.resize(static_cast<size_t>(largest), 0.0f);
+  std::vector<float> all(static_cast<size_t>(largest * tensor.size())), whole(static_cast<size_t>(v.full_shape.numel()));
+  tensor.all_gather(host_tensor(mine.data(), largest), host_tensor(all.data(), static_cast<int64_t>(all.size())));
   for (int r = 0; r < tensor.size(); ++r) {
-    const std::vector<float> part(all.begin() + static_cast<int64_t>(r * mine.size()),
-                                  all.begin() + static_cast<int64_t>((r + 1) * mine.size()));
+    const auto from = all.begin() + r * largest;
     TensorSlice theirs = v.slice;
     theirs.index = r;
-    place_slice(part, v.full_shape, theirs, whole);
+    place_slice(std::vector<float>(from, from + elements(r)), v.full_shape, theirs, whole);
   }
   return whole;
 }
@@ -87,7 +92,7 @@ class MeshStrategy final : public Strategy {
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
-                                      TensorGroup{mesh_.coord().tensor, shape_.tensor, spec_.sequence_parallel});
+                                      tensor_group_of(recipe, mesh_.coord().tensor, shape_.tensor));
     plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
     find_cross_stage_ties();

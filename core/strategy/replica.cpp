@@ -72,6 +72,17 @@ void ensure(Buffer& buffer, Backend& backend, const Shape& shape, DType dtype) {
 
 }  // namespace
 
+TensorGroup tensor_group_of(const Recipe& recipe, int rank, int size) {
+  const StrategySpec& s = recipe.strategy;
+  const bool from_logits = recipe.loss.type == LossType::sparse_categorical_crossentropy && recipe.loss.from_logits;
+  DT_USER_CHECK(from_logits || !s.vocab_parallel.value_or(false),
+                "{}: strategy.vocab_parallel = true needs loss sparse_categorical_crossentropy from logits", recipe.file);
+  VocabularySplit vocabulary = VocabularySplit::off;
+  if (from_logits && s.vocab_parallel.value_or(true))
+    vocabulary = s.vocab_parallel ? VocabularySplit::required : VocabularySplit::where_possible;
+  return TensorGroup{rank, size, s.sequence_parallel, vocabulary};
+}
+
 Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Communicator* tensor,
                  std::optional<StagePlace> place)
     : backend_(backend),
@@ -82,8 +93,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
     const std::string why_not = backend.bf16_matmul_unavailable();
     DT_USER_CHECK(why_not.empty(), "{}: train.precision = \"bf16\" on {}: {}", recipe.file, backend.device().str(), why_not);
   }
-  const TensorGroup group =
-      tensor ? TensorGroup{tensor->rank(), tensor->size(), recipe.strategy.sequence_parallel} : TensorGroup{};
+  const TensorGroup group = tensor ? tensor_group_of(recipe, tensor->rank(), tensor->size()) : TensorGroup{};
   copies_.push_back(std::make_unique<Model>(recipe.model(), backend, std::move(seams), group, place_.part));
   const ParamArena& p = copies_[0]->params();
   const int copies = micro_batches_in_flight(place_.schedule, place_.stage, place_.stages, place_.micro_batches);
@@ -98,6 +108,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
     copy->set_recompute(recipe.train.recompute_blocks);
     copy->set_matmul_dtype(recipe.train.matmul_dtype);
   }
+  if (const std::optional<int64_t> first = copies_[0]->output_first_class()) loss_.set_class_slice(*tensor, *first);
   slots_.resize(copies_.size());
   if (place_.micro_batches > 1) micro_stats_ = Buffer(backend_, Shape{2});
   check_ends(recipe);

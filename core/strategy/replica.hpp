@@ -47,6 +47,11 @@ struct StagePlace {
 // (one per micro-batch in flight) for its micro-batch, and the received inputs.
 int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place, int64_t n);
 
+// This rank's place on a tensor axis of `size` as the recipe asks: sequence parallelism,
+// and vocabulary parallelism where the loss allows it (sparse cross-entropy from logits).
+// Throws UserError naming the file where strategy.vocab_parallel = true and it does not.
+TensorGroup tensor_group_of(const Recipe& recipe, int rank, int size);
+
 class Replica {
  public:
   // seams: the model's gatherer and reducer (see Model), the defaults if empty. tensor: the

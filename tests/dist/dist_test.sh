@@ -610,7 +610,8 @@ gpt_mesh)
   # The Shakespeare GPT (4 blocks, width 128, 4 heads, tied head) on the mesh: 5 steps of
   # every layout give one_device's weights with the same global batch of 12, relative to
   # the largest weight. Tensor parallelism splits attention by heads and the MLP as a
-  # column/row pair; pipeline stages start at block boundaries, the last keeping a copy of
+  # column/row pair, the embedding and the tied head by vocabulary (65 tokens: slices of
+  # 32 and 33, or 16, 16, 16 and 17) unless vocab_parallel = false; pipeline stages start at block boundaries, the last keeping a copy of
   # the embedding for the tied head.
   gpt=("$src/recipes/shakespeare_char_gpt.toml" --set "data.path=$src/data/tiny_shakespeare.txt" --set train.validate=false)
   msh=(--set strategy.name=mesh)
@@ -628,6 +629,7 @@ gpt_mesh)
   }
   gpt_case tensor2 2 --set strategy.tensor=2
   gpt_case tensor4 4 --set strategy.tensor=4
+  gpt_case tensor2_vocabulary_whole 2 --set strategy.tensor=2 --set strategy.vocab_parallel=false
   gpt_case tensor2_sequence_parallel 2 --set strategy.tensor=2 --set strategy.sequence_parallel=true
   gpt_case tensor4_sequence_parallel 4 --set strategy.tensor=4 --set strategy.sequence_parallel=true
   gpt_case pipeline2 2 --set strategy.pipeline=2 --set strategy.micro_batches=4

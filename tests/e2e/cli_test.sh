@@ -554,14 +554,26 @@ gpt)
     "$distrain" generate --ckpt g --prompt "a€"
   expect_error "generate: a negative temperature" "--temperature -1: must be a finite number >= 0" \
     "$distrain" generate --ckpt g --temperature -1
-  # On the mesh: check shows attention split by heads and the layer norms on sequence
-  # shards; sequence parallelism without a tensor axis is refused by name.
+  # On the mesh: check shows attention split by heads, the embedding and head by
+  # vocabulary (65 tokens: 32 and 33), the layer norms and the position embedding on
+  # sequence shards; with the vocabulary whole, a scatter after the token embedding.
+  # Sequence parallelism without a tensor axis is refused by name, and so is a vocabulary
+  # split asked for where the loss cannot combine slices.
   "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.tensor=2 --set strategy.sequence_parallel=true \
     >"$work/mesh.log" 2>&1 && grep -q "h.0.attn (by heads)" "$work/mesh.log" && grep -q "h.0.ln_1 (on a sequence shard)" "$work/mesh.log" &&
-    grep -q "wpe_sequence_scatter (cuts the sequence)" "$work/mesh.log" && ok "check: the GPT on a tensor 2 mesh with sequence parallelism" ||
+    grep -q "wte (by vocabulary), wpe (on a sequence shard)" "$work/mesh.log" && grep -q "head (by vocabulary)$" "$work/mesh.log" &&
+    grep -q "^vocabulary  split over the tensor axis" "$work/mesh.log" && grep -q "wte/embeddings \[32:65, :\] of (65, 32)" "$work/mesh.log" &&
+    ok "check: the GPT on a tensor 2 mesh with sequence and vocabulary parallelism" ||
     bad "gpt mesh check: $(head -n 3 "$work/mesh.log")"
+  "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.tensor=2 --set strategy.sequence_parallel=true \
+    --set strategy.vocab_parallel=false >"$work/mesh.log" 2>&1 && grep -q "wte_sequence_scatter (cuts the sequence)" "$work/mesh.log" &&
+    grep -q "^vocabulary  whole on every rank: strategy.vocab_parallel = false" "$work/mesh.log" &&
+    ok "check: vocab_parallel = false keeps the vocabulary whole" || bad "gpt mesh check, vocabulary whole: $(head -n 3 "$work/mesh.log")"
   expect_error "sequence_parallel without a tensor axis" "strategy.sequence_parallel: shards sequences over the tensor axis" \
     "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.sequence_parallel=true
+  expect_error "vocab_parallel = true with a loss on probabilities" \
+    "strategy.vocab_parallel = true needs loss sparse_categorical_crossentropy from logits" \
+    "$distrain" check "$work/gpt.toml" --set strategy.name=mesh --set strategy.tensor=2 --set strategy.vocab_parallel=true --set loss.from_logits=false
   # plan: the Shakespeare GPT (3.2 MB of gradients, 0.4 MB of activations a step) on 2
   # hosts of 1 rank over a 100 Mbit/s link chooses the pipeline (activations cross the link,
   # not the gradients); the written recipe is that mesh and check takes it. (The small GPT

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/comm/mesh.hpp"
+#include "core/model/loss.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -513,6 +514,109 @@ TEST_CASE("sequence parallel: a sequence that does not split over the tensor deg
   const toml::table table = toml::parse(kBlock);
   CHECK_THROWS_WITH_AS(Model(parse_model_spec(table, "block.toml"), cpu(), ModelSeams{}, TensorGroup{0, 3, true}),
                        doctest::Contains("does not split over the tensor degree 3"), UserError);
+}
+
+}  // namespace distrain::test
+
+namespace distrain::test {
+namespace {
+
+// A one-block language model over 11 tokens (a vocabulary no degree here divides) with
+// GPT-2's tied head.
+const char* kTinyLm = R"(
+input_shape = [6]
+layers = [
+  { type = "embedding", name = "wte", input_dim = 11, output_dim = 12 },
+  { type = "position_embedding", name = "wpe" },
+  { type = "layer_norm", name = "ln_1" },
+  { type = "attention", name = "attn", heads = 6 },
+  { type = "add", name = "attn_add", inputs = ["wpe", "attn"] },
+  { type = "layer_norm", name = "ln_f" },
+  { type = "dense", name = "head", units = 11, tied_to = "wte", use_bias = false },
+]
+)";
+
+struct LmRun {
+  LossStats loss;
+  std::vector<std::vector<float>> grads;  // per variable, as this rank holds them
+};
+
+// One forward, loss and backward of 3 sequences of 6 tokens, as Replica runs them.
+LmRun run_lm(Model& m, Communicator* tensor) {
+  m.params().initialize(5);
+  m.zero_grads();
+  std::vector<int32_t> ids(18), labels(18);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % 11), labels[i] = static_cast<int32_t>((i * 5 + 1) % 11);
+  Buffer in(cpu(), Shape{3, 6}, DType::i32), y(cpu(), Shape{18}, DType::i32);
+  cpu().upload(ids.data(), in.view());
+  cpu().upload(labels.data(), y.view());
+  Ctx ctx{cpu(), true, 1, nullptr, tensor};
+  Loss loss(LossSpec{}, cpu());
+  if (m.output_first_class()) loss.set_class_slice(*tensor, *m.output_first_class());
+  LmRun r;
+  const Tensor out = m.forward(ctx, in.view());
+  r.loss = loss.compute(out, y.view(), 1.0f / 18, m.output_grad());
+  m.backward(ctx);
+  if (tensor) m.sum_sequence_shard_gradients(*tensor);
+  for (size_t v = 0; v < m.params().variables().size(); ++v) r.grads.push_back(to_host(m.params().grad(static_cast<int>(v))));
+  return r;
+}
+
+}  // namespace
+
+// Megatron's vocabulary parallelism: the embedding's rows and the tied head's units split
+// (11 tokens: slices of 6 and 5, or 4, 4 and 3), the logits never gathered, the
+// cross-entropy combined from the slices; loss, accuracy and every gradient as one model's.
+TEST_CASE("vocabulary parallel language model: embedding rows, tied head and cross-entropy split unevenly match the whole model") {
+  const toml::table table = toml::parse(kTinyLm);
+  Model whole(parse_model_spec(table, "lm.toml"), cpu());
+  const LmRun want = run_lm(whole, nullptr);
+  for (const bool sequence : {false, true})
+    for (int degree : {2, 3}) {
+      CAPTURE(sequence);
+      CAPTURE(degree);
+      std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
+      std::vector<std::unique_ptr<Model>> models;
+      for (int r = 0; r < degree; ++r)
+        models.push_back(std::make_unique<Model>(parse_model_spec(table, "lm.toml"), cpu(), ModelSeams{},
+                                                 TensorGroup{r, degree, sequence, VocabularySplit::required}));
+      std::vector<LmRun> got(static_cast<size_t>(degree));
+      std::vector<std::thread> threads;
+      for (int r = 0; r < degree; ++r)
+        threads.emplace_back([&, r] { got[static_cast<size_t>(r)] = run_lm(*models[static_cast<size_t>(r)], &meshes[static_cast<size_t>(r)].axis(Axis::tensor)); });
+      for (auto& t : threads) t.join();
+      const Variable& wte = models[static_cast<size_t>(degree - 1)]->params().variables()[0];
+      CHECK(wte.shape == Shape{degree == 2 ? 6 : 4, 12});  // the last rank's rows: 5..10, or 7..10
+      CHECK(models[0]->output_shape() == Shape{6, degree == 2 ? 5 : 3});
+      CHECK(*models[static_cast<size_t>(degree - 1)]->output_first_class() == (degree == 2 ? 5 : 7));
+      for (size_t r = 0; r < got.size(); ++r) {
+        CHECK(got[r].loss.loss_sum == doctest::Approx(want.loss.loss_sum).epsilon(1e-6));
+        CHECK(got[r].loss.correct == want.loss.correct);
+        const auto& vars = models[r]->params().variables();
+        for (size_t v = 0; v < vars.size(); ++v) {
+          CAPTURE(vars[v].layer + "/" + vars[v].name);
+          CHECK(relative_error(slice_of(want.grads[v], vars[v].full_shape, vars[v].slice), got[r].grads[v]) < 1e-5);
+        }
+      }
+    }
+}
+
+TEST_CASE("vocabulary parallel: where possible by default, refused with a reason when asked for and impossible") {
+  const toml::table lm = toml::parse(kTinyLm);
+  const Model auto_split(parse_model_spec(lm, "lm.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2, false, VocabularySplit::where_possible});
+  CHECK(plan_of(auto_split) == "wte:row wpe ln_1 attn:heads attn_add ln_f head:column ");
+  const Model off(parse_model_spec(lm, "lm.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2});
+  CHECK(plan_of(off) == "wte wpe ln_1 attn:heads attn_add ln_f head ");
+  CHECK_FALSE(off.output_first_class());
+  // A block model without embeddings keeps its gathered head.
+  const Model block(parse_model_spec(toml::parse(kBlock), "block.toml"), cpu(), ModelSeams{},
+                    TensorGroup{0, 2, false, VocabularySplit::where_possible});
+  CHECK_FALSE(block.output_first_class());
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(toml::parse(kBlock), "block.toml"), cpu(), ModelSeams{},
+                             TensorGroup{0, 2, false, VocabularySplit::required}),
+                       "block.toml: strategy.vocab_parallel = true, but the model has no embedding layer", UserError);
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(lm, "lm.toml"), cpu(), ModelSeams{}, TensorGroup{0, 16, false, VocabularySplit::required}),
+                       "lm.toml: strategy.vocab_parallel = true, but layer 'wte' has fewer tokens than the 16 ranks", UserError);
 }
 
 }  // namespace distrain::test

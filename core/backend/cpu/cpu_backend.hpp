@@ -38,6 +38,12 @@ class CpuBackend final : public Backend {
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) override;
+  void embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) override;
+  void embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable) override;
+  void class_slice_max(const Tensor& logits, Tensor max) override;
+  void class_slice_sums(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max, Tensor sums) override;
+  void class_slice_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max,
+                                 const Tensor& sums, float grad_scale, Tensor dlogits, Tensor stats) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y, Tensor mean,
                   Tensor rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,

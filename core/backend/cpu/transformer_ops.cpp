@@ -70,23 +70,40 @@ float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
 }  // namespace
 
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
-  const int64_t c = table.shape[1], vocab = table.shape[0], n = ids.numel();
-  DT_CHECK(out.numel() == n * c, "embedding of {} ids into {}", n, out.shape.str());
+  const int64_t vocab = table.shape[0], n = ids.numel();
   const int32_t* id = ids.i32();
   for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0 && id[i] < vocab, "token {} of a vocabulary of {}", id[i], vocab);
+  embedding_slice(table, ids, 0, out);
+}
+
+void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) {
+  embedding_slice_backward(ids, 0, dout, dtable);
+}
+
+void CpuBackend::embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) {
+  const int64_t c = table.shape[1], rows = table.shape[0], n = ids.numel();
+  DT_CHECK(out.numel() == n * c, "embedding of {} ids into {}", n, out.shape.str());
+  const int32_t* id = ids.i32();
   const float* w = table.f32();
   float* y = out.f32();
 #pragma omp parallel for if (n > kParallelRows)
-  for (int64_t i = 0; i < n; ++i) std::copy_n(w + id[i] * c, c, y + i * c);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = id[i] - first;
+    if (row >= 0 && row < rows)
+      std::copy_n(w + row * c, c, y + i * c);
+    else
+      std::fill_n(y + i * c, c, 0.0f);
+  }
 }
 
 // Serial over ids: two positions with one token add into the same row, in a fixed order.
-void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) {
-  const int64_t c = dtable.shape[1], n = ids.numel();
+void CpuBackend::embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable) {
+  const int64_t c = dtable.shape[1], rows = dtable.shape[0], n = ids.numel();
   const int32_t* id = ids.i32();
   const float* dy = dout.f32();
   float* dw = dtable.f32();
-  for (int64_t i = 0; i < n; ++i) add_scaled(dw + id[i] * c, 1.0f, dy + i * c, c);
+  for (int64_t i = 0; i < n; ++i)
+    if (const int64_t row = id[i] - first; row >= 0 && row < rows) add_scaled(dw + row * c, 1.0f, dy + i * c, c);
 }
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
