@@ -10,7 +10,7 @@
 #include "core/comm/mpi_communicator.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
-#include "core/optim/weight_decay.hpp"
+#include "core/strategy/model_update.hpp"
 #include "core/strategy/replica.hpp"
 #include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
@@ -102,10 +102,7 @@ class MeshStrategy final : public Strategy {
                                        &tensor(), place);
     stats_ = Buffer(stage_->backend(), Shape{2});
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
-    optimizer_ = make_optimizer(recipe.optimizer);
-    const std::vector<Range> decayed = decayed_ranges(model().params());
-    optimizer_->bind(optimizer_place(spec_, stage_->backend()), model().gatherer().own().numel(),
-                     shards_ ? shards_->in_shard(decayed, mesh_.coord().data) : decayed);
+    update_.emplace(recipe, model(), stage_->backend(), shards_ ? &*shards_ : nullptr, mesh_.coord().data);
   }
 
   std::string name() const override { return "mesh"; }
@@ -127,7 +124,7 @@ class MeshStrategy final : public Strategy {
   }
   // This rank's stage's model (its layers and variables only).
   Model& model() override { return stage_->model(); }
-  Optimizer& optimizer() override { return *optimizer_; }
+  Optimizer& optimizer() override { return update_->optimizer(); }
   ModelState& model_state() override { return model_state_; }
   OptimizerState& optimizer_state() override { return optimizer_state_; }
   Communicator& tensor() const { return mesh_.axis(Axis::tensor); }
@@ -172,10 +169,10 @@ class MeshStrategy final : public Strategy {
     for (Tensor t : {p.values(), p.state()})
       if (t.numel()) data().broadcast(t, 0);
     if (!spec_.shard_optimizer)
-      for (auto& [name, slot] : optimizer_->slots()) data().broadcast(slot, 0);
-    double iterations = static_cast<double>(optimizer_->iterations());
+      for (auto& [name, slot] : optimizer().slots()) data().broadcast(slot, 0);
+    double iterations = static_cast<double>(optimizer().iterations());
     data().broadcast(host_tensor(&iterations, 1), 0);
-    optimizer_->set_iterations(static_cast<int64_t>(iterations));
+    optimizer().set_iterations(static_cast<int64_t>(iterations));
   }
 
   // Batch-norm moving statistics: the mean over the data axis (a tensor group's are equal).
@@ -217,12 +214,7 @@ class MeshStrategy final : public Strategy {
     world_->all_reduce(host_tensor(&bad, 1), ReduceOp::sum);
     return bad == 0.0f;
   }
-  void apply_update(const StepInfo& info) override {
-    Model& m = model();
-    m.gatherer().before_update();
-    optimizer_->update(m.gatherer().own(), m.reducer().own(), info.learning_rate, info.gradient_scale);
-    m.gatherer().after_update();
-  }
+  void apply_update(const StepInfo& info) override { update_->apply(info.learning_rate, info.gradient_scale); }
   void discard_step() override { stage_->restore_state(); }
   // The global norm's square: every element of the whole model's reduced gradient once. A
   // stage counts its own variables (not a tied copy of another stage's); a tensor group
@@ -301,7 +293,7 @@ class MeshStrategy final : public Strategy {
   std::vector<int> cross_stage_ties_;  // layout variable ids, see find_cross_stage_ties()
   std::unique_ptr<Replica> stage_;
   Buffer stats_;  // (2,) the last stage's loss sum and correct count
-  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<ModelUpdate> update_;
   std::optional<ShardLayout> shards_;  // shard_optimizer: the slots' layout over the data axis
   MeshModelState model_state_;
   MeshOptimizerState optimizer_state_;
@@ -330,10 +322,10 @@ void MeshModelState::write(int id, const std::vector<float>& in) {
   m_.stage_->backend().upload(slice_of(in, mine.full_shape, mine.slice).data(), m_.model().params().value(local));
 }
 
-std::string MeshOptimizerState::type() const { return m_.optimizer_->type(); }
-int64_t MeshOptimizerState::iterations() const { return m_.optimizer_->iterations(); }
-void MeshOptimizerState::set_iterations(int64_t n) { m_.optimizer_->set_iterations(n); }
-std::vector<std::string> MeshOptimizerState::slot_names() const { return m_.optimizer_->slot_names(); }
+std::string MeshOptimizerState::type() const { return m_.optimizer().type(); }
+int64_t MeshOptimizerState::iterations() const { return m_.optimizer().iterations(); }
+void MeshOptimizerState::set_iterations(int64_t n) { m_.optimizer().set_iterations(n); }
+std::vector<std::string> MeshOptimizerState::slot_names() const { return m_.optimizer().slot_names(); }
 
 // The slot of whole-model variable v: on its stage, this rank's tensor slice (its own
 // range, or, sharded, the pieces each data rank owns, zeros elsewhere, summed over the
@@ -345,10 +337,10 @@ void MeshOptimizerState::read(const std::string& slot, const Variable& v, std::v
     std::vector<float> part(static_cast<size_t>(mine.shape.numel()), 0.0f);
     Backend& be = m_.stage_->backend();
     if (m_.shards_) {
-      download_owned(be, *m_.shards_, m_.mesh_.coord().data, m_.optimizer_->slot(slot), mine, part.data());
+      download_owned(be, *m_.shards_, m_.mesh_.coord().data, m_.optimizer().slot(slot), mine, part.data());
       m_.data().all_reduce(host_tensor(part.data(), mine.shape.numel()), ReduceOp::sum);
     } else {
-      be.download(m_.optimizer_->slot(slot).range(mine.offset, mine.shape.numel()), part.data());
+      be.download(m_.optimizer().slot(slot).range(mine.offset, mine.shape.numel()), part.data());
     }
     out = gather_whole(mine, std::move(part), m_.tensor());
   }
@@ -362,9 +354,9 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
   const std::vector<float> part = slice_of(in, mine.full_shape, mine.slice);
   Backend& be = m_.stage_->backend();
   if (m_.shards_)
-    upload_owned(be, *m_.shards_, m_.mesh_.coord().data, part.data(), m_.optimizer_->slot(slot), mine);
+    upload_owned(be, *m_.shards_, m_.mesh_.coord().data, part.data(), m_.optimizer().slot(slot), mine);
   else
-    be.upload(part.data(), m_.optimizer_->slot(slot).range(mine.offset, mine.shape.numel()));
+    be.upload(part.data(), m_.optimizer().slot(slot).range(mine.offset, mine.shape.numel()));
 }
 
 }  // namespace

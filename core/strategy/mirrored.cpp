@@ -2,7 +2,9 @@
 
 #include <fmt/ranges.h>
 
-#include "core/optim/weight_decay.hpp"
+#include <deque>
+
+#include "core/strategy/model_update.hpp"
 #include "core/strategy/multi_replica.hpp"
 
 namespace distrain {
@@ -16,12 +18,8 @@ class Mirrored final : public MultiReplicaStrategy {
   Mirrored(const Recipe& recipe, bool multi_worker)
       : MultiReplicaStrategy(recipe, multi_worker ? World::always : World::none, all_reduce_at_flush),
         multi_worker_(multi_worker) {
-    for (int r = 0; r < local_replicas(); ++r) {
-      optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(replica(r).backend(), replica(r).model().params().values().numel(),
-                               decayed_ranges(replica(r).model().params()));
-    }
-    state_ = std::make_unique<ArenaOptimizerState>(*optimizers_[0], replica(0).backend());
+    for (int r = 0; r < local_replicas(); ++r) updates_.emplace_back(recipe, replica(r).model(), replica(r).backend());
+    state_ = std::make_unique<ArenaOptimizerState>(updates_[0].optimizer(), replica(0).backend());
   }
 
   std::string name() const override { return multi_worker_ ? "multi_worker_mirrored" : "mirrored"; }
@@ -34,9 +32,9 @@ class Mirrored final : public MultiReplicaStrategy {
     return fmt::format("multi_worker_mirrored: {} worker(s) x {}, communication {} (local all-reduce, then MPI){}",
                        workers(), local, spec().communication, sync);
   }
-  Optimizer& optimizer() override { return *optimizers_[0]; }
+  Optimizer& optimizer() override { return updates_[0].optimizer(); }
   OptimizerState& optimizer_state() override { return *state_; }
-  void sync_replicas() override { copy_from_first(optimizers_); }
+  void sync_replicas() override { copy_from_first(&updates_); }
 
  protected:
   // One fused all-reduce of the whole gradient arena.
@@ -46,16 +44,13 @@ class Mirrored final : public MultiReplicaStrategy {
 
   // Every replica applies the same update to the same values.
   void apply_update(const StepInfo& info) override {
-    threads().run([&](int r) {
-      ParamArena& p = replica(r).model().params();
-      optimizers_[static_cast<size_t>(r)]->update(p.values(), p.grads(), info.learning_rate, info.gradient_scale);
-    });
+    threads().run([&](int r) { updates_[static_cast<size_t>(r)].apply(info.learning_rate, info.gradient_scale); });
     maybe_check_consistency();
   }
 
  private:
   bool multi_worker_;
-  std::vector<std::unique_ptr<Optimizer>> optimizers_;  // one per replica, kept identical
+  std::deque<ModelUpdate> updates_;  // one per replica, kept identical
   std::unique_ptr<ArenaOptimizerState> state_;          // replica 0's; sync_replicas() spreads it
 };
 

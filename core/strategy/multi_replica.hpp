@@ -5,6 +5,7 @@
 // cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
 // gradients are reduced and who updates what.
 #pragma once
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/comm/hierarchical_communicator.hpp"
 #include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
+#include "core/strategy/model_update.hpp"
 #include "core/strategy/replica.hpp"
 #include "core/strategy/replica_threads.hpp"
 #include "core/strategy/strategy.hpp"
@@ -65,9 +67,9 @@ class MultiReplicaStrategy : public Strategy {
   // Every check_every steps: replicas' parameters must be bitwise equal; throws naming the
   // first that differs.
   void maybe_check_consistency();
-  // Replica 0's variables (and, with an optimizer per replica, its slots and iteration
-  // count) to every replica of every worker.
-  void copy_from_first(const std::vector<std::unique_ptr<Optimizer>>& optimizers);
+  // Replica 0's variables (and, with a replicated update per replica, its optimizer's slots
+  // and iteration count) to every replica of every worker.
+  void copy_from_first(std::deque<ModelUpdate>* updates);
 
   Replica& replica(int r) { return *replicas_[static_cast<size_t>(r)]; }
   MpiCommunicator* world() { return world_.get(); }

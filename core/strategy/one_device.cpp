@@ -1,7 +1,7 @@
 #include "core/strategy/one_device.hpp"
 
 #include "core/backend/backend.hpp"
-#include "core/optim/weight_decay.hpp"
+#include "core/strategy/model_update.hpp"
 #include "core/strategy/replica.hpp"
 
 namespace distrain {
@@ -13,10 +13,9 @@ class OneDevice final : public Strategy {
   explicit OneDevice(const Recipe& recipe)
       : device_(Device::parse(recipe.strategy.devices.at(0), recipe.file + ": strategy.devices")),
         replica_(recipe, backend_for(device_)),
-        optimizer_(make_optimizer(recipe.optimizer)) {
-    optimizer_->bind(replica_.backend(), replica_.model().params().values().numel(), decayed_ranges(replica_.model().params()));
+        update_(recipe, replica_.model(), replica_.backend()) {
     ledger().add_source(replica_.backend());
-    state_ = std::make_unique<ArenaOptimizerState>(*optimizer_, replica_.backend());
+    state_ = std::make_unique<ArenaOptimizerState>(update_.optimizer(), replica_.backend());
   }
 
   std::string name() const override { return "one_device"; }
@@ -24,7 +23,7 @@ class OneDevice final : public Strategy {
   std::string describe() const override { return "one_device on " + device_.str(); }
   Model& model() override { return replica_.model(); }
   OptimizerState& optimizer_state() override { return *state_; }
-  Optimizer& optimizer() override { return *optimizer_; }
+  Optimizer& optimizer() override { return update_.optimizer(); }
 
   LossStats evaluate(const Batch& batch) override { return replica_.evaluate(batch.replicas.at(0)); }
   bool keep_data_on_devices(const Dataset& data, DataUse use) override {
@@ -43,15 +42,12 @@ class OneDevice final : public Strategy {
   void reduce_gradients() override {}  // one replica: its gradients are the global ones
   ReducedGradients reduced_gradients() override { return {&replica_.backend(), replica_.model().params().grads()}; }
   void discard_step() override { replica_.restore_state(); }
-  void apply_update(const StepInfo& info) override {
-    optimizer_->update(replica_.model().params().values(), replica_.model().params().grads(), info.learning_rate,
-                       info.gradient_scale);
-  }
+  void apply_update(const StepInfo& info) override { update_.apply(info.learning_rate, info.gradient_scale); }
 
  private:
   Device device_;
   Replica replica_;
-  std::unique_ptr<Optimizer> optimizer_;
+  ModelUpdate update_;
   std::unique_ptr<ArenaOptimizerState> state_;
 };
 

@@ -2,11 +2,12 @@
 
 #include <fmt/ranges.h>
 
+#include <deque>
 #include <functional>
 
 #include "core/backend/backend.hpp"
 #include "core/base/range.hpp"
-#include "core/optim/weight_decay.hpp"
+#include "core/strategy/model_update.hpp"
 #include "core/strategy/multi_replica.hpp"
 #include "core/strategy/shard_layout.hpp"
 #include "core/strategy/sharded_variables.hpp"
@@ -68,11 +69,8 @@ class Zero final : public MultiReplicaStrategy {
                   recipe.file, local_replicas());
     const ParamArena& p = model().params();
     shards_ = ShardLayout(model().trainable_ranges(), num_replicas());
-    for (int r = 0; r < local_replicas(); ++r) {
-      optimizers_.push_back(make_optimizer(recipe.optimizer));
-      optimizers_.back()->bind(optimizer_place(recipe.strategy, replica(r).backend()), shards_.size(),
-                               shards_.in_shard(decayed_ranges(p), first_local_replica() + r));
-    }
+    for (int r = 0; r < local_replicas(); ++r)
+      updates_.emplace_back(recipe, replica(r).model(), replica(r).backend(), &shards_, first_local_replica() + r);
     // Whole parameters (stages 1, 2) are read and written as any replicated model's, and
     // replicas must keep them equal; sharded ones (3) have no full copy to read or compare.
     whole_values_ = p.values().numel() == p.trainable_arena_size();
@@ -88,7 +86,7 @@ class Zero final : public MultiReplicaStrategy {
                        workers() > 1 ? fmt::format("{} MPI workers", workers()) : fmt::format("{}", fmt::join(spec().devices, ", ")),
                        what[stage], shards_.size());
   }
-  Optimizer& optimizer() override { return *optimizers_[0]; }
+  Optimizer& optimizer() override { return updates_[0].optimizer(); }
   OptimizerState& optimizer_state() override { return state_; }
   ModelState& model_state() override { return *model_state_; }
   // Stages 1 and 2 reduce-scatter gradients and all-gather updated values; stage 3 gathers
@@ -99,7 +97,7 @@ class Zero final : public MultiReplicaStrategy {
   }
   // Batch-norm state (and whole parameters) come from replica 0; each shard keeps its own
   // slots (and sharded parameters, written through model_state()).
-  void sync_replicas() override { copy_from_first({}); }
+  void sync_replicas() override { copy_from_first(nullptr); }
 
  protected:
   // Stage 1 reduce-scatters the gradient arena here; stages 2 and 3 did it layer by layer in backward.
@@ -131,12 +129,7 @@ class Zero final : public MultiReplicaStrategy {
 
   // Every replica updates its shard, then the gatherer shares the update as its stage needs.
   void apply_update(const StepInfo& info) override {
-    threads().run([&](int r) {
-      Model& m = replica(r).model();
-      m.gatherer().before_update();
-      optimizers_[static_cast<size_t>(r)]->update(m.gatherer().own(), m.reducer().own(), info.learning_rate, info.gradient_scale);
-      m.gatherer().after_update();
-    });
+    threads().run([&](int r) { updates_[static_cast<size_t>(r)].apply(info.learning_rate, info.gradient_scale); });
     if (whole_values_) maybe_check_consistency();
   }
 
@@ -163,25 +156,25 @@ class Zero final : public MultiReplicaStrategy {
   ShardedOptimizerState state_;
   ShardedModelState sharded_state_;
   ModelState* model_state_ = nullptr;
-  std::vector<std::unique_ptr<Optimizer>> optimizers_;  // replica r: slots for its range only
   ShardLayout shards_;
+  std::deque<ModelUpdate> updates_;  // replica r: slots for its shard only
   bool whole_values_ = true;
 };
 
-std::string ShardedOptimizerState::type() const { return z_.optimizers_[0]->type(); }
-int64_t ShardedOptimizerState::iterations() const { return z_.optimizers_[0]->iterations(); }
+std::string ShardedOptimizerState::type() const { return z_.optimizer().type(); }
+int64_t ShardedOptimizerState::iterations() const { return z_.optimizer().iterations(); }
 void ShardedOptimizerState::set_iterations(int64_t n) {
-  for (auto& o : z_.optimizers_) o->set_iterations(n);
+  for (ModelUpdate& u : z_.updates_) u.optimizer().set_iterations(n);
 }
-std::vector<std::string> ShardedOptimizerState::slot_names() const { return z_.optimizers_[0]->slot_names(); }
+std::vector<std::string> ShardedOptimizerState::slot_names() const { return z_.updates_[0].optimizer().slot_names(); }
 
 // Replica r's optimizer has slots for its shard only, laid out as the shard.
 void ShardedOptimizerState::read(const std::string& slot_name, const Variable& v, std::vector<float>& out) {
-  z_.read_sharded(v, [&](int r) { return z_.optimizers_[static_cast<size_t>(r)]->slot(slot_name); }, out);
+  z_.read_sharded(v, [&](int r) { return z_.updates_[static_cast<size_t>(r)].optimizer().slot(slot_name); }, out);
 }
 
 void ShardedOptimizerState::write(const std::string& slot_name, const Variable& v, const std::vector<float>& in) {
-  z_.write_sharded(v, [&](int r) { return z_.optimizers_[static_cast<size_t>(r)]->slot(slot_name); }, in);
+  z_.write_sharded(v, [&](int r) { return z_.updates_[static_cast<size_t>(r)].optimizer().slot(slot_name); }, in);
 }
 
 const ParamArena& ShardedModelState::layout() const { return z_.model().params(); }
