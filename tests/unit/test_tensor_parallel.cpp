@@ -568,37 +568,44 @@ LmRun run_lm(Model& m, Communicator* tensor) {
 // (11 tokens: slices of 6 and 5, or 4, 4 and 3), the logits never gathered, the
 // cross-entropy combined from the slices; loss, accuracy and every gradient as one model's.
 TEST_CASE("vocabulary parallel language model: embedding rows, tied head and cross-entropy split unevenly match the whole model") {
-  const toml::table table = toml::parse(kTinyLm);
-  Model whole(parse_model_spec(table, "lm.toml"), cpu());
-  const LmRun want = run_lm(whole, nullptr);
-  for (const bool sequence : {false, true})
-    for (int degree : {2, 3}) {
-      CAPTURE(sequence);
-      CAPTURE(degree);
-      std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
-      std::vector<std::unique_ptr<Model>> models;
-      for (int r = 0; r < degree; ++r)
-        models.push_back(std::make_unique<Model>(parse_model_spec(table, "lm.toml"), cpu(), ModelSeams{},
-                                                 TensorGroup{r, degree, sequence, VocabularySplit::required}));
-      std::vector<LmRun> got(static_cast<size_t>(degree));
-      std::vector<std::thread> threads;
-      for (int r = 0; r < degree; ++r)
-        threads.emplace_back([&, r] { got[static_cast<size_t>(r)] = run_lm(*models[static_cast<size_t>(r)], &meshes[static_cast<size_t>(r)].axis(Axis::tensor)); });
-      for (auto& t : threads) t.join();
-      const Variable& wte = models[static_cast<size_t>(degree - 1)]->params().variables()[0];
-      CHECK(wte.shape == Shape{degree == 2 ? 6 : 4, 12});  // the last rank's rows: 5..10, or 7..10
-      CHECK(models[0]->output_shape() == Shape{6, degree == 2 ? 5 : 3});
-      CHECK(*models[static_cast<size_t>(degree - 1)]->output_first_class() == (degree == 2 ? 5 : 7));
-      for (size_t r = 0; r < got.size(); ++r) {
-        CHECK(got[r].loss.loss_sum == doctest::Approx(want.loss.loss_sum).epsilon(1e-6));
-        CHECK(got[r].loss.correct == want.loss.correct);
-        const auto& vars = models[r]->params().variables();
-        for (size_t v = 0; v < vars.size(); ++v) {
-          CAPTURE(vars[v].layer + "/" + vars[v].name);
-          CHECK(relative_error(slice_of(want.grads[v], vars[v].full_shape, vars[v].slice), got[r].grads[v]) < 1e-5);
+  std::string untied = kTinyLm;  // a head of its own, with a bias: its kernel and bias split by units
+  const std::string tied = "tied_to = \"wte\", use_bias = false";
+  untied.replace(untied.find(tied), tied.size(), "kernel_initializer = \"normal\"");
+  for (const std::string& text : {std::string(kTinyLm), untied}) {
+    const bool tied_head = text.find("tied_to") != std::string::npos;
+    CAPTURE(tied_head);
+    const toml::table table = toml::parse(text);
+    Model whole(parse_model_spec(table, "lm.toml"), cpu());
+    const LmRun want = run_lm(whole, nullptr);
+    for (const bool sequence : {false, true})
+      for (int degree : {2, 3}) {
+        CAPTURE(sequence);
+        CAPTURE(degree);
+        std::vector<Mesh> meshes = Mesh::over_threads(MeshShape{1, degree, 1});
+        std::vector<std::unique_ptr<Model>> models;
+        for (int r = 0; r < degree; ++r)
+          models.push_back(std::make_unique<Model>(parse_model_spec(table, "lm.toml"), cpu(), ModelSeams{},
+                                                   TensorGroup{r, degree, sequence, VocabularySplit::required}));
+        std::vector<LmRun> got(static_cast<size_t>(degree));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < degree; ++r)
+          threads.emplace_back([&, r] { got[static_cast<size_t>(r)] = run_lm(*models[static_cast<size_t>(r)], &meshes[static_cast<size_t>(r)].axis(Axis::tensor)); });
+        for (auto& t : threads) t.join();
+        const Variable& wte = models[static_cast<size_t>(degree - 1)]->params().variables()[0];
+        CHECK(wte.shape == Shape{degree == 2 ? 6 : 4, 12});  // the last rank's rows: 5..10, or 7..10
+        CHECK(models[0]->output_shape() == Shape{6, degree == 2 ? 5 : 3});
+        CHECK(*models[static_cast<size_t>(degree - 1)]->output_first_class() == (degree == 2 ? 5 : 7));
+        for (size_t r = 0; r < got.size(); ++r) {
+          CHECK(got[r].loss.loss_sum == doctest::Approx(want.loss.loss_sum).epsilon(1e-6));
+          CHECK(got[r].loss.correct == want.loss.correct);
+          const auto& vars = models[r]->params().variables();
+          for (size_t v = 0; v < vars.size(); ++v) {
+            CAPTURE(vars[v].layer + "/" + vars[v].name);
+            CHECK(relative_error(slice_of(want.grads[v], vars[v].full_shape, vars[v].slice), got[r].grads[v]) < 1e-5);
+          }
         }
       }
-    }
+  }
 }
 
 TEST_CASE("vocabulary parallel: where possible by default, refused with a reason when asked for and impossible") {
