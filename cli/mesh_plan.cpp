@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -134,6 +135,19 @@ int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape,
   return b.total();
 }
 
+// f(rank, its model, its stage's place) for every rank of the mesh in order, with one model
+// per (stage, tensor rank): the data ranks hold the same.
+void for_each_rank(const Recipe& recipe, const MeshShape& shape, const StagePlan& plan,
+                   const std::function<void(int, const Model&, const StagePlace&)>& f) {
+  std::map<std::pair<int, int>, std::unique_ptr<Model>> models;
+  for (int r = 0; r < shape.size(); ++r) {
+    const MeshCoord c = coord_of(shape, r);
+    auto& m = models[{c.pipeline, c.tensor}];
+    if (!m) m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
+    f(r, *m, place_of(recipe, plan, c.pipeline));
+  }
+}
+
 MeshShape shape_of(const StrategySpec& s) {
   return MeshShape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
 }
@@ -155,15 +169,10 @@ int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
   if (shape.tensor > 1) fmt::print(out, "vocabulary  {}\n", vocabulary_text(recipe, *whole));
   const StagePlan plan = plan_stages(*whole, shape.pipeline, s.stage_boundaries, recipe.file);
   print_stages(out, recipe, *whole, plan);
-  // One model per (stage, tensor rank): the data ranks hold the same.
-  std::map<std::pair<int, int>, std::unique_ptr<Model>> models;
   int64_t largest = 0;
-  for (int r = 0; r < shape.size(); ++r) {
-    const MeshCoord c = coord_of(shape, r);
-    auto& m = models[{c.pipeline, c.tensor}];
-    if (!m) m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
-    largest = std::max(largest, print_rank(out, recipe, shape, r, *m, place_of(recipe, plan, c.pipeline)));
-  }
+  for_each_rank(recipe, shape, plan, [&](int r, const Model& m, const StagePlace& place) {
+    largest = std::max(largest, print_rank(out, recipe, shape, r, m, place));
+  });
   return largest;
 }
 
@@ -172,17 +181,8 @@ std::vector<RankBytes> mesh_rank_bytes(const Recipe& recipe) {
   const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
   const StagePlan plan = plan_stages(*whole, shape.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   std::vector<RankBytes> bytes;
-  // One model per (stage, tensor rank): the data ranks hold the same.
-  std::map<std::pair<int, int>, RankBytes> by_part;
-  for (int r = 0; r < shape.size(); ++r) {
-    const MeshCoord c = coord_of(shape, r);
-    auto it = by_part.find({c.pipeline, c.tensor});
-    if (it == by_part.end()) {
-      const std::unique_ptr<Model> m = model_of(recipe, c.tensor, shape.tensor, plan.part(c.pipeline));
-      it = by_part.emplace(std::pair{c.pipeline, c.tensor}, rank_bytes(recipe, shape, *m, place_of(recipe, plan, c.pipeline))).first;
-    }
-    bytes.push_back(it->second);
-  }
+  for_each_rank(recipe, shape, plan,
+                [&](int, const Model& m, const StagePlace& place) { bytes.push_back(rank_bytes(recipe, shape, m, place)); });
   return bytes;
 }
 

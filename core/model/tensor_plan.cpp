@@ -126,17 +126,17 @@ void plan_sequence(const Layers& layers, const std::vector<std::vector<int>>& in
 std::string vocabulary_obstacle(const Layers& layers, int degree) {
   if (layers.empty()) return "the model has no layers";
   const Layer& last = *layers.back();
-  std::vector<std::string> embeddings;
+  bool any_embedding = false;
   for (const auto& l : layers) {
     if (l->type() == "embedding") {
-      embeddings.push_back(l->name());
+      any_embedding = true;
       if (l->settings().value("input_dim", int64_t{0}) < degree)
         return fmt::format("layer '{}' has fewer tokens than the {} ranks", l->name(), degree);
     }
     if (!l->tied_layer().empty() && l.get() != &last)
       return fmt::format("layer '{}' uses '{}''s table but is not the model's last layer", l->name(), l->tied_layer());
   }
-  if (embeddings.empty()) return "the model has no embedding layer";
+  if (!any_embedding) return "the model has no embedding layer";
   if (last.type() != "dense" || !last.can_split(TensorSplit::column))
     return fmt::format("its last layer '{}' is not a dense layer", last.name());
   if (last.requested_split() && *last.requested_split() != TensorSplit::column)
