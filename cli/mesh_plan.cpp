@@ -56,6 +56,14 @@ const char* split_text(const Layer& l) {
   return "whole";
 }
 
+// Why the recipe's model cannot split its vocabulary over its tensor axis, or "".
+std::string vocabulary_obstacle_of(const Recipe& recipe) {
+  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams());
+  std::vector<std::vector<int>> inputs;
+  for (size_t i = 0; i < whole.layers().size(); ++i) inputs.push_back(whole.layer_inputs(i));
+  return vocabulary_obstacle(whole.layers(), inputs, static_cast<int>(recipe.strategy.mesh_tensor));
+}
+
 // Whether the vocabulary splits over the tensor axis (core/model/tensor_plan.hpp), and why not.
 std::string vocabulary_text(const Recipe& recipe, const Model& whole) {
   if (whole.output_first_class())
@@ -67,8 +75,7 @@ std::string vocabulary_text(const Recipe& recipe, const Model& whole) {
   else if (recipe.loss.type != LossType::sparse_categorical_crossentropy || !recipe.loss.from_logits)
     why = "the loss is not sparse cross-entropy from logits";
   else
-    why = vocabulary_obstacle(Model(recipe.model(), backend_for(Device{}), storage_free_seams()).layers(),
-                              static_cast<int>(recipe.strategy.mesh_tensor));
+    why = vocabulary_obstacle_of(recipe);
   return "whole on every rank: " + why;
 }
 

@@ -34,9 +34,13 @@ constexpr const char* kKeptStrategyKeys[] = {"threads", "check_every", "device_m
 // `base` with its [strategy] replaced by `strategy` (plus the kept keys) and train.recompute set.
 Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
   toml::table table = *base.table;
-  if (const toml::table* old = table["strategy"].as_table())
+  if (const toml::table* old = table["strategy"].as_table()) {
     for (const char* key : kKeptStrategyKeys)
       if (const toml::node* v = old->get(key)) strategy.insert(key, *v);
+    // A vocabulary kept whole stays whole where there is a tensor axis to split it over.
+    if (old->get("vocab_parallel") && !(*old)["vocab_parallel"].value_or(true) && strategy["tensor"].value_or(int64_t{1}) > 1)
+      strategy.insert("vocab_parallel", false);
+  }
   table.insert_or_assign("strategy", std::move(strategy));
   if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
   toml::table& train = *table["train"].as_table();

@@ -26,6 +26,7 @@ class Dense final : public Layer {
     if (units_ <= 0) c.fail("units", "must be positive");
     if (!tied_to_.empty() && use_bias_) c.fail("tied_to", "a head tied to an embedding has no bias: add use_bias = false");
     if (!tied_to_.empty() && c.has("kernel_initializer")) c.fail("kernel_initializer", "a tied head has no kernel of its own");
+    if (!tied_to_.empty() && relu_) c.fail("activation", "a head tied to an embedding gives logits: leave activation out");
     if (!tied_to_.empty() && requested_ && *requested_ != TensorSplit::none)
       c.fail("tensor_parallel", "a head tied to an embedding splits with its table, by vocabulary (strategy.vocab_parallel)");
   }

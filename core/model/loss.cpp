@@ -30,18 +30,18 @@ void Loss::set_class_slice(Communicator& tensor, int64_t first) {
 // and (rows, 2), instead of gathering the (rows, vocabulary) logits.
 void Loss::enqueue_on_slices(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats) {
   const int64_t rows = output.shape[0];
-  if (row_max_.empty() || row_max_.shape()[0] != rows) {
+  if (row_max_.empty() || row_max_.shape()[0] < rows) {  // kept for the largest batch seen
     static const std::string kPurpose = "the loss's row sums over the vocabulary's slices";
     const MemoryPurpose purpose(kPurpose);
     row_max_ = Buffer(backend_, Shape{rows});
     row_sums_ = Buffer(backend_, Shape{rows, 2});
   }
-  backend_.class_slice_max(output, row_max_.view());
-  tensor_->all_reduce(row_max_.view(), ReduceOp::max);
-  backend_.class_slice_sums(output, labels, first_class_, row_max_.view(), row_sums_.view());
-  tensor_->all_reduce(row_sums_.view(), ReduceOp::sum);
-  backend_.class_slice_cross_entropy(output, labels, first_class_, row_max_.view(), row_sums_.view(), grad_scale, doutput,
-                                     stats);
+  const Tensor max = row_max_.view().range(0, rows), sums = row_sums_.view().range(0, 2 * rows);
+  backend_.class_slice_max(output, max);
+  tensor_->all_reduce(max, ReduceOp::max);
+  backend_.class_slice_sums(output, labels, first_class_, max, sums);
+  tensor_->all_reduce(sums, ReduceOp::sum);
+  backend_.class_slice_cross_entropy(output, labels, first_class_, max, sums, grad_scale, doutput, stats);
 }
 
 LossStats Loss::compute(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput) {

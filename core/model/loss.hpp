@@ -49,6 +49,8 @@ class Loss {
   // slice of the classes, from class `first` on, and the loss combines the slices over
   // `tensor` (sparse cross-entropy from logits only): every rank of it gets the same sums.
   void set_class_slice(Communicator& tensor, int64_t first);
+  // The device bytes the loss keeps for a batch of `rows` labels on class slices.
+  static int64_t class_slice_bytes(int64_t rows) { return rows * 3 * static_cast<int64_t>(sizeof(float)); }
 
  private:
   void enqueue_on_slices(const Tensor& output, const Tensor& labels, float grad_scale, Tensor doutput, Tensor stats);

@@ -123,7 +123,7 @@ void plan_sequence(const Layers& layers, const std::vector<std::vector<int>>& in
 
 }  // namespace
 
-std::string vocabulary_obstacle(const Layers& layers, int degree) {
+std::string vocabulary_obstacle(const Layers& layers, const std::vector<std::vector<int>>& inputs, int degree) {
   if (layers.empty()) return "the model has no layers";
   const Layer& last = *layers.back();
   bool any_embedding = false;
@@ -134,7 +134,7 @@ std::string vocabulary_obstacle(const Layers& layers, int degree) {
         return fmt::format("layer '{}' has fewer tokens than the {} ranks", l->name(), degree);
     }
     if (!l->tied_layer().empty() && l.get() != &last)
-      return fmt::format("layer '{}' uses '{}''s table but is not the model's last layer", l->name(), l->tied_layer());
+      return fmt::format("layer '{}' uses the table of '{}' but is not the model's last layer", l->name(), l->tied_layer());
   }
   if (!any_embedding) return "the model has no embedding layer";
   if (last.type() != "dense" || !last.can_split(TensorSplit::column))
@@ -144,6 +144,8 @@ std::string vocabulary_obstacle(const Layers& layers, int degree) {
                        *last.requested_split() == TensorSplit::row ? "row" : "replicated");
   if (last.settings().value("units", int64_t{0}) < degree)
     return fmt::format("its last layer '{}' has fewer units than the {} ranks", last.name(), degree);
+  if (plan_splits(layers, inputs, degree, "").back().split == TensorSplit::row)
+    return fmt::format("its last layer '{}' is the row half of a column/row pair", last.name());
   return "";
 }
 
@@ -151,9 +153,7 @@ TensorPlan plan_tensor_parallel(const Layers& layers, const std::vector<std::vec
                                 VocabularySplit vocabulary, const std::string& file) {
   TensorPlan plan{plan_splits(layers, inputs, degree, file), false};
   if (degree > 1 && vocabulary != VocabularySplit::off) {
-    std::string why_not = vocabulary_obstacle(layers, degree);
-    if (why_not.empty() && plan.layers.back().split == TensorSplit::row)
-      why_not = fmt::format("its last layer '{}' is the row half of a column/row pair", layers.back()->name());
+    const std::string why_not = vocabulary_obstacle(layers, inputs, degree);
     DT_USER_CHECK(why_not.empty() || vocabulary == VocabularySplit::where_possible,
                   "{}: strategy.vocab_parallel = true, but {}", file, why_not);
     plan.vocabulary = why_not.empty();

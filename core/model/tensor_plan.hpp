@@ -22,8 +22,9 @@
 //     layer) without a gather: its slice of the classes is the model's output, which the
 //     loss takes as it is (Loss::set_class_slice). Slices may differ by one row, so a
 //     vocabulary of 50,257 splits. A head tied to an embedding splits only this way.
-//   - Every other layer (flatten, layer norm, embeddings, adds, and the per-channel ones
-//     outside a slice) runs whole on every rank of the tensor axis (replicated).
+//   - Every other layer (flatten, layer norm, the position embedding, adds, and the
+//     per-channel ones outside a slice) runs whole on every rank of the tensor axis
+//     (replicated).
 #pragma once
 #include <memory>
 #include <string>
@@ -55,8 +56,10 @@ struct TensorPlan {
 // dense head, trained with sparse cross-entropy from logits); or required (an error where not).
 enum class VocabularySplit { off, where_possible, required };
 
-// Why the vocabulary of these layers cannot split over `degree` ranks, or "".
-std::string vocabulary_obstacle(const std::vector<std::unique_ptr<Layer>>& layers, int degree);
+// Why the vocabulary of these layers (inputs as for plan_tensor_parallel) cannot split over
+// `degree` ranks, or "".
+std::string vocabulary_obstacle(const std::vector<std::unique_ptr<Layer>>& layers, const std::vector<std::vector<int>>& inputs,
+                                int degree);
 
 // All none when degree is 1. inputs[i]: where layer i takes its inputs (earlier layers'
 // indices, -1 the model's input). Throws UserError naming the layer and `file` for a

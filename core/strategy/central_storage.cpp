@@ -33,7 +33,7 @@ class CentralStorage final : public MultiReplicaStrategy {
 
   void sync_replicas() override {
     replica(0).backend().download(replica(0).model().params().values(), values_.view().data);
-    copy_from_first(nullptr);
+    copy_from_first({});
   }
 
  protected:

@@ -34,7 +34,11 @@ class Mirrored final : public MultiReplicaStrategy {
   }
   Optimizer& optimizer() override { return updates_[0].optimizer(); }
   OptimizerState& optimizer_state() override { return *state_; }
-  void sync_replicas() override { copy_from_first(&updates_); }
+  void sync_replicas() override {
+    std::vector<Optimizer*> optimizers;
+    for (ModelUpdate& u : updates_) optimizers.push_back(&u.optimizer());
+    copy_from_first(optimizers);
+  }
 
  protected:
   // One fused all-reduce of the whole gradient arena.

@@ -5,7 +5,7 @@
 //   - an optimizer, placed on the replica's device or, with strategy.offload_optimizer, in
 //     host memory (optimizer_place), updates the gatherer's values of those elements;
 //   - the gatherer shares the update (ZeRO's all-gather) around it.
-// Built once from the shard layout. (central_storage and the parameter server keep their
+// Built once per replica (from the shard layout where it updates a shard). (central_storage and the parameter server keep their
 // variables outside any model, on the host or a server, and update them there.)
 #pragma once
 #include <memory>

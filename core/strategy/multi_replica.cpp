@@ -163,10 +163,7 @@ void MultiReplicaStrategy::maybe_check_consistency() {
                               r, static_cast<int>(r) / local_replicas(), steps_, sums[r], sums[0]));
 }
 
-void MultiReplicaStrategy::copy_from_first(std::deque<ModelUpdate>* updates) {
-  std::vector<Optimizer*> optimizers;
-  if (updates)
-    for (ModelUpdate& u : *updates) optimizers.push_back(&u.optimizer());
+void MultiReplicaStrategy::copy_from_first(const std::vector<Optimizer*>& optimizers) {
   Replica& first = replica(0);
   ParamArena& p = first.model().params();
   if (world_) {

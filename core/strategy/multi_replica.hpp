@@ -5,7 +5,6 @@
 // cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
 // gradients are reduced and who updates what.
 #pragma once
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -13,7 +12,6 @@
 #include "core/comm/hierarchical_communicator.hpp"
 #include "core/comm/local_communicator.hpp"
 #include "core/comm/mpi_communicator.hpp"
-#include "core/strategy/model_update.hpp"
 #include "core/strategy/replica.hpp"
 #include "core/strategy/replica_threads.hpp"
 #include "core/strategy/strategy.hpp"
@@ -69,7 +67,7 @@ class MultiReplicaStrategy : public Strategy {
   void maybe_check_consistency();
   // Replica 0's variables (and, with a replicated update per replica, its optimizer's slots
   // and iteration count) to every replica of every worker.
-  void copy_from_first(std::deque<ModelUpdate>* updates);
+  void copy_from_first(const std::vector<Optimizer*>& optimizers);
 
   Replica& replica(int r) { return *replicas_[static_cast<size_t>(r)]; }
   MpiCommunicator* world() { return world_.get(); }

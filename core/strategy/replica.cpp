@@ -277,7 +277,9 @@ int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place
   const int64_t input =
       place.stage > 0 ? stage_model.input_shape().numel() * micro * static_cast<int64_t>(dtype_size(kActivationDType)) : 0;
   const int copies = micro_batches_in_flight(place.schedule, place.stage, place.stages, place.micro_batches);
-  return copies * (stage_model.activation_bytes(micro) + input);
+  const Shape& out = stage_model.output_shape();  // the loss's row sums over class slices, for the largest micro-batch
+  const int64_t loss = stage_model.output_first_class() ? Loss::class_slice_bytes(micro * out.numel() / out[out.rank() - 1]) : 0;
+  return copies * (stage_model.activation_bytes(micro) + input) + loss;
 }
 
 }  // namespace distrain

@@ -97,7 +97,7 @@ class Zero final : public MultiReplicaStrategy {
   }
   // Batch-norm state (and whole parameters) come from replica 0; each shard keeps its own
   // slots (and sharded parameters, written through model_state()).
-  void sync_replicas() override { copy_from_first(nullptr); }
+  void sync_replicas() override { copy_from_first({}); }
 
  protected:
   // Stage 1 reduce-scatters the gradient arena here; stages 2 and 3 did it layer by layer in backward.

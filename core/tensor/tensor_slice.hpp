@@ -1,4 +1,4 @@
-// TensorSlice: a variable held in equal slices along one axis by the ranks of a mesh's
+// TensorSlice: a variable held in slices along one axis by the ranks of a mesh's
 // tensor axis (Megatron's tensor parallelism). Rank `index` of `count` holds the block
 // [index * d / count, (index + 1) * d / count) of the full shape's dimension d = axis,
 // rounded down: equal slices where count divides d (the layers ask for that, except a

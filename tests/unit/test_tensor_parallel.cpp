@@ -624,6 +624,24 @@ TEST_CASE("vocabulary parallel: where possible by default, refused with a reason
                        "block.toml: strategy.vocab_parallel = true, but the model has no embedding layer", UserError);
   CHECK_THROWS_WITH_AS(Model(parse_model_spec(lm, "lm.toml"), cpu(), ModelSeams{}, TensorGroup{0, 16, false, VocabularySplit::required}),
                        "lm.toml: strategy.vocab_parallel = true, but layer 'wte' has fewer tokens than the 16 ranks", UserError);
+  // A head that is the row half of an MLP pair keeps the vocabulary whole.
+  const toml::table paired = toml::parse(R"(
+input_shape = [6]
+layers = [
+  { type = "embedding", name = "wte", input_dim = 11, output_dim = 8 },
+  { type = "dense", name = "fc", units = 16 },
+  { type = "dense", name = "head", units = 11 },
+]
+)");
+  const Model whole_vocabulary(parse_model_spec(paired, "p.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2, false, VocabularySplit::where_possible});
+  CHECK(plan_of(whole_vocabulary) == "wte fc:column head:row ");
+  CHECK_THROWS_WITH_AS(Model(parse_model_spec(paired, "p.toml"), cpu(), ModelSeams{}, TensorGroup{0, 2, false, VocabularySplit::required}),
+                       "p.toml: strategy.vocab_parallel = true, but its last layer 'head' is the row half of a column/row pair",
+                       UserError);
+  std::string relu_head = kTinyLm;
+  relu_head.replace(relu_head.find("use_bias = false"), 16, "use_bias = false, activation = \"relu\"");
+  CHECK_THROWS_WITH_AS(parse_model_spec(toml::parse(relu_head), "lm.toml"), doctest::Contains("a head tied to an embedding gives logits"),
+                       UserError);
 }
 
 }  // namespace distrain::test

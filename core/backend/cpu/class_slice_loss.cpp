@@ -18,9 +18,13 @@ struct Rows {
   int64_t n, k;
 };
 
+// Labels past the last class are refused before training (preflight), not here: a rank
+// sees its own classes only.
 Rows rows_of(const Tensor& logits, const Tensor& labels) {
   const int64_t n = logits.shape[0];
   DT_CHECK(n > 0 && labels.numel() == n, "{} labels for logits {}", labels.numel(), logits.shape.str());
+  const int32_t* y = labels.i32();
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(y[i] >= 0, "label {}", y[i]);
   return {n, logits.numel() / n};
 }
 

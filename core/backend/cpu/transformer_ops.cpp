@@ -84,6 +84,7 @@ void CpuBackend::embedding_slice(const Tensor& table, const Tensor& ids, int64_t
   const int64_t c = table.shape[1], rows = table.shape[0], n = ids.numel();
   DT_CHECK(out.numel() == n * c, "embedding of {} ids into {}", n, out.shape.str());
   const int32_t* id = ids.i32();
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0, "token {}", id[i]);  // past the vocabulary: refused by preflight
   const float* w = table.f32();
   float* y = out.f32();
 #pragma omp parallel for if (n > kParallelRows)
