@@ -168,7 +168,11 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.compute_ms = slowest.compute_s * 1e3 * m;
   e.tensor_ms = slowest.tensor_s * 1e3 * m;
   e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
-  e.bubble_ms = slowest.total() * 1e3 * (l.pipeline - 1);
+  // The bubble: a pipeline's critical path is M + P - 1 slots, of which each rank works M.
+  // Ranks that share cores (compute_scale > 1) compute at full speed while others wait in
+  // it, so the step takes the longer of that path at full speed and the ranks' shared work.
+  const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
+  e.bubble_ms = std::max(0.0, (m + l.pipeline - 1) * alone - m * slowest.total()) * 1e3;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   e.data_ms = all_reduce_s(link(links, data_across, data_groups_on_a_host(l, cluster)),
                            static_cast<double>(rank_value_bytes), l.data) * 1e3;

@@ -148,6 +148,16 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   const StepEstimate slow = estimate(PlanLayout{1, 1, 2, 4}, two_hosts, parse_links("inter=10Mbit/s"));
   CHECK(slow.compute_ms + slow.pipe_ms == doctest::Approx(4 * (3 * 64 * 128 * 4 / 1.25e6 * 1e3 + 50e-3)));
   CHECK(slow.bubble_ms == doctest::Approx((slow.compute_ms + slow.pipe_ms) / 4));
+  // Four stages on two cores (each rank computing at half speed while all four work): with
+  // one micro-batch only one rank works at a time, at full speed, so the bubble is one
+  // slot, not three; with four, the ranks' shared work outlasts the critical path.
+  const auto shared = [&](const PlanLayout& l) {
+    const Recipe r = layout_recipe(base, l, 12);
+    return estimate_step(r, l, one_host, links, times, mesh_rank_bytes(r).at(0).values, 2.0);
+  };
+  const StepEstimate p4 = shared(PlanLayout{1, 1, 4, 1});
+  CHECK(p4.bubble_ms == doctest::Approx(p4.compute_ms).epsilon(0.01));
+  CHECK(shared(PlanLayout{1, 1, 4, 4}).bubble_ms == 0);
   // recompute: each block layer's forward again.
   CHECK(estimate(PlanLayout{2, 1, 1, 1, false, false, true}, one_host).compute_ms > d2.compute_ms);
   // ZeRO-1: the update on half the weights.
