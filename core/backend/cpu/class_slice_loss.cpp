@@ -41,7 +41,8 @@ void CpuBackend::class_slice_max(const Tensor& logits, Tensor max) {
 
 void CpuBackend::class_slice_sums(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max,
                                   Tensor sums) {
-  const auto [n, k] = rows_of(logits, labels);
+  const Rows rows = rows_of(logits, labels);
+  const int64_t n = rows.n, k = rows.k;  // plain names: OpenMP regions cannot capture structured bindings (clang)
   DT_CHECK(max.numel() == n && sums.numel() == 2 * n, "sums {} for logits {}", sums.shape.str(), logits.shape.str());
   const float *z = logits.f32(), *m = max.f32();
   const int32_t* y = labels.i32();
@@ -61,7 +62,8 @@ void CpuBackend::class_slice_sums(const Tensor& logits, const Tensor& labels, in
 // dz = (exp(z - max) / sum - one_hot(label)) * grad_scale on this rank's classes.
 void CpuBackend::class_slice_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max,
                                            const Tensor& sums, float grad_scale, Tensor dlogits, Tensor stats) {
-  const auto [n, k] = rows_of(logits, labels);
+  const Rows rows = rows_of(logits, labels);
+  const int64_t n = rows.n, k = rows.k;
   const float *z = logits.f32(), *m = max.f32(), *s = sums.f32();
   const int32_t* y = labels.i32();
   float* dz = dlogits.empty() ? nullptr : dlogits.f32();
