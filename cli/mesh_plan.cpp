@@ -69,14 +69,8 @@ std::string vocabulary_text(const Recipe& recipe, const Model& whole) {
   if (whole.output_first_class())
     return "split over the tensor axis: the embeddings' rows and the head's classes, the logits never gathered, the "
            "cross-entropy combined from the slices";
-  std::string why;
-  if (!recipe.strategy.vocab_parallel.value_or(true))
-    why = "strategy.vocab_parallel = false";
-  else if (recipe.loss.type != LossType::sparse_categorical_crossentropy || !recipe.loss.from_logits)
-    why = "the loss is not sparse cross-entropy from logits";
-  else
-    why = vocabulary_obstacle_of(recipe);
-  return "whole on every rank: " + why;
+  const std::string why = vocabulary_kept_whole(recipe);
+  return "whole on every rank: " + (why.empty() ? vocabulary_obstacle_of(recipe) : why);
 }
 
 // A model of tensor rank t (of `degree`) holding `part` of the layers, recomputing as the

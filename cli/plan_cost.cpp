@@ -142,9 +142,7 @@ Links parse_links(const std::string& text) {
 
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Cluster& cluster, const Links& links,
                            const LayerTimes& times, int64_t rank_value_bytes, double compute_scale) {
-  TensorGroup group = tensor_group_of(recipe, 0, l.tensor);
-  group.sequence = l.sequence_parallel;
-  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), group);
+  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   const std::set<std::string> blocks = block_layers(recipe.model());
   const int64_t micro = recipe.strategy.per_replica_batch / l.micro_batches;

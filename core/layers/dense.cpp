@@ -70,7 +70,7 @@ class Dense final : public Layer {
     row_ = split == TensorSplit::row;
     column_ = split == TensorSplit::column;
     if (tied_to_.empty())
-      declare_kernel(arena, split);
+      declare_kernel(arena);
     else
       find_tied_table(arena);
     sequence_ = p.sequence && split != TensorSplit::none;
@@ -118,7 +118,7 @@ class Dense final : public Layer {
   // dx = dy W^T, or dy E.
   void input_grad(Ctx& ctx, const Tensor& dy, Tensor dx) const { matmul(ctx, false, !tied(), dy, kernel_.value(), 0.0f, dx); }
 
-  void declare_kernel(ParamArena& arena, TensorSplit split) {
+  void declare_kernel(ParamArena& arena) {
     const TensorPlace& p = tensor_place();
     const int64_t full_in = row_ ? in_ * p.degree : in_;
     int64_t weights = 0;
@@ -128,7 +128,7 @@ class Dense final : public Layer {
     const bool normal = kernel_init_name_ == "normal" || kernel_init_name_ == "gpt2_residual";
     kernel_ = arena.declare(name(), "kernel", Shape{full_in, units_}, normal ? Init::normal : parse_init(kernel_init_name_),
                             full_in, units_, true, kernel_slice, kernel_init_name_ == "gpt2_residual" ? residual_stddev_ : 0.02);
-    const TensorSlice bias_slice{split == TensorSplit::column ? 0 : -1, p.rank, p.degree};
+    const TensorSlice bias_slice{column_ ? 0 : -1, p.rank, p.degree};
     if (use_bias_) bias_ = arena.declare(name(), "bias", Shape{units_}, Init::zeros, 0, 0, true, bias_slice);
   }
 

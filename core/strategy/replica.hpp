@@ -51,6 +51,9 @@ int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place
 // and vocabulary parallelism where the loss allows it (sparse cross-entropy from logits).
 // Throws UserError naming the file where strategy.vocab_parallel = true and it does not.
 TensorGroup tensor_group_of(const Recipe& recipe, int rank, int size);
+// Why the recipe keeps the vocabulary whole whatever its model (strategy.vocab_parallel =
+// false, or a loss that cannot combine class slices), or "".
+std::string vocabulary_kept_whole(const Recipe& recipe);
 
 class Replica {
  public:

@@ -12,19 +12,13 @@ namespace distrain {
 
 namespace {
 
-constexpr int64_t kParallelRows = 64;  // fewer rows than this run on one thread
-
 struct Rows {
   int64_t n, k;
 };
 
-// Labels past the last class are refused before training (preflight), not here: a rank
-// sees its own classes only.
 Rows rows_of(const Tensor& logits, const Tensor& labels) {
   const int64_t n = logits.shape[0];
   DT_CHECK(n > 0 && labels.numel() == n, "{} labels for logits {}", labels.numel(), logits.shape.str());
-  const int32_t* y = labels.i32();
-  for (int64_t i = 0; i < n; ++i) DT_CHECK(y[i] >= 0, "label {}", y[i]);
   return {n, logits.numel() / n};
 }
 
@@ -46,6 +40,9 @@ void CpuBackend::class_slice_sums(const Tensor& logits, const Tensor& labels, in
   DT_CHECK(max.numel() == n && sums.numel() == 2 * n, "sums {} for logits {}", sums.shape.str(), logits.shape.str());
   const float *z = logits.f32(), *m = max.f32();
   const int32_t* y = labels.i32();
+  // Labels past the last class are refused before training (preflight), not here: a rank
+  // sees its own classes only.
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(y[i] >= 0, "label {}", y[i]);
   float* s = sums.f32();
 #pragma omp parallel for if (n > kParallelRows)
   for (int64_t i = 0; i < n; ++i) {

@@ -7,6 +7,9 @@
 
 namespace distrain {
 
+// Row loops (transformer ops, the class-slice loss) with fewer rows than this run on one thread.
+inline constexpr int64_t kParallelRows = 64;
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int index);

@@ -13,7 +13,6 @@ namespace distrain {
 
 namespace {
 
-constexpr int64_t kParallelRows = 64;  // fewer rows than this run on one thread
 constexpr int64_t kKeyTile = 64;       // keys scored at once: the scores a thread holds
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 
@@ -69,22 +68,13 @@ float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
 
 }  // namespace
 
-void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
-  const int64_t vocab = table.shape[0], n = ids.numel();
-  const int32_t* id = ids.i32();
-  for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0 && id[i] < vocab, "token {} of a vocabulary of {}", id[i], vocab);
-  embedding_slice(table, ids, 0, out);
-}
+namespace {
 
-void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) {
-  embedding_slice_backward(ids, 0, dout, dtable);
-}
-
-void CpuBackend::embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) {
+// out (n, C) = the rows of table (V, C) for ids [first, first + V), zeros for other ids.
+void lookup_rows(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) {
   const int64_t c = table.shape[1], rows = table.shape[0], n = ids.numel();
   DT_CHECK(out.numel() == n * c, "embedding of {} ids into {}", n, out.shape.str());
   const int32_t* id = ids.i32();
-  for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0, "token {}", id[i]);  // past the vocabulary: refused by preflight
   const float* w = table.f32();
   float* y = out.f32();
 #pragma omp parallel for if (n > kParallelRows)
@@ -95,6 +85,25 @@ void CpuBackend::embedding_slice(const Tensor& table, const Tensor& ids, int64_t
     else
       std::fill_n(y + i * c, c, 0.0f);
   }
+}
+
+}  // namespace
+
+void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+  const int64_t vocab = table.shape[0], n = ids.numel();
+  const int32_t* id = ids.i32();
+  for (int64_t i = 0; i < n; ++i) DT_CHECK(id[i] >= 0 && id[i] < vocab, "token {} of a vocabulary of {}", id[i], vocab);
+  lookup_rows(table, ids, 0, out);
+}
+
+void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) {
+  embedding_slice_backward(ids, 0, dout, dtable);
+}
+
+void CpuBackend::embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) {
+  const int32_t* id = ids.i32();
+  for (int64_t i = 0; i < ids.numel(); ++i) DT_CHECK(id[i] >= 0, "token {}", id[i]);  // past the vocabulary: refused by preflight
+  lookup_rows(table, ids, first, out);
 }
 
 // Serial over ids: two positions with one token add into the same row, in a fixed order.
