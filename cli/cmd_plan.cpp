@@ -1,5 +1,5 @@
 // distrain plan RECIPE --ranks N [--hosts H] [--device-memory SIZE] [--links ...]: every
-// mesh layout of the recipe's model and global batch on N ranks, with each rank's
+// mesh and ZeRO layout of the recipe's model and global batch on N ranks, with each rank's
 // predicted peak device memory (check's model) and step time (cli/plan_cost.hpp, from a
 // profile measured here); the layouts that fit, fastest first, and why the first wins.
 #include <fmt/format.h>
@@ -20,14 +20,17 @@
 #include "core/base/error.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/base/json.hpp"
+#include "core/backend/backend.hpp"
 #include "core/comm/mpi_communicator.hpp"
+#include "core/model/no_storage.hpp"
+#include "core/strategy/zero_memory.hpp"
 
 namespace distrain::cli {
 
 namespace {
 
 struct PlanArgs {
-  std::string recipe, links, device_memory, write;
+  std::string recipe, links, device_memory, write, precision;
   std::vector<std::string> overrides;
   int ranks = 0, hosts = 1, cores = 0, top = 10;
   int64_t profile_steps = 5;
@@ -43,18 +46,33 @@ struct Candidate {
   StepEstimate step;
 };
 
+// A layout's largest predicted device total and trainable values of a rank (check's model).
+RankBytes largest_rank(const Recipe& r, const PlanLayout& l) {
+  if (l.zero_stage > 0) {
+    const MemoryUse m = zero_memory_per_replica(r, l.data);
+    const int64_t values = mesh_rank_bytes(layout_recipe(r, PlanLayout{}, r.strategy.per_replica_batch)).at(0).values;
+    return RankBytes{m.parameters, m.gradients, m.optimizer, m.activations, m.offloaded, values};
+  }
+  RankBytes largest;
+  for (const RankBytes& b : mesh_rank_bytes(r)) {
+    const int64_t values = std::max(largest.values, b.values);
+    if (b.total() > largest.total()) largest = b;
+    largest.values = values;
+  }
+  return largest;
+}
+
 // Each layout's memory; refused layouts keep the model's reason.
-std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, int64_t global_batch) {
+std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, int64_t global_batch,
+                                    const std::vector<bool>& precisions) {
   std::vector<Candidate> out;
   const ModelSpec& spec = base.model();
-  for (const PlanLayout& l : enumerate_layouts(cluster, global_batch, spec.blocks, spec.layers.size())) {
+  for (const PlanLayout& l : enumerate_layouts(cluster, global_batch, spec.blocks, spec.layers.size(), precisions)) {
     Candidate c{l};
     try {
-      const Recipe r = layout_recipe(base, l, global_batch);
-      for (const RankBytes& b : mesh_rank_bytes(r)) {
-        c.peak = std::max(c.peak, b.total());
-        c.values = std::max(c.values, b.values);
-      }
+      const RankBytes b = largest_rank(layout_recipe(base, l, global_batch), l);
+      c.peak = b.total();
+      c.values = b.values;
       c.fits = base.strategy.device_memory == 0 || c.peak <= base.strategy.device_memory;
     } catch (const UserError& e) {
       c.refused = e.what();
@@ -69,12 +87,19 @@ int64_t model_value_bytes(const Recipe& base, int64_t global_batch) {
   return mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values;
 }
 
+// How many of the model's layers hold trainable weights (ZeRO's collectives per step).
+int layers_with_weights(const Recipe& base) {
+  const Model m(base.model(), backend_for(Device{}), storage_free_seams());
+  const auto& ranges = m.trainable_ranges();
+  return static_cast<int>(std::count_if(ranges.begin(), ranges.end(), [](const Range& r) { return !r.empty(); }));
+}
+
 // The profile of `base` cut to its first blocks (profile_recipe), each layer of the whole
 // model timed as its stand-in; the update and the rest of the step (zeroing gradients and
 // checking them dominate it in a large model) scaled from the profiled model's values to
 // the whole one's.
-LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int threads, int64_t value_bytes) {
-  const Recipe profiled = profile_recipe(base, batch, threads);
+LayerTimes layer_times(const Recipe& base, int64_t batch, bool bf16, int64_t steps, int threads, int64_t value_bytes) {
+  const Recipe profiled = profile_recipe(base, batch, bf16, threads);
   const StepProfile p = profile_on_one_device(profiled, steps, 2);
   const double scale = static_cast<double>(value_bytes) / static_cast<double>(model_value_bytes(profiled, batch));
   std::map<std::string, std::pair<double, double>> measured;
@@ -93,10 +118,10 @@ LayerTimes layer_times(const Recipe& base, int64_t batch, int64_t steps, int thr
   return t;
 }
 
-// Step times for the layouts that fit, from one profile per micro-batch size.
+// Step times for the layouts that fit, from one profile per micro-batch size and precision.
 void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
                 std::vector<Candidate>& candidates) {
-  std::map<int64_t, LayerTimes> profiles;
+  std::map<std::pair<int64_t, bool>, LayerTimes> profiles;
   // A host's cores are split among its ranks; with fewer cores than ranks they take turns.
   const int threads = std::max(1, a.cores / cluster.per_host());
   const double scale = std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
@@ -105,8 +130,10 @@ void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
     if (!c.fits) continue;
     const Recipe r = layout_recipe(base, c.layout, global_batch);
     const int64_t micro = global_batch / c.layout.data / c.layout.micro_batches;
-    auto it = profiles.find(micro);
-    if (it == profiles.end()) it = profiles.emplace(micro, layer_times(base, micro, a.profile_steps, threads, value_bytes)).first;
+    const std::pair<int64_t, bool> key{micro, c.layout.bf16};
+    auto it = profiles.find(key);
+    if (it == profiles.end())
+      it = profiles.emplace(key, layer_times(base, micro, c.layout.bf16, a.profile_steps, threads, value_bytes)).first;
     c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, scale);
   }
   // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
@@ -126,7 +153,8 @@ std::string reason(const std::vector<Candidate>& all, const Candidate& best, con
   std::vector<std::string> why;
   const auto plain = std::find_if(all.begin(), all.end(), [](const Candidate& c) {
     const PlanLayout& l = c.layout;
-    return l.tensor == 1 && l.pipeline == 1 && !l.shard_optimizer && !l.offload && !l.recompute && c.refused.empty();
+    return l.tensor == 1 && l.pipeline == 1 && !l.shard_optimizer && l.zero_stage == 0 && !l.offload && !l.recompute &&
+           c.refused.empty();
   });
   if (plain != all.end())
     why.push_back(plain->fits ? "the model fits one device"
@@ -141,8 +169,11 @@ std::string reason(const std::vector<Candidate>& all, const Candidate& best, con
                                     : "tensor parallelism splits each layer's work over the ranks");
   if (l.pipeline > 1) why.push_back(fmt::format("{} pipeline stages send only activations between them", l.pipeline));
   if (l.shard_optimizer) why.push_back("the optimizer state is sharded over the data ranks (ZeRO-1)");
+  if (l.zero_stage == 2) why.push_back("the optimizer state and gradients are sharded over the data ranks (ZeRO-2)");
+  if (l.zero_stage == 3) why.push_back("the optimizer state, gradients and weights are sharded over the data ranks (ZeRO-3)");
   if (l.recompute) why.push_back("block activations are recomputed");
   if (l.offload) why.push_back("the optimizer state lives in host memory");
+  if (l.bf16) why.push_back("matrix products take bf16 operands (weights, optimizer state and activations stay float32)");
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
@@ -151,6 +182,7 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
   Json j{{"layout", l.str()},  {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
          {"micro_batches", l.micro_batches}, {"shard_optimizer", l.shard_optimizer},
          {"sequence_parallel", l.sequence_parallel}, {"recompute", l.recompute}, {"offload_optimizer", l.offload},
+         {"zero_stage", l.zero_stage}, {"precision", l.bf16 ? "bf16" : "float32"},
          {"peak_bytes", c.peak}, {"fits", c.fits}, {"set", layout_overrides(l, global_batch)}};
   if (!c.refused.empty()) j["refused"] = c.refused;
   if (c.fits)
@@ -190,6 +222,20 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
   fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
 }
 
+// The precisions weighed (train.precision is bf16 or not): --precision's, else the recipe's.
+std::vector<bool> precisions(const Recipe& base, const std::string& choice) {
+  const std::vector<bool> chosen = choice.empty() ? std::vector<bool>{base.train.matmul_dtype == DType::bf16}
+                                   : choice == "float32" ? std::vector<bool>{false}
+                                   : choice == "bf16"    ? std::vector<bool>{true}
+                                                         : std::vector<bool>{false, true};
+  if (chosen.back()) {  // its products are profiled here
+    const std::string why_not = backend_for(Device{}).bf16_matmul_unavailable();
+    DT_USER_CHECK(why_not.empty(), "plan: bf16 layouts are timed on this machine, which cannot run them: {} (plan with "
+                  "--precision float32)", why_not);
+  }
+  return chosen;
+}
+
 void run_plan(const PlanArgs& a) {
   std::vector<std::string> overrides = a.overrides;
   if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
@@ -200,10 +246,10 @@ void run_plan(const PlanArgs& a) {
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
   if (a.measure) {  // its large messages of the model's gradients' size
-    links = measure_links(cluster, links, model_value_bytes(base, global_batch));
+    links = measure_links(cluster, links, model_value_bytes(base, global_batch), layers_with_weights(base));
     if (launcher_rank() != 0) return;  // rank 0 profiles and prints
   }
-  std::vector<Candidate> all = weigh_memory(base, cluster, global_batch);
+  std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));
   weigh_time(base, a, cluster, links, global_batch, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
   if (a.json) {
@@ -237,6 +283,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--cores", a->cores, "Cores the ranks of one host share (default: this machine's)")->check(CLI::PositiveNumber);
   cmd->add_option("--top", a->top, "Layouts shown (default 10)")->check(CLI::PositiveNumber);
   cmd->add_option("--profile-steps", a->profile_steps, "Timed steps of each profile (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", a->precision, "Precisions weighed: float32, bf16 or both (default: train.precision)")
+      ->check(CLI::IsMember({"float32", "bf16", "both"}));
   cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");
   cmd->add_option("--write", a->write, "Write the fastest layout's recipe to this file");
   cmd->add_flag("--json", a->json, "Print every layout as JSON");

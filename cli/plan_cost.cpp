@@ -38,6 +38,13 @@ Link message_link(const Links& links, bool across_hosts) {
   return l;
 }
 
+Link shard_link(const Links& links, bool across_hosts, int sharing) {
+  Link l = link(links, across_hosts, sharing);
+  const double measured = across_hosts ? links.inter_shard_bytes_per_s : links.intra_shard_bytes_per_s;
+  if (measured > 0) l.bytes_per_s = measured / (across_hosts ? sharing : 1);
+  return l;
+}
+
 // A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
 double all_reduce_s(const Link& l, double bytes, int n) {
   return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
@@ -106,6 +113,19 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
   return st;
 }
 
+// ZeRO's collectives over the data axis (stages 1-3, the mesh's shard_optimizer), one per
+// layer with weights each time: every layer's gradients reduce-scattered and its weights
+// all-gathered, after the update (stages 1, 2) or before its forward and again before its
+// backward (stage 3); each half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth).
+double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
+  const int n = layout.data;
+  if (n <= 1) return 0;
+  const auto layers = static_cast<double>(std::count_if(whole.trainable_ranges().begin(), whole.trainable_ranges().end(),
+                                                        [](const Range& r) { return !r.empty(); }));
+  const int halves = layout.zero_stage == 3 ? 3 : 2;
+  return halves * (n - 1) * (layers * l.latency_s + value_bytes / n / l.bytes_per_s);
+}
+
 // The data groups with ranks on one host, which share its link when they cross hosts: one
 // per (tensor, stage) coordinate there.
 int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
@@ -117,11 +137,16 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
 }  // namespace
 
 std::string Links::str() const {
-  const auto messages = [](double rate) { return rate > 0 ? fmt::format(" (messages {:.3g} GB/s)", rate / 1e9) : ""; };
+  const auto measured = [](double message, double shard) {
+    std::string s;
+    if (message > 0) s += fmt::format(" (messages {:.3g} GB/s", message / 1e9);
+    if (shard > 0) s += fmt::format("{}reduce-scatter + all-gather {:.3g} GB/s", s.empty() ? " (" : ", ", shard / 1e9);
+    return s.empty() ? s : s + ")";
+  };
   return fmt::format("intra-host {:.3g} GB/s{} and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s){} and {:.3g} us",
-                     intra_bytes_per_s / 1e9, messages(intra_message_bytes_per_s), intra_latency_s * 1e6,
-                     inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9, messages(inter_message_bytes_per_s),
-                     inter_latency_s * 1e6);
+                     intra_bytes_per_s / 1e9, measured(intra_message_bytes_per_s, intra_shard_bytes_per_s),
+                     intra_latency_s * 1e6, inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9,
+                     measured(inter_message_bytes_per_s, inter_shard_bytes_per_s), inter_latency_s * 1e6);
 }
 
 Links parse_links(const std::string& text) {
@@ -172,10 +197,12 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
   e.bubble_ms = std::max(0.0, (m + l.pipeline - 1) * alone - m * slowest.total()) * 1e3;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
-  e.data_ms = all_reduce_s(link(links, data_across, data_groups_on_a_host(l, cluster)),
-                           static_cast<double>(rank_value_bytes), l.data) * 1e3;
+  const int sharing = data_groups_on_a_host(l, cluster);
+  const bool sharded = l.shard_optimizer || l.zero_stage > 0;
+  e.data_ms = (sharded ? zero_collectives_s(shard_link(links, data_across, sharing), whole, static_cast<double>(rank_value_bytes), l)
+                       : all_reduce_s(link(links, data_across, sharing), static_cast<double>(rank_value_bytes), l.data)) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
-  e.update_ms = times.update_ms * share / (l.shard_optimizer ? l.data : 1) * compute_scale;
+  e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * compute_scale;
   e.other_ms = times.step_ms * compute_scale;
   return e;
 }

@@ -6,8 +6,8 @@
 // link it crosses (ring all-reduce: 2(n-1)/n of the bytes; the data groups that cross
 // hosts share a host's link; a stage's messages overlap the next micro-batch's work, so a
 // micro-batch takes the longer of the two); the pipeline's bubble ((stages - 1)
-// micro-batch times of the slowest stage); the optimizer update on the rank's share of
-// the weights.
+// micro-batch times of the slowest stage); ZeRO-2 and -3's per-layer reduce-scatters and
+// all-gathers; the optimizer update on the rank's share of the weights.
 #pragma once
 #include <map>
 #include <string>
@@ -24,6 +24,9 @@ struct Links {
   // A pipeline message's own rate where measured (--measure; an MPI all-reduce of two
   // ranks may send the whole buffer each way), else 0: the link's.
   double intra_message_bytes_per_s = 0, inter_message_bytes_per_s = 0;
+  // The rate of a reduce-scatter and all-gather pair (ZeRO's collectives), as a ring
+  // all-reduce's, where measured (--measure; MPI picks other algorithms for them), else 0.
+  double intra_shard_bytes_per_s = 0, inter_shard_bytes_per_s = 0;
   std::string str() const;
 };
 

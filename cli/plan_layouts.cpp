@@ -31,8 +31,9 @@ std::vector<int64_t> micro_batch_choices(int stages, int64_t batch) {
 // The strategy keys a layout keeps from the recipe: those that are not about the layout.
 constexpr const char* kKeptStrategyKeys[] = {"threads", "check_every", "device_memory", "timeout_seconds"};
 
-// `base` with its [strategy] replaced by `strategy` (plus the kept keys) and train.recompute set.
-Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
+// `base` with its [strategy] replaced by `strategy` (plus the kept keys) and the layout's
+// train.recompute and train.precision.
+Recipe with_strategy(const Recipe& base, toml::table strategy, const PlanLayout& l) {
   toml::table table = *base.table;
   if (const toml::table* old = table["strategy"].as_table()) {
     for (const char* key : kKeptStrategyKeys)
@@ -45,16 +46,22 @@ Recipe with_strategy(const Recipe& base, toml::table strategy, bool recompute) {
   if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
   toml::table& train = *table["train"].as_table();
   train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
-  train.insert_or_assign("recompute", recompute ? "blocks" : "none");
+  train.insert_or_assign("recompute", l.recompute ? "blocks" : "none");
+  train.insert_or_assign("precision", l.bf16 ? "bf16" : "float32");
   return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
 }
 
 toml::table layout_strategy(const PlanLayout& l, int64_t global_batch) {
-  toml::table strategy{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
-                       {"per_replica_batch", global_batch / l.data}};
-  if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
-  if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
-  if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
+  toml::table strategy;
+  if (l.zero_stage > 0) {
+    strategy = toml::table{{"name", "zero"}, {"stage", l.zero_stage}, {"per_replica_batch", global_batch / l.data}};
+  } else {
+    strategy = toml::table{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
+                           {"per_replica_batch", global_batch / l.data}};
+    if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
+    if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
+    if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
+  }
   if (l.offload) strategy.insert("offload_optimizer", true);
   return strategy;
 }
@@ -67,34 +74,44 @@ std::string PlanLayout::str() const {
   if (pipeline > 1) s += fmt::format(" x pipeline {} ({} micro-batches)", pipeline, micro_batches);
   if (sequence_parallel) s += ", SP";
   if (shard_optimizer) s += ", ZeRO-1";
+  if (zero_stage > 0) s += fmt::format(", ZeRO-{}", zero_stage);
   if (recompute) s += ", recompute";
   if (offload) s += ", offload";
+  if (bf16) s += ", bf16";
   return s;
 }
 
 int PlanLayout::options() const {
-  return shard_optimizer + sequence_parallel + recompute + offload + (tensor > 1) + (pipeline > 1);
+  return shard_optimizer + sequence_parallel + recompute + offload + bf16 + (zero_stage > 0) + (tensor > 1) + (pipeline > 1);
 }
 
-std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers) {
+std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers,
+                                          const std::vector<bool>& precisions) {
   std::vector<PlanLayout> out;
-  for (const int t : divisors(cluster.per_host()))
-    for (const int p : divisors(cluster.ranks / t)) {
-      if (static_cast<size_t>(p) > layers) continue;
-      const int d = cluster.ranks / (t * p);
-      if (global_batch % d != 0) continue;
-      for (const int64_t m : micro_batch_choices(p, global_batch / d))
-        for (int options = 0; options < 16; ++options) {  // shard, SP, recompute, offload: bits 3..0
-          const bool shard = options & 8, sp = options & 4, recompute = options & 2, offload = options & 1;
-          if ((shard && d == 1) || (sp && t == 1) || (recompute && blocks == 0)) continue;
-          out.push_back(PlanLayout{d, t, p, m, shard, sp, recompute, offload});
-        }
-    }
+  for (const bool bf16 : precisions)
+    for (const int t : divisors(cluster.per_host()))
+      for (const int p : divisors(cluster.ranks / t)) {
+        if (static_cast<size_t>(p) > layers) continue;
+        const int d = cluster.ranks / (t * p);
+        if (global_batch % d != 0) continue;
+        for (const int64_t m : micro_batch_choices(p, global_batch / d))
+          for (int options = 0; options < 16; ++options) {  // shard, SP, recompute, offload: bits 3..0
+            const bool shard = options & 8, sp = options & 4, recompute = options & 2, offload = options & 1;
+            if ((shard && d == 1) || (sp && t == 1) || (recompute && blocks == 0)) continue;
+            out.push_back(PlanLayout{d, t, p, m, shard, sp, recompute, offload, 0, bf16});
+          }
+        // ZeRO-2 and -3 shard the gradients (and the weights) over the data axis alone.
+        if (d == 1 || t > 1 || p > 1) continue;
+        for (const int stage : {2, 3})
+          for (const bool recompute : {false, true})
+            for (const bool offload : {false, true})
+              if (!recompute || blocks > 0) out.push_back(PlanLayout{d, 1, 1, 1, false, false, recompute, offload, stage, bf16});
+      }
   return out;
 }
 
 Recipe layout_recipe(const Recipe& base, const PlanLayout& l, int64_t global_batch) {
-  return with_strategy(base, layout_strategy(l, global_batch), l.recompute);
+  return with_strategy(base, layout_strategy(l, global_batch), l);
 }
 
 std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_batch) {
@@ -107,11 +124,14 @@ std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_ba
     out.push_back(fmt::format("strategy.{}={}", key.str(), v));
   }
   out.push_back(fmt::format("train.recompute=\"{}\"", l.recompute ? "blocks" : "none"));
+  out.push_back(fmt::format("train.precision=\"{}\"", l.bf16 ? "bf16" : "float32"));
   return out;
 }
 
-Recipe profile_recipe(const Recipe& base, int64_t batch, int threads) {
-  const Recipe one = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, false);
+Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads) {
+  PlanLayout precision;
+  precision.bf16 = bf16;
+  const Recipe one = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, precision);
   toml::table table = *one.table;
   table["strategy"].as_table()->erase("device_memory");  // time is measured here, memory weighed apart
   if (toml::array* layers = table["model"]["layers"].as_array())

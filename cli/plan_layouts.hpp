@@ -1,7 +1,8 @@
 // The layouts `distrain plan` weighs for a recipe on a cluster: every mesh (data x tensor x
 // pipeline = ranks, tensor inside a host, as Megatron places it) with the options that
 // trade memory for time (optimizer sharding, sequence parallelism, recomputation, offload,
-// micro-batches), all for the recipe's global batch. A layout becomes a mesh recipe.
+// micro-batches, precision), and on the data axis alone ZeRO stages 2 and 3, all for the
+// recipe's global batch. A layout becomes a mesh or zero recipe.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,28 +23,32 @@ struct PlanLayout {
   int data = 1, tensor = 1, pipeline = 1;
   int64_t micro_batches = 1;  // of each data rank's batch (pipeline > 1)
   bool shard_optimizer = false, sequence_parallel = false, recompute = false, offload = false;
+  int zero_stage = 0;         // 2 or 3: strategy "zero" at that stage (data only); 0: the mesh
+  bool bf16 = false;          // train.precision = "bf16"
   std::string str() const;    // "data 2 x tensor 2, ZeRO-1, recompute"
   int options() const;        // how many of tensor, pipeline and the options it uses
 };
 
 // Every layout for `cluster` and a global batch of `global_batch` examples, on a model of
 // `blocks` repeat blocks (0: recomputation not offered) and `layers` layers (the most
-// pipeline stages). Layouts whose data degree does not divide the batch are left out.
-std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers);
+// pipeline stages), in each precision of `precisions` (train.precision is bf16 or not).
+// Layouts whose data degree does not divide the batch are left out.
+std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers,
+                                          const std::vector<bool>& precisions = {false});
 
-// The recipe of `layout`: `base` as strategy "mesh" with the layout's keys (other
-// strategies' keys and train.accumulate_steps dropped: a data rank's batch is the global
-// batch / data).
+// The recipe of `layout`: `base` as strategy "mesh" (or "zero") with the layout's keys
+// (other strategies' keys and train.accumulate_steps dropped: a data rank's batch is the
+// global batch / data) and its train.recompute and train.precision.
 Recipe layout_recipe(const Recipe& base, const PlanLayout& layout, int64_t global_batch);
 // The --set overrides that make a one_device recipe (without train.accumulate_steps) this
 // layout: strategy.name="mesh", strategy.data=2, ...
 std::vector<std::string> layout_overrides(const PlanLayout& layout, int64_t global_batch);
 // The recipe the step times are profiled on: `base` on one device with a batch of `batch`,
-// `threads` CPU threads and no strategy.device_memory, each outermost repeat block cut to
+// in bf16 or float32, `threads` CPU threads and no strategy.device_memory, each outermost repeat block cut to
 // kProfiledBlocks copies, so that a model too big for one device is measured too, and
 // quickly (its other blocks take the times of the last copy kept: profiled_stand_in).
 inline constexpr int64_t kProfiledBlocks = 2;
-Recipe profile_recipe(const Recipe& base, int64_t batch, int threads);
+Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads);
 // The layer of the profiled model whose times stand for layer `name` of the whole one:
 // itself, or for a block copy the profile cut ("h.9.attn"), the same layer of the last copy
 // kept ("h.1.attn"); "" when neither was profiled. `profiled` says whether a name was.

@@ -27,6 +27,28 @@ double median_all_reduce_s(Communicator& group, int64_t floats) {
   return times[times.size() / 2];
 }
 
+// `floats` cut into `layers` parts, each reduce-scattered and its result all-gathered, as
+// ZeRO sends each layer's gradients and weights: their rate as a ring all-reduce's, less
+// a latency per collective.
+double shard_bytes_per_s(Communicator& group, int64_t floats, int layers, double latency_s) {
+  const int n = group.size();
+  const int64_t part = std::max<int64_t>(1, floats / layers / n);
+  std::vector<float> whole(static_cast<size_t>(part * n), 1.0f), mine(static_cast<size_t>(part));
+  std::vector<double> times;
+  for (int i = 0; i < kRepeats + 2; ++i) {
+    group.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int l = 0; l < layers; ++l) {
+      group.reduce_scatter(host_tensor(whole.data(), part * n), host_tensor(mine.data(), part), ReduceOp::sum);
+      group.all_gather(host_tensor(mine.data(), part), host_tensor(whole.data(), part * n));
+    }
+    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double moving = times[times.size() / 2] - 2.0 * (n - 1) * layers * latency_s;
+  return 2.0 * (n - 1) * static_cast<double>(part) * layers * 4.0 / std::max(1e-9, moving);
+}
+
 // Latency and bandwidth of a ring all-reduce among n ranks: t = 2(n - 1)(latency + bytes / n / bandwidth).
 void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& latency_s) {
   const int n = group.size();
@@ -56,7 +78,7 @@ double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
 
 }  // namespace
 
-Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes) {
+Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes, int layers) {
   const int64_t floats = std::max<int64_t>(bytes / 4, 1 << 14);
   MpiCommunicator world(60.0);
   DT_USER_CHECK(world.size() == cluster.ranks, "plan --measure runs on the cluster it plans: launch it with mpirun -np {} "
@@ -67,11 +89,14 @@ Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes) {
   if (cluster.per_host() > 1) {
     fit(*host, floats, links.intra_bytes_per_s, links.intra_latency_s);
     links.intra_message_bytes_per_s = message_bytes_per_s(*host, floats);
+    links.intra_shard_bytes_per_s = shard_bytes_per_s(*host, floats, layers, links.intra_latency_s);
   }
   if (cluster.hosts > 1) {
     fit(*across, floats, links.inter_bytes_per_s, links.inter_latency_s);
     links.inter_message_bytes_per_s = message_bytes_per_s(*across, floats);
+    links.inter_shard_bytes_per_s = shard_bytes_per_s(*across, floats, layers, links.inter_latency_s);
     links.inter_bytes_per_s *= cluster.per_host();  // every rank of a host sent over its link at once
+    links.inter_shard_bytes_per_s *= cluster.per_host();
   }
   return links;
 }

@@ -11,8 +11,10 @@ namespace distrain::cli {
 // every host. Each: the latency from an 8-byte all-reduce, the bandwidth from one of
 // `bytes` (the model's gradients: MPI picks its algorithm by size; ring all-reduce times,
 // medians of 10), and the rate of messages of `bytes` sent round the group at once
-// (pipeline stages' messages). A link the cluster lacks (one host, one rank per
-// host) keeps `given`'s figures. Throws UserError when the job's size is not cluster.ranks.
-Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes);
+// (pipeline stages' messages), and ZeRO's rate: `bytes` cut into `layers` equal parts, each
+// reduce-scattered and all-gathered, as a step sends a model of that many layers with
+// weights. A link the cluster lacks (one host, one rank per host) keeps `given`'s figures.
+// Throws UserError when the job's size is not cluster.ranks.
+Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes, int layers);
 
 }  // namespace distrain::cli

@@ -588,6 +588,9 @@ gpt)
   json_true '[c for c in J[0] if c["fits"]][0]["step_ms"]["total"] > 0 and all(c["data"] * c["tensor"] * c["pipeline"] == 4 and c["tensor"] <= 2 for c in J[0])' \
     "$work/plan.json" && ok "plan --json: every layout of 4 ranks on 2 hosts, tensor inside a host" ||
     bad "plan json: $(head -c 300 "$work/plan.json") $(cat "$work/plan.err")"
+  json_true 'sorted({c["zero_stage"] for c in J[0]}) == [0, 2, 3] and all(("strategy.name=\"zero\"" in c["set"]) == (c["zero_stage"] > 0) and (c["zero_stage"] == 0 or c["data"] == 4) for c in J[0])' \
+    "$work/plan.json" && ok "plan --json: ZeRO-2 and -3 weighed on the data axis alone, as zero recipes" ||
+    bad "plan json, zero: $(head -c 300 "$work/plan.json")"
   # A model bigger than a device (201.7M parameters, 2 GiB devices): its profile runs on its
   # first blocks and every layout is weighed without storage.
   if "$distrain" plan "$src/recipes/gpt_bigger_than_a_device.toml" --set "data.path=\"$src/data/tiny_shakespeare.txt\"" \

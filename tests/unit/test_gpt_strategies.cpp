@@ -18,6 +18,7 @@
 #include "core/base/json.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/strategy/zero_memory.hpp"
 #include "core/train/trainer.hpp"
 #include "tests/unit/helpers.hpp"
 
@@ -358,6 +359,30 @@ count = 2
   Model m(parse_model_spec(bn, "bn.toml"), cpu());
   CHECK_THROWS_WITH_AS(m.set_recompute(true), doctest::Contains("layer 'r.0.batch_norm_1' (batch_norm) in a repeat block"),
                        UserError);
+}
+
+// `distrain plan` weighs zero layouts without building them: the storage-free prediction
+// is byte for byte what the built strategy holds, at every stage, offloaded or not.
+TEST_CASE("gpt: zero_memory_per_replica predicts the built strategy's memory at every stage") {
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  const auto check_stage = [&](int replicas, const std::string& strategy_keys, const std::string& train) {
+    const Recipe recipe = parse_recipe(
+        gpt_recipe(text, "zero", cpu_devices(replicas), 4, strategy_keys, 0.0, "steps = 5\n" + train), "z.toml");
+    if (recipe.train.matmul_dtype == DType::bf16 && !backend_for(Device{}).bf16_matmul_unavailable().empty()) return;
+    INFO(replicas << " replicas, " << strategy_keys << ", " << train);
+    const MemoryUse built = make_strategy(recipe)->memory_per_replica(recipe.strategy.per_replica_batch);
+    const MemoryUse predicted = zero_memory_per_replica(recipe, replicas);
+    CHECK(predicted.parameters == built.parameters);
+    CHECK(predicted.gradients == built.gradients);
+    CHECK(predicted.optimizer == built.optimizer);
+    CHECK(predicted.activations == built.activations);
+    CHECK(predicted.offloaded == built.offloaded);
+  };
+  for (const int replicas : {2, 3})
+    for (const char* stage : {"stage = 1", "stage = 2", "stage = 3"})
+      for (const char* offload : {"", "\noffload_optimizer = true"})
+        for (const char* train : {"recompute = \"blocks\"", "precision = \"bf16\""})
+          check_stage(replicas, std::string(stage) + offload, train);
 }
 
 // strategy.offload_optimizer keeps Adam's moments in host memory and updates there with the

@@ -82,7 +82,7 @@ TEST_CASE("plan: the profile runs on the first blocks with no budget, and they s
   Recipe base = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/gpt_bigger_than_a_device.toml",
                             {"data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\""});
   REQUIRE(base.strategy.device_memory > 0);
-  const Recipe p = profile_recipe(base, 2, 1);
+  const Recipe p = profile_recipe(base, 2, false, 1);
   CHECK(p.strategy.name == "one_device");
   CHECK(p.strategy.per_replica_batch == 2);
   CHECK(p.strategy.threads == 1);
@@ -103,7 +103,8 @@ TEST_CASE("plan: the profile runs on the first blocks with no budget, and they s
   CHECK(stand_in("head") == "head");
   CHECK(stand_in("nothing") == "");
   // The Shakespeare GPT's 4 blocks are cut to 2 as well.
-  CHECK(profile_recipe(shakespeare(), 4, 2).model().layers.size() == shakespeare().model().layers.size() - 2 * 8);
+  CHECK(profile_recipe(shakespeare(), 4, true, 2).train.matmul_dtype == DType::bf16);
+  CHECK(profile_recipe(shakespeare(), 4, false, 2).model().layers.size() == shakespeare().model().layers.size() - 2 * 8);
 }
 
 TEST_CASE("plan: --links parses rates and units, and refuses what it cannot read") {
@@ -162,4 +163,43 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   CHECK(estimate(PlanLayout{2, 1, 1, 1, false, false, true}, one_host).compute_ms > d2.compute_ms);
   // ZeRO-1: the update on half the weights.
   CHECK(estimate(PlanLayout{2, 1, 1, 1, true}, one_host).update_ms == doctest::Approx(d2.update_ms / 2));
+  // ZeRO-2 sends an all-reduce's bytes (a reduce-scatter and an all-gather per layer),
+  // ZeRO-3 half as much again (the weights gathered for the forward and the backward);
+  // both update half the weights.
+  const StepEstimate z2 = estimate(PlanLayout{2, 1, 1, 1, false, false, false, false, 2}, two_hosts);
+  const StepEstimate z3 = estimate(PlanLayout{2, 1, 1, 1, false, false, false, false, 3}, two_hosts);
+  const StepEstimate d2_slow = estimate(PlanLayout{2}, two_hosts);
+  CHECK(z2.data_ms == doctest::Approx(d2_slow.data_ms).epsilon(0.02));
+  CHECK(z2.data_ms > d2_slow.data_ms);  // a latency per layer, not one
+  CHECK(z3.data_ms == doctest::Approx(1.5 * z2.data_ms));
+  CHECK(z3.update_ms == doctest::Approx(d2.update_ms / 2));
+  CHECK(z3.compute_ms == doctest::Approx(d2.compute_ms));
+}
+
+TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
+  const Recipe base = shakespeare();
+  std::set<std::string> zero;
+  for (const PlanLayout& l : enumerate_layouts(Cluster{4, 2}, 12, 4, 40, {false, true}))
+    if (l.zero_stage > 0) {
+      CHECK(l.data == 4);
+      CHECK(l.tensor * l.pipeline == 1);
+      CHECK_FALSE(l.shard_optimizer);
+      zero.insert(l.str());
+    }
+  CHECK(zero.size() == 16);  // stages 2, 3 x recompute x offload x precision
+  CHECK(zero.count("data 4, ZeRO-3, recompute, offload, bf16"));
+  const PlanLayout l{2, 1, 1, 1, false, false, true, true, 3, true};
+  const Recipe r = layout_recipe(base, l, 12);
+  CHECK(r.strategy.name == "zero");
+  CHECK(r.strategy.zero_stage == 3);
+  CHECK(r.strategy.per_replica_batch == 6);
+  CHECK(r.strategy.offload_optimizer);
+  CHECK(r.train.recompute_blocks);
+  CHECK(r.train.matmul_dtype == DType::bf16);
+  const Recipe again = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml", [&] {
+    std::vector<std::string> sets = layout_overrides(l, 12);
+    sets.push_back("data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\"");
+    return sets;
+  }());
+  CHECK(again.resolved_text() == r.resolved_text());
 }
