@@ -46,12 +46,17 @@ struct Candidate {
   StepEstimate step;
 };
 
+// Bytes of the whole model's trainable values (one rank's, data parallel).
+int64_t model_value_bytes(const Recipe& base, int64_t global_batch) {
+  return mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values;
+}
+
 // A layout's largest predicted device total and trainable values of a rank (check's model).
 RankBytes largest_rank(const Recipe& r, const PlanLayout& l) {
   if (l.zero_stage > 0) {
     const MemoryUse m = zero_memory_per_replica(r, l.data);
-    const int64_t values = mesh_rank_bytes(layout_recipe(r, PlanLayout{}, r.strategy.per_replica_batch)).at(0).values;
-    return RankBytes{m.parameters, m.gradients, m.optimizer, m.activations, m.offloaded, values};
+    return RankBytes{m.parameters, m.gradients, m.optimizer, m.activations, m.offloaded,
+                     model_value_bytes(r, r.strategy.per_replica_batch)};
   }
   RankBytes largest;
   for (const RankBytes& b : mesh_rank_bytes(r)) {
@@ -80,18 +85,6 @@ std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, 
     out.push_back(std::move(c));
   }
   return out;
-}
-
-// Bytes of the whole model's trainable values (one rank's, data parallel).
-int64_t model_value_bytes(const Recipe& base, int64_t global_batch) {
-  return mesh_rank_bytes(layout_recipe(base, PlanLayout{}, global_batch)).at(0).values;
-}
-
-// How many of the model's layers hold trainable weights (ZeRO's collectives per step).
-int layers_with_weights(const Recipe& base) {
-  const Model m(base.model(), backend_for(Device{}), storage_free_seams());
-  const auto& ranges = m.trainable_ranges();
-  return static_cast<int>(std::count_if(ranges.begin(), ranges.end(), [](const Range& r) { return !r.empty(); }));
 }
 
 // The profile of `base` cut to its first blocks (profile_recipe), each layer of the whole
@@ -246,7 +239,8 @@ void run_plan(const PlanArgs& a) {
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
   if (a.measure) {  // its large messages of the model's gradients' size
-    links = measure_links(cluster, links, model_value_bytes(base, global_batch), layers_with_weights(base));
+    links = measure_links(cluster, links, model_value_bytes(base, global_batch),
+                          layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
     if (launcher_rank() != 0) return;  // rank 0 profiles and prints
   }
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));

@@ -120,8 +120,7 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
 double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return 0;
-  const auto layers = static_cast<double>(std::count_if(whole.trainable_ranges().begin(), whole.trainable_ranges().end(),
-                                                        [](const Range& r) { return !r.empty(); }));
+  const auto layers = static_cast<double>(layers_with_weights(whole));
   const int halves = layout.zero_stage == 3 ? 3 : 2;
   return halves * (n - 1) * (layers * l.latency_s + value_bytes / n / l.bytes_per_s);
 }
@@ -135,6 +134,11 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
 }
 
 }  // namespace
+
+int layers_with_weights(const Model& model) {
+  const auto& ranges = model.trainable_ranges();
+  return static_cast<int>(std::count_if(ranges.begin(), ranges.end(), [](const Range& r) { return !r.empty(); }));
+}
 
 std::string Links::str() const {
   const auto measured = [](double message, double shard) {

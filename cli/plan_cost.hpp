@@ -15,6 +15,7 @@
 
 #include "cli/plan_layouts.hpp"
 #include "core/io/recipe.hpp"
+#include "core/model/model.hpp"
 
 namespace distrain::cli {
 
@@ -47,6 +48,9 @@ struct StepEstimate {
   double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
   double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms + other_ms; }
 };
+
+// How many of `model`'s layers hold trainable weights: ZeRO's collectives per pass.
+int layers_with_weights(const Model& model);
 
 // `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable
 // values a rank holds; `compute_scale`: how much slower a rank computes than the profile (ranks sharing

@@ -14,17 +14,24 @@ namespace {
 
 constexpr int kRepeats = 10;
 
-double median_all_reduce_s(Communicator& group, int64_t floats) {
-  std::vector<float> values(static_cast<size_t>(floats), 1.0f);
+// The median seconds of `run` over kRepeats timed calls (after 2 untimed), all ranks
+// starting together.
+template <typename Run>
+double median_s(Communicator& group, Run run) {
   std::vector<double> times;
   for (int i = 0; i < kRepeats + 2; ++i) {
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    group.all_reduce(host_tensor(values.data(), floats), ReduceOp::sum);
+    run();
     if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+double median_all_reduce_s(Communicator& group, int64_t floats) {
+  std::vector<float> values(static_cast<size_t>(floats), 1.0f);
+  return median_s(group, [&] { group.all_reduce(host_tensor(values.data(), floats), ReduceOp::sum); });
 }
 
 // `floats` cut into `layers` parts, each reduce-scattered and its result all-gathered, as
@@ -34,18 +41,13 @@ double shard_bytes_per_s(Communicator& group, int64_t floats, int layers, double
   const int n = group.size();
   const int64_t part = std::max<int64_t>(1, floats / layers / n);
   std::vector<float> whole(static_cast<size_t>(part * n), 1.0f), mine(static_cast<size_t>(part));
-  std::vector<double> times;
-  for (int i = 0; i < kRepeats + 2; ++i) {
-    group.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
+  const double median = median_s(group, [&] {
     for (int l = 0; l < layers; ++l) {
       group.reduce_scatter(host_tensor(whole.data(), part * n), host_tensor(mine.data(), part), ReduceOp::sum);
       group.all_gather(host_tensor(mine.data(), part), host_tensor(whole.data(), part * n));
     }
-    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  const double moving = times[times.size() / 2] - 2.0 * (n - 1) * layers * latency_s;
+  });
+  const double moving = median - 2.0 * (n - 1) * layers * latency_s;
   return 2.0 * (n - 1) * static_cast<double>(part) * layers * 4.0 / std::max(1e-9, moving);
 }
 
@@ -63,17 +65,12 @@ void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& laten
 double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
   const int n = group.size(), next = (group.rank() + 1) % n, before = (group.rank() + n - 1) % n;
   std::vector<float> out(static_cast<size_t>(floats), 1.0f), in(static_cast<size_t>(floats));
-  std::vector<double> times;
-  for (int i = 0; i < kRepeats + 2; ++i) {
-    group.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
+  const double median = median_s(group, [&] {
     const int64_t id = group.start_send(host_tensor(out.data(), floats), next, 1, "the probe's message");
     group.recv(host_tensor(in.data(), floats), before, 1, "the probe's message");
     group.wait_send(id);
-    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return static_cast<double>(floats) * 4.0 / times[times.size() / 2];
+  });
+  return static_cast<double>(floats) * 4.0 / median;
 }
 
 }  // namespace
