@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "core/base/log.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
@@ -589,6 +590,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
   cmd->add_flag("--profile", a->profile, "Per-layer forward and backward time of one point's step (CPU devices)");
   cmd->callback([a] {
+    if (a->json) log::set_info_stream(stderr);
     DT_USER_CHECK(!a->profile || (a->replicas.empty() && a->strategy.empty() && a->csv.empty() && a->svg.empty()),
                   "bench --profile times one point: drop --strategy, --replicas, --csv and --svg "
                   "(choose the strategy with --set strategy.name=...)");

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "core/base/log.hpp"
 #include "cli/inference.hpp"
 #include "core/base/json.hpp"
 #include "core/train/data_placement.hpp"
@@ -59,7 +60,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe: --set train.eval_batch=256 (repeatable)");
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
-  cmd->callback([a] { evaluate_checkpoint(*a); });
+  cmd->callback([a] {
+    if (a->json) log::set_info_stream(stderr);
+    evaluate_checkpoint(*a);
+  });
 }
 
 }  // namespace distrain::cli

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "core/base/log.hpp"
 #include "core/backend/backend.hpp"
 #include "core/backend/gpu_info.hpp"
 #include "core/base/json.hpp"
@@ -26,6 +27,7 @@ void register_info(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->callback([json] {
+    if (*json) log::set_info_stream(stderr);
     const dnnl_version_t* d = dnnl_version();
     unsigned h5_major = 0, h5_minor = 0, h5_release = 0;
     H5get_libversion(&h5_major, &h5_minor, &h5_release);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "core/base/log.hpp"
 #include "cli/mesh_plan.hpp"
 #include "cli/one_device_profile.hpp"
 #include "cli/plan_cost.hpp"
@@ -87,6 +88,22 @@ std::vector<Candidate> weigh_memory(const Recipe& base, const Cluster& cluster, 
   return out;
 }
 
+// Accumulation only trades time for memory: a layout keeps it where the same layout with
+// fewer micro-batches does not fit.
+void drop_needless_accumulation(std::vector<Candidate>& all) {
+  const auto fits_with_fewer = [&](const Candidate& c) {
+    return c.layout.accumulates() && std::any_of(all.begin(), all.end(), [&](const Candidate& o) {
+             PlanLayout fewer = c.layout;
+             fewer.micro_batches = o.layout.micro_batches;
+             return o.fits && o.layout.micro_batches < c.layout.micro_batches && o.layout == fewer;
+           });
+  };
+  std::vector<Candidate> kept;
+  for (const Candidate& c : all)
+    if (!fits_with_fewer(c)) kept.push_back(c);
+  all = std::move(kept);
+}
+
 // The profile of `base` cut to its first blocks (profile_recipe), each layer of the whole
 // model timed as its stand-in; the update and the rest of the step (zeroing gradients and
 // checking them dominate it in a large model) scaled from the profiled model's values to
@@ -147,7 +164,7 @@ std::string reason(const std::vector<Candidate>& all, const Candidate& best, con
   const auto plain = std::find_if(all.begin(), all.end(), [](const Candidate& c) {
     const PlanLayout& l = c.layout;
     return l.tensor == 1 && l.pipeline == 1 && !l.shard_optimizer && l.zero_stage == 0 && !l.offload && !l.recompute &&
-           c.refused.empty();
+           !l.accumulates() && c.refused.empty();
   });
   if (plain != all.end())
     why.push_back(plain->fits ? "the model fits one device"
@@ -164,6 +181,9 @@ std::string reason(const std::vector<Candidate>& all, const Candidate& best, con
   if (l.shard_optimizer) why.push_back("the optimizer state is sharded over the data ranks (ZeRO-1)");
   if (l.zero_stage == 2) why.push_back("the optimizer state and gradients are sharded over the data ranks (ZeRO-2)");
   if (l.zero_stage == 3) why.push_back("the optimizer state, gradients and weights are sharded over the data ranks (ZeRO-3)");
+  if (l.accumulates())
+    why.push_back(fmt::format("each data rank's batch runs as {} micro-batches whose gradients accumulate (the layout "
+                              "does not fit with fewer)", l.micro_batches));
   if (l.recompute) why.push_back("block activations are recomputed");
   if (l.offload) why.push_back("the optimizer state lives in host memory");
   if (l.bf16) why.push_back("matrix products take bf16 operands (weights, optimizer state and activations stay float32)");
@@ -205,7 +225,7 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
   const auto refused = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return !c.refused.empty(); });
   fmt::print("plan        {} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model\n",
              base.name, cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
-             base.strategy.device_memory ? fmt::format(" strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
+             base.strategy.device_memory ? fmt::format(" within strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
              refused);
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
@@ -244,6 +264,7 @@ void run_plan(const PlanArgs& a) {
     if (launcher_rank() != 0) return;  // rank 0 profiles and prints
   }
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));
+  drop_needless_accumulation(all);
   weigh_time(base, a, cluster, links, global_batch, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
   if (a.json) {
@@ -283,7 +304,10 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--write", a->write, "Write the fastest layout's recipe to this file");
   cmd->add_flag("--json", a->json, "Print every layout as JSON");
   cmd->add_flag("--measure", a->measure, "Measure the links: run under mpirun -np RANKS on the cluster itself");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a] {
+    if (a->json) log::set_info_stream(stderr);
+    run_plan(*a);
+  });
 }
 
 }  // namespace distrain::cli

@@ -114,14 +114,16 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
 }
 
 // ZeRO's collectives over the data axis (stages 1-3, the mesh's shard_optimizer), one per
-// layer with weights each time: every layer's gradients reduce-scattered and its weights
-// all-gathered, after the update (stages 1, 2) or before its forward and again before its
-// backward (stage 3); each half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth).
+// layer with weights each time: every layer's gradients reduce-scattered (stages 2, 3: at
+// each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
+// 2) or before each micro-batch's forward and again before its backward (stage 3); each
+// half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth).
 double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return 0;
   const auto layers = static_cast<double>(layers_with_weights(whole));
-  const int halves = layout.zero_stage == 3 ? 3 : 2;
+  const auto m = static_cast<double>(layout.micro_batches);
+  const double halves = layout.zero_stage == 3 ? 3 * m : layout.zero_stage == 2 ? m + 1 : 2;
   return halves * (n - 1) * (layers * l.latency_s + value_bytes / n / l.bytes_per_s);
 }
 
@@ -174,7 +176,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   const std::set<std::string> blocks = block_layers(recipe.model());
-  const int64_t micro = recipe.strategy.per_replica_batch / l.micro_batches;
+  const int64_t micro = recipe.step_batch() / l.micro_batches;  // a data rank's batch, cut
   // The slowest stage sets the pace; a stage also sends its output forward and receives
   // its gradient back for each micro-batch, over the link between the two stages' hosts
   // (each direction carries one message per micro-batch).

@@ -19,12 +19,12 @@ std::vector<int> divisors(int n) {
 }
 
 // Micro-batches a pipeline of `stages` may split a data rank's `batch` into: as many as
-// stages (the least that fills it), twice and four times that (a smaller bubble).
+// stages (the least that fills it), twice and four times that (a smaller bubble); without
+// a pipeline 1, 2 or 4 (gradient accumulation: a micro-batch's activations at a time).
 std::vector<int64_t> micro_batch_choices(int stages, int64_t batch) {
-  if (stages == 1) return {1};
   std::vector<int64_t> out;
-  for (const int64_t m : {stages, 2 * stages, 4 * stages})
-    if (batch % m == 0) out.push_back(m);
+  for (const int64_t m : {1, 2, 4})
+    if (batch % (m * stages) == 0) out.push_back(m * stages);
   return out;
 }
 
@@ -46,6 +46,7 @@ Recipe with_strategy(const Recipe& base, toml::table strategy, const PlanLayout&
   if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
   toml::table& train = *table["train"].as_table();
   train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
+  if (l.zero_stage > 0 && l.micro_batches > 1) train.insert("accumulate_steps", l.micro_batches);
   train.insert_or_assign("recompute", l.recompute ? "blocks" : "none");
   train.insert_or_assign("precision", l.bf16 ? "bf16" : "float32");
   return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
@@ -54,11 +55,12 @@ Recipe with_strategy(const Recipe& base, toml::table strategy, const PlanLayout&
 toml::table layout_strategy(const PlanLayout& l, int64_t global_batch) {
   toml::table strategy;
   if (l.zero_stage > 0) {
-    strategy = toml::table{{"name", "zero"}, {"stage", l.zero_stage}, {"per_replica_batch", global_batch / l.data}};
+    // zero's per_replica_batch is one accumulated micro-batch (train.accumulate_steps).
+    strategy = toml::table{{"name", "zero"}, {"stage", l.zero_stage}, {"per_replica_batch", global_batch / l.data / l.micro_batches}};
   } else {
     strategy = toml::table{{"name", "mesh"}, {"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
                            {"per_replica_batch", global_batch / l.data}};
-    if (l.pipeline > 1) strategy.insert("micro_batches", l.micro_batches);
+    if (l.micro_batches > 1) strategy.insert("micro_batches", l.micro_batches);
     if (l.shard_optimizer) strategy.insert("shard_optimizer", true);
     if (l.sequence_parallel) strategy.insert("sequence_parallel", true);
   }
@@ -75,6 +77,7 @@ std::string PlanLayout::str() const {
   if (sequence_parallel) s += ", SP";
   if (shard_optimizer) s += ", ZeRO-1";
   if (zero_stage > 0) s += fmt::format(", ZeRO-{}", zero_stage);
+  if (accumulates()) s += fmt::format(", accumulate {}", micro_batches);
   if (recompute) s += ", recompute";
   if (offload) s += ", offload";
   if (bf16) s += ", bf16";
@@ -82,7 +85,8 @@ std::string PlanLayout::str() const {
 }
 
 int PlanLayout::options() const {
-  return shard_optimizer + sequence_parallel + recompute + offload + bf16 + (zero_stage > 0) + (tensor > 1) + (pipeline > 1);
+  return shard_optimizer + sequence_parallel + recompute + offload + bf16 + accumulates() + (zero_stage > 0) + (tensor > 1) +
+         (pipeline > 1);
 }
 
 std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global_batch, int blocks, size_t layers,
@@ -102,10 +106,11 @@ std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global
           }
         // ZeRO-2 and -3 shard the gradients (and the weights) over the data axis alone.
         if (d == 1 || t > 1 || p > 1) continue;
-        for (const int stage : {2, 3})
-          for (const bool recompute : {false, true})
-            for (const bool offload : {false, true})
-              if (!recompute || blocks > 0) out.push_back(PlanLayout{d, 1, 1, 1, false, false, recompute, offload, stage, bf16});
+        for (const int64_t m : micro_batch_choices(1, global_batch / d))
+          for (const int stage : {2, 3})
+            for (const bool recompute : {false, true})
+              for (const bool offload : {false, true})
+                if (!recompute || blocks > 0) out.push_back(PlanLayout{d, 1, 1, m, false, false, recompute, offload, stage, bf16});
       }
   return out;
 }
@@ -123,6 +128,7 @@ std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_ba
     else if (const auto* b = value.as_boolean()) v = b->get() ? "true" : "false";
     out.push_back(fmt::format("strategy.{}={}", key.str(), v));
   }
+  if (l.zero_stage > 0 && l.micro_batches > 1) out.push_back(fmt::format("train.accumulate_steps={}", l.micro_batches));
   out.push_back(fmt::format("train.recompute=\"{}\"", l.recompute ? "blocks" : "none"));
   out.push_back(fmt::format("train.precision=\"{}\"", l.bf16 ? "bf16" : "float32"));
   return out;

@@ -1,8 +1,8 @@
 // The layouts `distrain plan` weighs for a recipe on a cluster: every mesh (data x tensor x
 // pipeline = ranks, tensor inside a host, as Megatron places it) with the options that
 // trade memory for time (optimizer sharding, sequence parallelism, recomputation, offload,
-// micro-batches, precision), and on the data axis alone ZeRO stages 2 and 3, all for the
-// recipe's global batch. A layout becomes a mesh or zero recipe.
+// micro-batches or gradient accumulation, precision), and on the data axis alone ZeRO
+// stages 2 and 3, all for the recipe's global batch. A layout becomes a mesh or zero recipe.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,12 +21,16 @@ struct Cluster {
 
 struct PlanLayout {
   int data = 1, tensor = 1, pipeline = 1;
-  int64_t micro_batches = 1;  // of each data rank's batch (pipeline > 1)
+  // Of each data rank's batch: a pipeline's micro-batches, or without a pipeline gradient
+  // accumulation's (strategy.micro_batches of the mesh, train.accumulate_steps of zero).
+  int64_t micro_batches = 1;
   bool shard_optimizer = false, sequence_parallel = false, recompute = false, offload = false;
   int zero_stage = 0;         // 2 or 3: strategy "zero" at that stage (data only); 0: the mesh
   bool bf16 = false;          // train.precision = "bf16"
   std::string str() const;    // "data 2 x tensor 2, ZeRO-1, recompute"
   int options() const;        // how many of tensor, pipeline and the options it uses
+  bool accumulates() const { return pipeline == 1 && micro_batches > 1; }
+  bool operator==(const PlanLayout&) const = default;
 };
 
 // Every layout for `cluster` and a global batch of `global_batch` examples, on a model of
@@ -38,7 +42,8 @@ std::vector<PlanLayout> enumerate_layouts(const Cluster& cluster, int64_t global
 
 // The recipe of `layout`: `base` as strategy "mesh" (or "zero") with the layout's keys
 // (other strategies' keys and train.accumulate_steps dropped: a data rank's batch is the
-// global batch / data) and its train.recompute and train.precision.
+// global batch / data) and its train.recompute and train.precision (and a zero layout's
+// train.accumulate_steps).
 Recipe layout_recipe(const Recipe& base, const PlanLayout& layout, int64_t global_batch);
 // The --set overrides that make a one_device recipe (without train.accumulate_steps) this
 // layout: strategy.name="mesh", strategy.data=2, ...

@@ -8,6 +8,7 @@ namespace {
 std::atomic<int> g_rank{0};
 std::atomic<bool> g_leader{true};
 std::atomic<bool> g_ranked{false};
+std::atomic<std::FILE*> g_info{stdout};
 }  // namespace
 
 void set_rank(int r) {
@@ -19,5 +20,7 @@ std::string prefix() { return g_ranked ? fmt::format("[rank {}] ", g_rank.load()
 int rank() { return g_rank; }
 void set_leader(bool leader) { g_leader = leader; }
 bool leader() { return g_leader; }
+void set_info_stream(std::FILE* stream) { g_info = stream; }
+std::FILE* info_stream() { return g_info; }
 
 }  // namespace distrain::log

@@ -15,12 +15,17 @@ int rank();
 std::string prefix();
 void set_leader(bool leader);
 bool leader();
+// Where info goes: stdout, unless a command prints JSON there (then stderr, which keeps
+// `--json` output one parseable document).
+void set_info_stream(std::FILE* stream);
+std::FILE* info_stream();
 
 template <typename... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {
   if (!leader()) return;
-  fmt::print(stdout, "{}\n", fmt::format(f, std::forward<Args>(args)...));
-  std::fflush(stdout);
+  std::FILE* out = info_stream();
+  fmt::print(out, "{}\n", fmt::format(f, std::forward<Args>(args)...));
+  std::fflush(out);
 }
 
 // Something the user should know that is not an error, from any rank, on stderr.

@@ -55,33 +55,44 @@ void check_mesh(const MeshShape& shape, int world_size, const std::string& where
                 shape.str(), shape.size(), world_size, shape.size());
 }
 
-Mesh::Mesh(const MeshShape& shape, int rank, std::array<std::unique_ptr<Communicator>, 3> axes)
-    : shape_(shape), rank_(rank), coord_(coord_of(shape, rank)), axes_(std::move(axes)) {}
+Mesh::Mesh(const MeshShape& shape, int rank, std::shared_ptr<Communicator> world, Axes axes,
+           std::shared_ptr<const std::vector<std::shared_ptr<LocalGroup>>> thread_groups)
+    : shape_(shape), rank_(rank), coord_(coord_of(shape, rank)), world_(std::move(world)), axes_(std::move(axes)),
+      thread_groups_(std::move(thread_groups)) {}
 
 // The group along an axis is named by its first rank (every rank's color for that axis).
-Mesh Mesh::over_mpi(const MeshShape& shape, MpiCommunicator& world) {
-  check_mesh(shape, world.size(), "mesh");
-  std::array<std::unique_ptr<Communicator>, 3> axes;
-  for (Axis a : kMeshAxes) axes[static_cast<size_t>(a)] = world.split(axis_group(shape, world.rank(), a).front());
-  return Mesh(shape, world.rank(), std::move(axes));
+Mesh Mesh::over_mpi(const MeshShape& shape, std::shared_ptr<MpiCommunicator> world) {
+  check_mesh(shape, world->size(), "mesh");
+  Axes axes;
+  for (Axis a : kMeshAxes) axes[static_cast<size_t>(a)] = world->split(axis_group(shape, world->rank(), a).front());
+  const int rank = world->rank();
+  return Mesh(shape, rank, std::move(world), std::move(axes), nullptr);
 }
 
 std::vector<Mesh> Mesh::over_threads(const MeshShape& shape) {
   check_mesh(shape, shape.size(), "mesh");
-  std::vector<std::array<std::unique_ptr<Communicator>, 3>> axes(static_cast<size_t>(shape.size()));
+  const auto n = static_cast<size_t>(shape.size());
+  auto groups = std::make_shared<std::vector<std::shared_ptr<LocalGroup>>>();
+  auto world = groups->emplace_back(std::make_shared<LocalGroup>(shape.size()));
+  std::vector<Axes> axes(n);
   for (Axis a : kMeshAxes) {
-    std::map<int, std::shared_ptr<LocalGroup>> groups;  // by first rank
+    std::map<int, std::shared_ptr<LocalGroup>> by_first_rank;
     for (int r = 0; r < shape.size(); ++r) {
       const std::vector<int> g = axis_group(shape, r, a);
-      auto& group = groups[g.front()];
-      if (!group) group = std::make_shared<LocalGroup>(static_cast<int>(g.size()));
-      axes[static_cast<size_t>(r)][static_cast<size_t>(a)] =
-          std::make_unique<LocalCommunicator>(group, coord_of(shape, r).at(a));
+      auto& group = by_first_rank[g.front()];
+      if (!group) group = groups->emplace_back(std::make_shared<LocalGroup>(static_cast<int>(g.size())));
+      axes[static_cast<size_t>(r)][static_cast<size_t>(a)] = std::make_shared<LocalCommunicator>(group, coord_of(shape, r).at(a));
     }
   }
   std::vector<Mesh> meshes;
-  for (int r = 0; r < shape.size(); ++r) meshes.push_back(Mesh(shape, r, std::move(axes[static_cast<size_t>(r)])));
+  for (int r = 0; r < shape.size(); ++r)
+    meshes.push_back(Mesh(shape, r, std::make_shared<LocalCommunicator>(world, r), std::move(axes[static_cast<size_t>(r)]), groups));
   return meshes;
+}
+
+void Mesh::abort(const std::string& why) const {
+  if (thread_groups_)
+    for (const auto& group : *thread_groups_) group->abort(why);
 }
 
 }  // namespace distrain

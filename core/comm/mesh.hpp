@@ -5,6 +5,8 @@
 // A rank's group along an axis is every rank that differs from it only in that axis's
 // coordinate, ordered by that coordinate; the mesh owns one communicator per axis, split
 // from the world, and strategies ask it for them rather than building groups of their own.
+// A Mesh is one rank's view; copies share its communicators. The ranks are MPI processes
+// (a job's) or threads of one process (in-process tests of every mesh layout).
 #pragma once
 #include <array>
 #include <memory>
@@ -16,6 +18,7 @@
 
 namespace distrain {
 
+class LocalGroup;
 class MpiCommunicator;
 
 enum class Axis { data, tensor, pipeline };
@@ -46,7 +49,7 @@ void check_mesh(const MeshShape& shape, int world_size, const std::string& where
 class Mesh {
  public:
   // This process's place in a mesh of MPI processes (collective over `world`).
-  static Mesh over_mpi(const MeshShape& shape, MpiCommunicator& world);
+  static Mesh over_mpi(const MeshShape& shape, std::shared_ptr<MpiCommunicator> world);
   // A mesh of threads in one process: element r is rank r's view (its communicators are
   // for that rank's thread only).
   static std::vector<Mesh> over_threads(const MeshShape& shape);
@@ -56,14 +59,23 @@ class Mesh {
   const MeshCoord& coord() const { return coord_; }
   // The communicator of this rank's group along `axis` (its rank there is coord().at(axis)).
   Communicator& axis(Axis axis) const { return *axes_[static_cast<size_t>(axis)]; }
+  // Every rank of the mesh (its rank there is rank()): agreement on stops, global sums.
+  Communicator& world() const { return *world_; }
+  // A thread mesh: every group of it marked failed, so each rank waiting in one wakes and
+  // throws GroupAborted. Over MPI nothing: the job's one catch site ends every process.
+  void abort(const std::string& why) const;
 
  private:
-  Mesh(const MeshShape& shape, int rank, std::array<std::unique_ptr<Communicator>, 3> axes);
+  using Axes = std::array<std::shared_ptr<Communicator>, 3>;  // by Axis
+  Mesh(const MeshShape& shape, int rank, std::shared_ptr<Communicator> world, Axes axes,
+       std::shared_ptr<const std::vector<std::shared_ptr<LocalGroup>>> thread_groups);
 
   MeshShape shape_;
   int rank_ = 0;
   MeshCoord coord_;
-  std::array<std::unique_ptr<Communicator>, 3> axes_;  // by Axis
+  std::shared_ptr<Communicator> world_;
+  Axes axes_;
+  std::shared_ptr<const std::vector<std::shared_ptr<LocalGroup>>> thread_groups_;  // a thread mesh's, else null
 };
 
 }  // namespace distrain

@@ -71,9 +71,7 @@ class MeshOptimizerState final : public OptimizerState {
 
 MeshShape shape_of(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
-  const MeshShape shape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
-  check_mesh(shape, launcher_size(), recipe.file);  // before MPI starts
-  return shape;
+  return MeshShape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
 }
 
 // Gradients summed over the data axis in one all-reduce; or, with the optimizer state
@@ -86,9 +84,10 @@ ModelSeams data_axis_seams(bool shard_optimizer, Communicator& data) {
 
 class MeshStrategy final : public Strategy {
  public:
-  explicit MeshStrategy(const Recipe& recipe)
-      : spec_(recipe.strategy), shape_(shape_of(recipe)), world_(std::make_unique<MpiCommunicator>(spec_.timeout_seconds)),
-        mesh_(Mesh::over_mpi(shape_, *world_)), model_state_(*this), optimizer_state_(*this) {
+  MeshStrategy(const Recipe& recipe, Mesh mesh)
+      : spec_(recipe.strategy), shape_(mesh.shape()), mesh_(std::move(mesh)), model_state_(*this), optimizer_state_(*this) {
+    check_mesh(shape_of(recipe), shape_.size(), recipe.file);
+    DT_CHECK(shape_of(recipe).str() == shape_.str(), "{}: a mesh of {} given for {}", recipe.file, shape_.str(), shape_of(recipe).str());
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
@@ -107,8 +106,8 @@ class MeshStrategy final : public Strategy {
 
   std::string name() const override { return "mesh"; }
   int num_replicas() const override { return shape_.data; }  // slices of the batch
-  int rank() const override { return world_->rank(); }
-  int workers() const override { return world_->size(); }
+  int rank() const override { return mesh_.rank(); }
+  int workers() const override { return shape_.size(); }
   int first_local_replica() const override { return mesh_.coord().data; }
   int eval_shares() const override { return shape_.data; }
   int eval_share() const override { return mesh_.coord().data; }
@@ -130,6 +129,7 @@ class MeshStrategy final : public Strategy {
   Communicator& tensor() const { return mesh_.axis(Axis::tensor); }
   Communicator& data() const { return mesh_.axis(Axis::data); }
   Communicator& pipe() const { return mesh_.axis(Axis::pipeline); }
+  Communicator& world() const { return mesh_.world(); }
   int stage() const { return mesh_.coord().pipeline; }
   // Each rank's idle share summed over the job, then the mean of its stage's ranks; the
   // activation bytes from one rank per stage. One all-reduce of [idle..., bytes...].
@@ -140,7 +140,7 @@ class MeshStrategy final : public Strategy {
     sums[s] = stage_->step_seconds() > 0 ? stage_->idle_seconds() / stage_->step_seconds() : 0.0;
     if (mesh_.coord().data == 0 && mesh_.coord().tensor == 0)
       sums[p + s] = static_cast<double>(stage_->activation_bytes(per_replica_batch));
-    world_->all_reduce(host_tensor(sums.data(), static_cast<int64_t>(2 * p)), ReduceOp::sum);
+    world().all_reduce(host_tensor(sums.data(), static_cast<int64_t>(2 * p)), ReduceOp::sum);
     std::vector<StageFigures> figures;
     for (size_t st = 0; st < p; ++st)
       figures.push_back({sums[st] / (shape_.data * shape_.tensor), static_cast<int64_t>(sums[p + st])});
@@ -184,9 +184,9 @@ class MeshStrategy final : public Strategy {
   }
 
   LossStats evaluate(const Batch& batch) override { return from_last_stage(stage_->evaluate(batch.replicas.at(0))); }
-  int max_over_workers(int local) override { return max_over(local, *world_); }
+  int max_over_workers(int local) override { return max_over(local, world()); }
   void sum_figures_over_workers(std::vector<double>& v) override {
-    world_->all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
+    world().all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
   }
 
  protected:
@@ -211,7 +211,7 @@ class MeshStrategy final : public Strategy {
   // Ranks hold different slices (and shards): a count of ranks with a non-finite one.
   bool gradients_finite() override {
     float bad = all_finite(stage_->backend(), model().reducer().own()) ? 0.0f : 1.0f;
-    world_->all_reduce(host_tensor(&bad, 1), ReduceOp::sum);
+    world().all_reduce(host_tensor(&bad, 1), ReduceOp::sum);
     return bad == 0.0f;
   }
   void apply_update(const StepInfo& info) override { update_->apply(info.learning_rate, info.gradient_scale); }
@@ -232,7 +232,7 @@ class MeshStrategy final : public Strategy {
       else if (data_rank == 0)
         sum += sum_of_squares(stage_->backend(), own.range(r.begin, r.size()));
     }
-    world_->all_reduce(host_tensor(&sum, 1), ReduceOp::sum);
+    world().all_reduce(host_tensor(&sum, 1), ReduceOp::sum);
     return sum;
   }
 
@@ -284,7 +284,6 @@ class MeshStrategy final : public Strategy {
 
   StrategySpec spec_;
   MeshShape shape_;
-  std::unique_ptr<MpiCommunicator> world_;
   Mesh mesh_;
   Device device_;
   std::unique_ptr<Model> layout_;  // the whole model, no storage: checkpoints' layout
@@ -361,6 +360,14 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) { return std::make_unique<MeshStrategy>(recipe); }
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {
+  check_mesh(shape_of(recipe), launcher_size(), recipe.file);  // before MPI starts
+  auto world = std::make_shared<MpiCommunicator>(recipe.strategy.timeout_seconds);
+  return std::make_unique<MeshStrategy>(recipe, Mesh::over_mpi(shape_of(recipe), std::move(world)));
+}
+
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe, const Mesh& mesh) {
+  return std::make_unique<MeshStrategy>(recipe, mesh);
+}
 
 }  // namespace distrain

@@ -12,11 +12,17 @@
 // the tensor axis, loading slices it, so a checkpoint moves between this and any other
 // strategy.
 // CPU devices in this version (the tensor-axis exchanges go through MPI on the host).
+// The ranks are the job's MPI processes, or threads of one process given their Mesh
+// (Mesh::over_threads), which lets unit tests run every layout in-process.
 #pragma once
+#include "core/comm/mesh.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
+// This process's rank of a mesh of the job's MPI processes.
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe);
+// Rank mesh.rank() of the given mesh, whose shape must be the recipe's.
+std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe, const Mesh& mesh);
 
 }  // namespace distrain

@@ -65,7 +65,8 @@ MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, co
     ledger().add_source(*backends[i]);
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
-  threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n), group_);
+  threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n),
+                                              [group = group_](const std::string& why) { group->abort(why); });
 }
 
 void MultiReplicaStrategy::make_hierarchies(const std::vector<Backend*>& backends) {

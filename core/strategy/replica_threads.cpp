@@ -3,11 +3,12 @@
 #include <omp.h>
 
 #include "core/base/error.hpp"
+#include "core/comm/local_communicator.hpp"
 
 namespace distrain {
 
-ReplicaThreads::ReplicaThreads(int replicas, int omp_threads_each, std::shared_ptr<LocalGroup> group)
-    : replicas_(replicas), omp_threads_(omp_threads_each), group_(std::move(group)),
+ReplicaThreads::ReplicaThreads(int replicas, int omp_threads_each, Abort abort)
+    : replicas_(replicas), omp_threads_(omp_threads_each), abort_(std::move(abort)),
       errors_(static_cast<size_t>(replicas)) {
   for (int r = 1; r < replicas_; ++r) threads_.emplace_back([this, r] { worker(r); });
 }
@@ -26,7 +27,7 @@ void ReplicaThreads::call(int r) {
     (*job_)(r);
   } catch (...) {
     errors_[static_cast<size_t>(r)] = std::current_exception();
-    if (group_) group_->abort("replica " + std::to_string(r) + " failed");
+    if (abort_) abort_("replica " + std::to_string(r) + " failed");
   }
 }
 

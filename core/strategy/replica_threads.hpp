@@ -1,24 +1,24 @@
 // ReplicaThreads: one long-lived thread per local replica (replica 0 runs on the caller),
 // each with its own OpenMP thread count, so replicas on CPU devices share the cores.
 // run(fn) calls fn(r) for every replica and returns when all are done; if any throws, the
-// local group is aborted (so no replica waits forever in a collective) and the first
-// error is rethrown with its replica's number.
+// `abort` is called (waking the others, so no replica waits forever in a collective) and
+// the first error is rethrown with its replica's number.
 #pragma once
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
-
-#include "core/comm/local_communicator.hpp"
 
 namespace distrain {
 
 class ReplicaThreads {
  public:
-  ReplicaThreads(int replicas, int omp_threads_each, std::shared_ptr<LocalGroup> group);
+  using Abort = std::function<void(const std::string& why)>;
+  ReplicaThreads(int replicas, int omp_threads_each, Abort abort);
   ~ReplicaThreads();
   ReplicaThreads(const ReplicaThreads&) = delete;
   ReplicaThreads& operator=(const ReplicaThreads&) = delete;
@@ -31,7 +31,7 @@ class ReplicaThreads {
   void call(int r);
 
   int replicas_, omp_threads_;
-  std::shared_ptr<LocalGroup> group_;
+  Abort abort_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -141,7 +141,7 @@ Backend& optimizer_place(const StrategySpec& spec, Backend& device) {
   return host_backend();
 }
 
-int max_over(int local, MpiCommunicator& world) {
+int max_over(int local, Communicator& world) {
   float v = static_cast<float>(local);  // exact: the values are small integers
   world.all_reduce(host_tensor(&v, 1), ReduceOp::max);
   return static_cast<int>(v);
@@ -165,7 +165,7 @@ void choose_cpu_threads(const Recipe& recipe) {
             local, cores, share);
 }
 
-std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job) {
+std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {
   const std::string& name = recipe.strategy.name;
   // Several processes training the same single-process job would write the same files.
   DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || name == "mesh" ||
@@ -181,13 +181,14 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job
   if (name == "central_storage") return make_central_storage(recipe);
   if (name == "zero") return make_zero(recipe);
   if (name == "parameter_server") return make_parameter_server(recipe);
-  if (name == "mesh") return make_mesh_strategy(recipe);
+  if (name == "mesh") return mesh ? make_mesh_strategy(recipe, *mesh) : make_mesh_strategy(recipe);
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
 }
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job) {
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {
+  DT_CHECK(!mesh || recipe.strategy.name == "mesh", "a mesh given to strategy '{}'", recipe.strategy.name);
   for (const std::string& d : recipe.strategy.devices) {  // every buffer from here on counts
     DeviceMemory& memory = backend_for(Device::parse(d, recipe.file + ": strategy.devices")).memory();
     memory.set_budget(recipe.strategy.device_memory);
@@ -195,7 +196,7 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job)
   }
   static const std::string kPurpose = "the strategy's model, optimizer and communication buffers";
   const MemoryPurpose purpose(kPurpose);
-  auto strategy = build_strategy(recipe, alone_in_job);
+  auto strategy = build_strategy(recipe, alone_in_job, mesh);
   // The checks made before it was built counted these replicas.
   DT_CHECK(strategy->num_replicas() == planned_replicas(recipe), "strategy {} has {} replicas, {} were planned",
            strategy->name(), strategy->num_replicas(), planned_replicas(recipe));

@@ -217,13 +217,13 @@ class Strategy {
 };
 
 class Communicator;
-class MpiCommunicator;
+class Mesh;
 // Metrics summed over the ranks of `world` (sums and counts, never means): one step's, or
 // each of several steps' in one exchange.
 LossStats sum_over_workers(const LossStats& local, Communicator& world);
 void sum_over_workers(std::vector<StepResult>& steps, Communicator& world);
 // The largest `local` over the workers of `world`.
-int max_over(int local, MpiCommunicator& world);
+int max_over(int local, Communicator& world);
 // Where a replica's optimizer keeps its state and runs its update: on the replica's device,
 // or with strategy.offload_optimizer in host memory (host_backend()), where the host's
 // cores update the device's parameters from its gradients. On CPU devices both are this
@@ -233,7 +233,8 @@ Backend& optimizer_place(const StrategySpec& spec, Backend& device);
 // Builds the strategy a recipe names; its variables are allocated, not yet initialised.
 // `alone_in_job`: this process runs a one-process strategy by itself although a launcher
 // started others (`distrain plan --measure` profiles on rank 0 while the others wait).
-std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job = false);
+// `mesh`: the mesh strategy's ranks (a thread mesh, in tests); null: this job's MPI processes.
+std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job = false, const Mesh* mesh = nullptr);
 // The num_replicas() of make_strategy(recipe), from the recipe and the launcher's process
 // count alone: for the checks made before anything is built.
 int planned_replicas(const Recipe& recipe);

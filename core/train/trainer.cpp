@@ -173,7 +173,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const Splits data = load_dataset(recipe.data, recipe.seed);
   check_data_fits(recipe, data.train);
   check_last_batch(recipe, data.train);
-  auto strategy = make_strategy(recipe);
+  auto strategy = make_strategy(recipe, false, options.mesh);
   check_memory_fits(recipe, *strategy);
   const std::string from = resume_point(recipe, run_dir, options.fresh);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done

@@ -26,6 +26,9 @@ struct TrainOptions {
   // > 0: stop abruptly after this optimizer step, saving nothing, as a crash would.
   // Lets tests check that a resumed run ends exactly where an uninterrupted one does.
   int64_t crash_after_step = 0;
+  // strategy "mesh": this rank's place in a mesh of threads (Mesh::over_threads), one
+  // train() per thread; null: the job's MPI processes, as `distrain train` runs it.
+  const Mesh* mesh = nullptr;
 };
 
 struct TrainSummary {

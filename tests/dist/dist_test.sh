@@ -682,6 +682,22 @@ PY
   mem_case memory_tensor2_sequence_parallel 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true
   mem_case memory_data2xtensor2xpipeline2 8 "${msh[@]}" --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
+  # plan's choice for 2 ranks of 30 MiB (data 2 alone needs 42 MiB: it accumulates, shards or
+  # recomputes) trains within them, its peak as predicted; with the ranks sharing cores and
+  # no OMP_NUM_THREADS, bench's note on threads goes to stderr and --json stays one document.
+  "$distrain" plan "${gpt[@]}" --ranks 2 --device-memory 30MiB --profile-steps 1 --write "$work/planned30.toml" >"$work/plan30.log" 2>&1
+  if env -u OMP_NUM_THREADS timeout 300 "${mpirun[@]}" -np 2 "$distrain" bench "$work/planned30.toml" --steps 1 --warmup 1 --json \
+    >"$work/planned30.json" 2>"$work/planned30.err" && python3 - "$work/planned30.json" >"$work/planned30.ratio" <<'PY'
+import json, sys
+pairs = json.load(open(sys.argv[1]))["device_memory_per_replica"]
+print(" ".join(f"{m / 2**20:.2f} MiB ({m / p:.3f} of predicted)" for m, p in pairs))
+sys.exit(0 if pairs and all(m <= 30 * 2**20 and 0.9 <= m / p <= 1.1 for m, p in pairs) else 1)
+PY
+  then
+    ok "gpt: plan's layout for 30 MiB ($(grep '^choice' "$work/plan30.log" | cut -c 13- | cut -d: -f1)) peaks at $(cat "$work/planned30.ratio")"
+  else
+    bad "gpt plan 30 MiB: $(grep '^choice' "$work/plan30.log") $(cat "$work/planned30.ratio" 2>/dev/null) $(head -c 200 "$work/planned30.json") $(tail -n 2 "$work/planned30.err")"
+  fi
   # bf16 products (where the CPU has AVX512_BF16 or AMX): tensor 2 with sequence parallelism
   # keeps to one_device in bf16 within a bf16 step (1e-3 of the largest weight; operands are
   # rounded alike, the sums' order differs), and the operand copies are predicted too.

@@ -2,6 +2,7 @@
 // degree check, and one communicator per axis whose sums are exactly the group's.
 #include <thread>
 
+#include "core/comm/local_communicator.hpp"
 #include "core/comm/mesh.hpp"
 #include "tests/unit/helpers.hpp"
 
@@ -58,4 +59,33 @@ TEST_CASE("mesh over threads: each axis communicator sums exactly its group") {
 }
 
 }  // namespace
+TEST_CASE("mesh over threads: the world spans every rank, and an abort wakes a rank waiting in any group") {
+  const MeshShape shape{2, 1, 2};
+  std::vector<Mesh> meshes = Mesh::over_threads(shape);
+  std::vector<float> sums(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      float v = static_cast<float>(r + 1);
+      meshes[static_cast<size_t>(r)].world().all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);
+      sums[static_cast<size_t>(r)] = v;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(sums == std::vector<float>{10, 10, 10, 10});
+  CHECK(meshes[3].world().rank() == 3);
+  // Rank 1 waits in its data group for rank 0, which never comes: rank 0 aborts the mesh.
+  std::string caught;
+  std::thread waiting([&] {
+    float v = 1;
+    try {
+      meshes[1].axis(Axis::data).all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);
+    } catch (const GroupAborted& e) {
+      caught = e.what();
+    }
+  });
+  meshes[0].abort("rank 0 failed");
+  waiting.join();
+  CHECK(caught.find("rank 0 failed") != std::string::npos);
+}
+
 }  // namespace distrain::test

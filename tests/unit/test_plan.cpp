@@ -12,6 +12,7 @@
 #include "core/base/error.hpp"
 #include "core/io/model_spec.hpp"
 #include "core/io/recipe.hpp"
+#include "core/strategy/zero_memory.hpp"
 
 using namespace distrain;
 using namespace distrain::cli;
@@ -42,7 +43,7 @@ TEST_CASE("plan: layouts keep tensor inside a host and split the global batch ev
     CHECK(l.data * l.tensor * l.pipeline == 8);
     CHECK(cluster.per_host() % l.tensor == 0);  // tensor 1, 2 or 4 on hosts of 4
     CHECK(24 % l.data == 0);
-    if (l.pipeline > 1) CHECK((24 / l.data) % l.micro_batches == 0);
+    CHECK((24 / l.data) % l.micro_batches == 0);
     CHECK_FALSE((l.shard_optimizer && l.data == 1));
     CHECK_FALSE((l.sequence_parallel && l.tensor == 1));
     names.insert(l.str());
@@ -52,8 +53,9 @@ TEST_CASE("plan: layouts keep tensor inside a host and split the global batch ev
   CHECK(names.count("data 2 x tensor 4, SP, ZeRO-1"));
   CHECK(names.count("data 1 x tensor 4 x pipeline 2 (8 micro-batches), recompute, offload"));
   for (const PlanLayout& l : all) CHECK(l.tensor <= 4);
-  // Of 3 ranks and a batch of 4: data 3 does not divide it, nor pipeline 3 micro-batches; tensor 3 with its options.
-  CHECK(enumerate_layouts(Cluster{3, 1}, 4, 0, 40).size() == 4);
+  // Of 3 ranks and a batch of 4: data 3 does not divide it, nor pipeline 3 micro-batches;
+  // tensor 3 with its options (SP, offload), each accumulating 1, 2 or 4 micro-batches.
+  CHECK(enumerate_layouts(Cluster{3, 1}, 4, 0, 40).size() == 12);
 }
 
 TEST_CASE("plan: a layout's recipe is a mesh recipe with its keys, from any strategy") {
@@ -174,6 +176,14 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   CHECK(z3.data_ms == doctest::Approx(1.5 * z2.data_ms));
   CHECK(z3.update_ms == doctest::Approx(d2.update_ms / 2));
   CHECK(z3.compute_ms == doctest::Approx(d2.compute_ms));
+  // Accumulating 2 micro-batches: every layer runs twice (flat times: twice the compute);
+  // the mesh all-reduces once, ZeRO-2 reduce-scatters at each micro-batch (3 halves, not
+  // 2) and ZeRO-3 gathers and scatters at each (6, not 3).
+  const StepEstimate a2 = estimate(PlanLayout{2, 1, 1, 2}, one_host);
+  CHECK(a2.compute_ms == doctest::Approx(2 * d2.compute_ms));
+  CHECK(a2.data_ms == doctest::Approx(d2.data_ms));
+  CHECK(estimate(PlanLayout{2, 1, 1, 2, false, false, false, false, 2}, two_hosts).data_ms == doctest::Approx(1.5 * z2.data_ms));
+  CHECK(estimate(PlanLayout{2, 1, 1, 2, false, false, false, false, 3}, two_hosts).data_ms == doctest::Approx(2 * z3.data_ms));
 }
 
 TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
@@ -202,4 +212,33 @@ TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed witho
     return sets;
   }());
   CHECK(again.resolved_text() == r.resolved_text());
+}
+
+TEST_CASE("plan: gradient accumulation is a layout: the mesh's micro_batches, zero's train.accumulate_steps") {
+  const Recipe base = shakespeare();
+  std::set<std::string> names;
+  for (const PlanLayout& l : enumerate_layouts(Cluster{2, 1}, 12, 4, 40)) names.insert(l.str());
+  CHECK(names.count("data 2, accumulate 2"));
+  CHECK(names.count("data 2, ZeRO-3, accumulate 2"));
+  CHECK_FALSE(names.count("data 2, accumulate 4"));  // 4 does not divide a rank's 6
+  const PlanLayout mesh{2, 1, 1, 2};
+  const Recipe m = layout_recipe(base, mesh, 12);
+  CHECK(m.strategy.name == "mesh");
+  CHECK(m.strategy.micro_batches == 2);
+  CHECK(m.step_batch() == 6);
+  CHECK(mesh_rank_bytes(m).at(0).activations < mesh_rank_bytes(layout_recipe(base, PlanLayout{2}, 12)).at(0).activations);
+  const PlanLayout zero{2, 1, 1, 2, false, false, false, false, 3};
+  const Recipe z = layout_recipe(base, zero, 12);
+  CHECK(z.strategy.per_replica_batch == 3);  // one micro-batch
+  CHECK(z.train.accumulate_steps == 2);
+  CHECK(z.step_batch() == 6);
+  PlanLayout whole = zero;
+  whole.micro_batches = 1;
+  CHECK(zero_memory_per_replica(z, 2).activations < zero_memory_per_replica(layout_recipe(base, whole, 12), 2).activations);
+  const Recipe again = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml", [&] {
+    std::vector<std::string> sets = layout_overrides(zero, 12);
+    sets.push_back("data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\"");
+    return sets;
+  }());
+  CHECK(again.resolved_text() == z.resolved_text());
 }
