@@ -17,19 +17,19 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "core/base/log.hpp"
+#include "cli/one_device_profile.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/json.hpp"
+#include "core/base/log.hpp"
 #include "core/base/rng.hpp"
 #include "core/base/stop_signal.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
-#include "core/train/preflight.hpp"
 #include "core/train/data_placement.hpp"
+#include "core/train/preflight.hpp"
 #include "core/train/step_profile.hpp"
-#include "cli/one_device_profile.hpp"
 #include "core/train/step_timing.hpp"
 
 namespace distrain::cli {

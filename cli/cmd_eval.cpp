@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
-#include "core/base/log.hpp"
 #include "cli/inference.hpp"
 #include "core/base/json.hpp"
+#include "core/base/log.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/preflight.hpp"

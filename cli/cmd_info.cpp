@@ -5,10 +5,10 @@
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "core/base/log.hpp"
 #include "core/backend/backend.hpp"
 #include "core/backend/gpu_info.hpp"
 #include "core/base/json.hpp"
+#include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {

@@ -12,16 +12,16 @@
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "core/base/log.hpp"
 #include "cli/mesh_plan.hpp"
 #include "cli/one_device_profile.hpp"
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
 #include "cli/plan_probe.hpp"
+#include "core/backend/backend.hpp"
 #include "core/base/error.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/base/json.hpp"
-#include "core/backend/backend.hpp"
+#include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/strategy/zero_memory.hpp"

@@ -31,8 +31,16 @@ std::vector<int64_t> micro_batch_choices(int stages, int64_t batch) {
 // The strategy keys a layout keeps from the recipe: those that are not about the layout.
 constexpr const char* kKeptStrategyKeys[] = {"threads", "check_every", "device_memory", "timeout_seconds"};
 
+// The [train] keys a layout sets, in the order --set lists them.
+constexpr const char* kLayoutTrainKeys[] = {"accumulate_steps", "recompute", "precision"};
+toml::table layout_train(const PlanLayout& l) {
+  toml::table train{{"recompute", l.recompute ? "blocks" : "none"}, {"precision", l.bf16 ? "bf16" : "float32"}};
+  if (l.zero_stage > 0 && l.micro_batches > 1) train.insert("accumulate_steps", l.micro_batches);  // zero's accumulation
+  return train;
+}
+
 // `base` with its [strategy] replaced by `strategy` (plus the kept keys) and the layout's
-// train.recompute and train.precision.
+// [train] keys.
 Recipe with_strategy(const Recipe& base, toml::table strategy, const PlanLayout& l) {
   toml::table table = *base.table;
   if (const toml::table* old = table["strategy"].as_table()) {
@@ -45,10 +53,8 @@ Recipe with_strategy(const Recipe& base, toml::table strategy, const PlanLayout&
   table.insert_or_assign("strategy", std::move(strategy));
   if (!table["train"].as_table()) table.insert_or_assign("train", toml::table{});
   toml::table& train = *table["train"].as_table();
-  train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's
-  if (l.zero_stage > 0 && l.micro_batches > 1) train.insert("accumulate_steps", l.micro_batches);
-  train.insert_or_assign("recompute", l.recompute ? "blocks" : "none");
-  train.insert_or_assign("precision", l.bf16 ? "bf16" : "float32");
+  train.erase("accumulate_steps");  // the layout's batch per data rank is the whole step's, unless it says
+  for (auto&& [key, value] : layout_train(l)) train.insert_or_assign(key, value);
   return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
 }
 
@@ -120,17 +126,17 @@ Recipe layout_recipe(const Recipe& base, const PlanLayout& l, int64_t global_bat
 }
 
 std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_batch) {
+  const auto text = [](const toml::node& value) -> std::string {
+    if (const auto* s = value.as_string()) return toml_quoted(s->get());
+    if (const auto* i = value.as_integer()) return std::to_string(i->get());
+    if (const auto* b = value.as_boolean()) return b->get() ? "true" : "false";
+    return "";
+  };
   std::vector<std::string> out;
-  for (const auto& [key, value] : layout_strategy(l, global_batch)) {
-    std::string v;
-    if (const auto* s = value.as_string()) v = toml_quoted(s->get());
-    else if (const auto* i = value.as_integer()) v = std::to_string(i->get());
-    else if (const auto* b = value.as_boolean()) v = b->get() ? "true" : "false";
-    out.push_back(fmt::format("strategy.{}={}", key.str(), v));
-  }
-  if (l.zero_stage > 0 && l.micro_batches > 1) out.push_back(fmt::format("train.accumulate_steps={}", l.micro_batches));
-  out.push_back(fmt::format("train.recompute=\"{}\"", l.recompute ? "blocks" : "none"));
-  out.push_back(fmt::format("train.precision=\"{}\"", l.bf16 ? "bf16" : "float32"));
+  for (const auto& [key, value] : layout_strategy(l, global_batch)) out.push_back(fmt::format("strategy.{}={}", key.str(), text(value)));
+  const toml::table train = layout_train(l);
+  for (const char* key : kLayoutTrainKeys)
+    if (const toml::node* value = train.get(key)) out.push_back(fmt::format("train.{}={}", key, text(*value)));
   return out;
 }
 

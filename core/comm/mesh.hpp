@@ -30,6 +30,7 @@ struct MeshShape {
   int size() const { return data * tensor * pipeline; }
   int degree(Axis axis) const;
   std::string str() const;  // "data 2 x tensor 2 x pipeline 1"
+  bool operator==(const MeshShape&) const = default;
 };
 
 struct MeshCoord {

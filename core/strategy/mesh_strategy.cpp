@@ -86,8 +86,7 @@ class MeshStrategy final : public Strategy {
  public:
   MeshStrategy(const Recipe& recipe, Mesh mesh)
       : spec_(recipe.strategy), shape_(mesh.shape()), mesh_(std::move(mesh)), model_state_(*this), optimizer_state_(*this) {
-    check_mesh(shape_of(recipe), shape_.size(), recipe.file);
-    DT_CHECK(shape_of(recipe).str() == shape_.str(), "{}: a mesh of {} given for {}", recipe.file, shape_.str(), shape_of(recipe).str());
+    DT_CHECK(shape_of(recipe) == shape_, "{}: a mesh of {} given for {}", recipe.file, shape_.str(), shape_of(recipe).str());
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
