@@ -37,6 +37,7 @@ Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGr
     tie_layers();
   }
   find_trainable_ranges();
+  plan_gradients();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
 }
@@ -187,17 +188,17 @@ void Model::find_trainable_ranges() {
         }
 }
 
-// Per layer its output and gradient and what it keeps; the scratch of a graph's second
-// readers (two of the largest output), the input's gradient, and the largest layer's
-// transient buffers.
+// Per layer its output and what it keeps, the gradients' slots; the scratch of a graph's
+// second readers (two of the largest output), the input's gradient, and the largest
+// layer's transient buffers.
 int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
   int64_t bytes = 0, transient = 0;
   std::vector<int64_t> per_block(blocks_.size(), 0);  // recomputation: one block's at a time
   for (size_t i = 0; i < shapes_.size(); ++i) {
-    int64_t layer = 0;  // values and gradients
-    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, 2 * element, &layer) ||
+    int64_t layer = 0;
+    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, element, &layer) ||
         __builtin_add_overflow(layer, layers_[i]->workspace_bytes(n), &layer))
       return kMax;
     int64_t& into = recompute_ && inner_[i] ? per_block[static_cast<size_t>(block_[i])] : bytes;
@@ -207,8 +208,9 @@ int64_t Model::activation_bytes(int64_t n) const {
   if (!per_block.empty() && __builtin_add_overflow(bytes, *std::max_element(per_block.begin(), per_block.end()), &bytes))
     return kMax;
   int64_t extra = 0;  // kept within bounds by the layers' above
-  if (__builtin_mul_overflow(2 * scratch_elements() + (input_grad_wanted_ ? input_shape_.numel() : 0), n * element, &extra) ||
-      __builtin_add_overflow(bytes, extra, &bytes) || __builtin_add_overflow(bytes, transient, &bytes))
+  const int64_t per_example = grad_plan_.total_elements() + 2 * scratch_elements() + (input_grad_wanted_ ? input_shape_.numel() : 0);
+  if (__builtin_mul_overflow(per_example, n * element, &extra) || __builtin_add_overflow(bytes, extra, &bytes) ||
+      __builtin_add_overflow(bytes, transient, &bytes))
     return kMax;
   return bytes;
 }
@@ -248,18 +250,31 @@ void Model::ensure_activations(int64_t n) {
   activation_purpose_ = fmt::format("the activations of a batch of {} and their gradients", n);
   const MemoryPurpose purpose(activation_purpose_);
   acts_.clear();
-  dacts_.clear();
+  grad_slots_.clear();
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const bool kept = !(recompute_ && inner_[i]);  // else made per block
     acts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
-    dacts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
   }
+  for (const int64_t elements : grad_plan_.elements) grad_slots_.emplace_back(backend_, Shape{n * elements});
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
 
   scratch_.clear();
   if (const int64_t largest = scratch_elements())  // at most two inputs of a layer add into gradients already written
     for (int k = 0; k < 2; ++k) scratch_.emplace_back(backend_, Shape{n * largest});
   batch_ = n;
+}
+
+Tensor Model::grad_of(size_t i) const {
+  const int slot = grad_plan_.slot.at(i);
+  DT_CHECK(slot >= 0 && batch_ >= 0, "layer {}'s output gradient before a batch planned it", i);
+  const Shape shape = shapes_[i].batched(batch_);
+  return grad_slots_[static_cast<size_t>(slot)].view().range(0, shape.numel()).reshaped(shape);
+}
+
+void Model::plan_gradients() {
+  std::vector<int64_t> elements;
+  for (const Shape& s : shapes_) elements.push_back(s.numel());
+  grad_plan_ = plan_gradient_slots(elements, inputs_, backward_end());
 }
 
 // A tied layer computes with its owner's variable too: gathered around it as its own.
@@ -294,7 +309,7 @@ std::vector<Tensor> Model::layer_input_grads(size_t i, size_t last, std::vector<
       din.push_back(Tensor{});
       continue;
     }
-    const Tensor into = j < 0 ? input_grad_.view() : dacts_[u].view();
+    const Tensor into = j < 0 ? input_grad_.view() : grad_of(u);
     if (!written[u]) {
       written[u] = true;
       din.push_back(into);
@@ -314,7 +329,7 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   const MemoryPurpose purpose(activation_purpose_);  // what layers keep for backward
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int b = block_[i];
-    if (recompute_ && b >= 0 && i == blocks_[static_cast<size_t>(b)].first) allocate_inner(b, batch_, false);
+    if (recompute_ && b >= 0 && i == blocks_[static_cast<size_t>(b)].first) allocate_inner(b, batch_);
     run_forward(ctx, i, true);
     if (recompute_ && b >= 0 && i == blocks_[static_cast<size_t>(b)].last) release_inner(b);
   }
@@ -356,13 +371,12 @@ void Model::set_recompute(bool on) {
   }
 }
 
-void Model::allocate_inner(int b, int64_t n, bool grads) {
+void Model::allocate_inner(int b, int64_t n) {
   const MemoryPurpose purpose(activation_purpose_);
   const BlockSpan& s = blocks_[static_cast<size_t>(b)];
   for (size_t i = s.first; i <= s.last; ++i) {
     if (!inner_[i]) continue;
     if (acts_[i].empty()) acts_[i] = Buffer(backend_, shapes_[i].batched(n));
-    if (grads && dacts_[i].empty()) dacts_[i] = Buffer(backend_, shapes_[i].batched(n));
   }
 }
 
@@ -371,13 +385,12 @@ void Model::release_inner(int b) {
   for (size_t i = s.first; i <= s.last; ++i) {
     if (!inner_[i]) continue;
     acts_[i] = Buffer();
-    dacts_[i] = Buffer();
     layers_[i]->release_workspace();
   }
 }
 
 void Model::recompute_block(Ctx& ctx, int b) {
-  allocate_inner(b, batch_, true);
+  allocate_inner(b, batch_);
   const MemoryPurpose purpose(activation_purpose_);
   const BlockSpan& s = blocks_[static_cast<size_t>(b)];
   for (size_t i = s.first; i < s.last; ++i)
@@ -385,9 +398,7 @@ void Model::recompute_block(Ctx& ctx, int b) {
 }
 
 void Model::backward(Ctx& ctx) {
-  // Below the first layer with trainable variables no gradient is needed (unless the input's
-  // is wanted): stop there.
-  const size_t last = input_grad_wanted_ ? 0 : first_trainable_;
+  const size_t last = backward_end();
   std::vector<bool> written(layers_.size() + 1, false);
   std::vector<Tensor> add_into;
   for (size_t i = layers_.size(); i-- > last;) {
@@ -397,7 +408,7 @@ void Model::backward(Ctx& ctx) {
     gather(i);
     reducer_->open(i);
     if (clock_) clock_->start();
-    layers_[i]->backward_inputs(ctx, layer_input_values(i), acts_[i].view(), dacts_[i].view(), din);
+    layers_[i]->backward_inputs(ctx, layer_input_values(i), acts_[i].view(), grad_of(i), din);
     if (clock_) clock_->stop_backward(i);
     for (size_t k = 0; k < din.size(); ++k)
       if (!add_into[k].empty()) backend_.axpby(1.0f, din[k], 1.0f, add_into[k]);
@@ -426,7 +437,7 @@ void Model::forward_without_examples() {
 }
 
 void Model::backward_without_examples() {
-  for (size_t i = layers_.size(); i-- > (input_grad_wanted_ ? 0 : first_trainable_);) {
+  for (size_t i = layers_.size(); i-- > backward_end();) {
     gather(i);
     reducer_->open(i);
     release(i);

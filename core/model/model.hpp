@@ -5,9 +5,10 @@
 // copies (docs/recipe.md, "The model graph"). The last layer's output is the model's.
 //
 // Activations for a batch of N are kept per layer (backward needs each layer's inputs
-// and output); they are reallocated only when N changes. Where an output feeds several
-// layers, its gradient is the sum of theirs: the first consumer in backward order writes
-// it, the others add theirs (through a scratch buffer, since layers write input gradients).
+// and output); their gradients share a few buffers in turn (gradient_slots.hpp). Both are
+// reallocated only when N changes. Where an output feeds several layers, its gradient is
+// the sum of theirs: the first consumer in backward order writes it, the others add theirs
+// (through a scratch buffer, since layers write input gradients).
 //
 // Where trainable values and gradients live, and what happens to them around each layer,
 // is decided by the two objects a model is given (ModelSeams): a ParamGatherer and a
@@ -22,6 +23,7 @@
 #include "core/io/model_spec.hpp"
 #include "core/layers/layer.hpp"
 #include "core/model/gradient_reducer.hpp"
+#include "core/model/gradient_slots.hpp"
 #include "core/model/layer_clock.hpp"
 #include "core/model/param_gatherer.hpp"
 #include "core/model/tensor_plan.hpp"
@@ -65,7 +67,7 @@ class Model {
   // x (N, input_shape...) -> the last layer's output (N, output_shape...), a view owned here.
   Tensor forward(Ctx& ctx, const Tensor& x);
   // Where the loss writes the gradient of the output before backward().
-  Tensor output_grad() const { return dacts_.back().view(); }
+  Tensor output_grad() const { return grad_of(layers_.size() - 1); }
   // Under vocabulary parallelism the output (the last stage's) is this rank's slice of the
   // classes: the first class of it. nullopt: the output is whole.
   std::optional<int64_t> output_first_class() const { return output_first_class_; }
@@ -111,8 +113,8 @@ class Model {
   // float32 values, or int32 token ids (a model that starts with an embedding).
   DType input_dtype() const { return input_dtype_; }
   Backend& backend() const { return backend_; }
-  // Bytes of the activations and their gradients kept for a batch of n (float32), and of
-  // what layers keep besides (Layer::workspace_bytes).
+  // Bytes of the activations kept for a batch of n (float32), of the buffers their
+  // gradients take in turn, and of what layers keep besides (Layer::workspace_bytes).
   // Saturates at INT64_MAX: a batch whose activations cannot be counted cannot be held.
   int64_t activation_bytes(int64_t n) const;
   // Bytes of the gradients tied layers write for their owners' variables (a tied head's
@@ -140,17 +142,23 @@ class Model {
   // Keeps only the part's layers (their variables were declared; the others' were not).
   void keep_part(const ModelPart& part, const std::string& file);
   void ensure_activations(int64_t n);
+  // Layer i's output gradient for the current batch: a view of its slot.
+  Tensor grad_of(size_t i) const;
   void make_tied_gradients();
   int64_t scratch_elements() const;
-  // Recomputation: the layers of block b whose outputs are not kept, allocated (with
-  // their gradients when `grads`) and freed with what the layers keep for backward.
-  void allocate_inner(int b, int64_t n, bool grads);
+  // Recomputation: the outputs of block b's layers that are not kept, allocated, and
+  // freed with what the layers keep for backward.
+  void allocate_inner(int b, int64_t n);
   void release_inner(int b);
   // Reruns block b's forward up to its last layer (whose output was kept).
   void recompute_block(Ctx& ctx, int b);
   void run_forward(Ctx& ctx, size_t i, bool timed);
   // ranges_ and first_trainable_, from the variables' layers and offsets.
   void find_trainable_ranges();
+  // Backward stops at this layer: below the first with trainable variables no gradient is
+  // needed, unless the input's is wanted.
+  size_t backward_end() const { return input_grad_wanted_ ? 0 : first_trainable_; }
+  void plan_gradients();
 
   Backend& backend_;
   Shape input_shape_;
@@ -175,7 +183,9 @@ class Model {
   int64_t batch_ = -1;
   std::string activation_purpose_;  // names the batch's buffers in device memory errors
   Tensor input_;
-  std::vector<Buffer> acts_, dacts_;  // (N, shapes_[i]...)
+  std::vector<Buffer> acts_;  // (N, shapes_[i]...)
+  GradientSlots grad_plan_;
+  std::vector<Buffer> grad_slots_;  // (N x grad_plan_.elements[s])
   ModelPart part_;
   std::vector<int> block_;  // per layer: its repeat copy (ModelSpec::LayerSpec::block), -1 none
   bool recompute_ = false;

@@ -682,7 +682,7 @@ PY
   mem_case memory_tensor2_sequence_parallel 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true
   mem_case memory_data2xtensor2xpipeline2 8 "${msh[@]}" --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
     --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true
-  # plan's choice for 2 ranks of 30 MiB (data 2 alone needs 42 MiB: it accumulates, shards or
+  # plan's choice for 2 ranks of 30 MiB (data 2 alone needs 33 MiB: it accumulates, shards or
   # recomputes) trains within them, its peak as predicted; with the ranks sharing cores and
   # no OMP_NUM_THREADS, bench's note on threads goes to stderr and --json stays one document.
   "$distrain" plan "${gpt[@]}" --ranks 2 --device-memory 30MiB --profile-steps 1 --write "$work/planned30.toml" >"$work/plan30.log" 2>&1

@@ -592,7 +592,7 @@ gpt)
     "$work/plan.json" && ok "plan --json: ZeRO-2 and -3 weighed on the data axis alone, as zero recipes" ||
     bad "plan json, zero: $(head -c 300 "$work/plan.json")"
   # Gradient accumulation trades time for activation memory: on 2 ranks of 30 MiB (data 2
-  # needs 42 MiB, accumulating 2 micro-batches 27 MiB) plan offers it, and only where the
+  # needs 33 MiB, accumulating 2 micro-batches 23 MiB) plan offers it, and only where the
   # same layout with fewer micro-batches does not fit.
   "$distrain" plan "$src/recipes/shakespeare_char_gpt.toml" --set "data.path=\"$src/data/tiny_shakespeare.txt\"" --ranks 2 \
     --device-memory 30MiB --profile-steps 1 --json >"$work/plan_acc.json" 2>"$work/plan_acc.err"
