@@ -16,8 +16,7 @@ class SlotPlanner {
   explicit SlotPlanner(size_t layers) { plan_.slot.assign(layers, -1); }
 
   void take(size_t layer, int64_t elements) {
-    int chosen = best_free_fit(elements);
-    if (chosen < 0) chosen = largest_free();
+    int chosen = pick_free(elements);
     if (chosen < 0) {
       chosen = static_cast<int>(plan_.elements.size());
       plan_.elements.push_back(0);
@@ -33,16 +32,16 @@ class SlotPlanner {
   GradientSlots result() && { return std::move(plan_); }
 
  private:
-  int best_free_fit(int64_t elements) const {
+  // The smallest free slot that holds `elements`, else the largest free one (to grow), else -1.
+  int pick_free(int64_t elements) const {
+    const auto better = [&](int s, int than) {
+      const bool fits = size(s) >= elements, than_fits = size(than) >= elements;
+      if (fits != than_fits) return fits;
+      return fits ? size(s) < size(than) : size(s) > size(than);
+    };
     int best = -1;
     for (const int s : free_)
-      if (size(s) >= elements && (best < 0 || size(s) < size(best))) best = s;
-    return best;
-  }
-  int largest_free() const {
-    int best = -1;
-    for (const int s : free_)
-      if (best < 0 || size(s) > size(best)) best = s;
+      if (best < 0 || better(s, best)) best = s;
     return best;
   }
   int64_t size(int s) const { return plan_.elements[static_cast<size_t>(s)]; }
