@@ -27,6 +27,10 @@ layouts=(
   "mesh tensor 4|strategy.name=mesh strategy.tensor=4"
   "mesh pipeline 4 (1F1B, 4 micro-batches)|strategy.name=mesh strategy.pipeline=4 strategy.micro_batches=4"
   "tensor 4 + sequence parallel + recompute + offload|strategy.name=mesh strategy.tensor=4 strategy.sequence_parallel=true train.recompute=blocks strategy.offload_optimizer=true"
+  "one_device, bf16|train.precision=bf16"
+  "mesh tensor 4, bf16|strategy.name=mesh strategy.tensor=4 train.precision=bf16"
+  "mesh pipeline 4 (1F1B, 4 micro-batches), bf16|strategy.name=mesh strategy.pipeline=4 strategy.micro_batches=4 train.precision=bf16"
+  "tensor 4 + sequence parallel + recompute + offload, bf16|strategy.name=mesh strategy.tensor=4 strategy.sequence_parallel=true train.recompute=blocks strategy.offload_optimizer=true train.precision=bf16"
 )
 
 tmp=$(mktemp -d)

@@ -89,7 +89,8 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
              recipe.loss.from_logits ? " (from logits)" : "");
   fmt::print("precision   {}\n", recipe.train.matmul_dtype == DType::bf16
                                         ? "bf16 operands in dense and attention matrix products, float32 accumulation; "
-                                          "weights, optimizer state, activations and checkpoints float32"
+                                          "layer outputs kept in bf16 (float32 copies while read); weights, "
+                                          "optimizer state, losses and checkpoints float32"
                                         : "float32");
   fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
              recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);

@@ -186,7 +186,8 @@ std::string reason(const std::vector<Candidate>& all, const Candidate& best, con
                               "does not fit with fewer)", l.micro_batches));
   if (l.recompute) why.push_back("block activations are recomputed");
   if (l.offload) why.push_back("the optimizer state lives in host memory");
-  if (l.bf16) why.push_back("matrix products take bf16 operands (weights, optimizer state and activations stay float32)");
+  if (l.bf16) why.push_back("matrix products take bf16 operands and layer outputs are kept in bf16 (weights and optimizer "
+                            "state stay float32)");
   return fmt::format("{}", fmt::join(why, "; "));
 }
 

@@ -81,7 +81,7 @@ std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPa
   auto m = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                    tensor_group_of(recipe, t, degree), part);
   m->set_recompute(recipe.train.recompute_blocks);
-  m->set_matmul_dtype(recipe.train.matmul_dtype);
+  m->set_precision(recipe.train.matmul_dtype);
   return m;
 }
 

@@ -127,6 +127,10 @@ class Backend {
   virtual void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c);
   // Why this device cannot run gemm_bf16 at speed (its CPU, its backend), or empty.
   virtual std::string bf16_matmul_unavailable() const;
+  // y = x rounded to bfloat16 (to nearest even): y bf16 (kept at 2 bytes), or float32 (may
+  // be x). And back: y (float32) = x (bf16). Where bf16_matmul_unavailable() is empty.
+  virtual void to_bf16(const Tensor& x, Tensor y);
+  virtual void from_bf16(const Tensor& x, Tensor y);
   virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)
   virtual void relu(const Tensor& x, Tensor y) = 0;               // may be in place

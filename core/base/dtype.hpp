@@ -1,7 +1,7 @@
-// Element types. Only f32 is computed today; i32 carries labels; f64 carries the small
+// Element types. Layers compute in f32; i32 carries labels; f64 carries the small
 // cross-replica sums of batch-norm statistics; u8 the pixels of a dataset kept on a device
-// (DeviceData). bf16 is declared so interfaces already carry a DType and mixed precision
-// does not change signatures.
+// (DeviceData); bf16 the operand copies of bf16 matrix products and the activations kept
+// under train.precision = "bf16".
 #pragma once
 #include <cstddef>
 #include <string_view>

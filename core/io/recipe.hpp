@@ -65,8 +65,9 @@ struct TrainSpec {
   // layers outside them) are kept from forward; each block's forward reruns in backward.
   bool recompute_blocks = false;
   // train.precision = "bf16": the operands of dense and attention matrix products rounded
-  // to bfloat16, accumulated in float32; weights, optimizer state, activations, losses and
-  // checkpoints stay float32.
+  // to bfloat16, accumulated in float32; every layer's output but the last rounded to bf16
+  // and kept at 2 bytes an element; weights, optimizer state, losses and checkpoints stay
+  // float32.
   DType matmul_dtype = DType::f32;
 };
 

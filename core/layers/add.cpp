@@ -19,6 +19,8 @@ class Add final : public Layer {
     ctx.backend.copy(in.at(0), out);
     ctx.backend.axpby(1.0f, in.at(1), 1.0f, out);
   }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   void backward_inputs(Ctx& ctx, const std::vector<Tensor>&, const Tensor&, Tensor dout,
                        const std::vector<Tensor>& din) override {
     for (const Tensor& d : din)

@@ -80,8 +80,11 @@ class Attention final : public Layer {
     ctx.backend.add_bias(out, proj_bias_.value());
   }
 
+  bool backward_reads_output() const override { return false; }  // it keeps the heads' output
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
-    const Tensor qkv = qkv_.view(), mixed = mixed_.view(), dmixed = dmixed_.view(), dqkv = dqkv_.view();
+    const Tensor qkv = qkv_.view(), mixed = mixed_.view();
+    const Buffer dqkv_buffer(ctx.backend, qkv.shape), dmixed_buffer(ctx.backend, mixed.shape);  // this pass's only
+    const Tensor dqkv = dqkv_buffer.view(), dmixed = dmixed_buffer.view();
     const WholeSequence dy_whole(ctx, *this, dout, sequence_, t_);
     const Tensor dy = dy_whole.view.rows(c_);
     matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
@@ -102,23 +105,25 @@ class Attention final : public Layer {
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
-  // On sequence shards, backward holds the whole output gradient, the whole input, the
-  // partial input gradient and its reordered copy for the reduce-scatter; under bf16 the
-  // operand copies of the largest product come on top.
+  // Backward holds the gradients of qkv and of the heads' output (3C + C per token); on
+  // sequence shards also the whole output gradient, the whole input, the partial input
+  // gradient and its reordered copy for the reduce-scatter; under bf16 the operand copies
+  // of the largest product come on top.
   int64_t transient_bytes(int64_t n) const override {
+    const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
     const int64_t products =
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
-    return products + (sequence_ ? 4 * n * t_ * c_ * static_cast<int64_t>(dtype_size(kActivationDType)) : 0);
+    return products + 4 * n * t_ * local_c_ * element + (sequence_ ? 4 * n * t_ * c_ * element : 0);
   }
 
-  // qkv and its gradient (3C each), the heads' output and its gradient (C each) per token,
-  // and a log-sum-exp per head and token; of this rank's heads when split.
+  // qkv (3C) and the heads' output (C) per token, and a log-sum-exp per head and token; of
+  // this rank's heads when split.
   int64_t workspace_bytes(int64_t n) const override {
-    return n * t_ * (8 * local_c_ + local_heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
+    return n * t_ * (4 * local_c_ + local_heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
   }
 
   void release_workspace() override {
-    for (Buffer* b : std::initializer_list<Buffer*>{&qkv_, &dqkv_, &mixed_, &dmixed_, &lse_}) *b = Buffer();
+    for (Buffer* b : std::initializer_list<Buffer*>{&qkv_, &mixed_, &lse_}) *b = Buffer();
   }
 
  private:
@@ -128,9 +133,7 @@ class Attention final : public Layer {
   void ensure_workspace(Backend& backend, int64_t n) {
     if (!qkv_.empty() && qkv_.shape()[0] == n) return;
     qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_});
-    dqkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_});
     mixed_ = Buffer(backend, Shape{n, t_, local_c_});
-    dmixed_ = Buffer(backend, Shape{n, t_, local_c_});
     lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
 
@@ -143,7 +146,7 @@ class Attention final : public Layer {
   bool sequence_ = false;                     // input and output are sequence shards
   int64_t local_heads_ = 0, local_c_ = 0;     // this rank's heads and their width
   ParamRef qkv_kernel_, qkv_bias_, proj_kernel_, proj_bias_;
-  NotCopied<Buffer> qkv_, dqkv_, mixed_, dmixed_, lse_;  // for a batch of n, from the last forward
+  NotCopied<Buffer> qkv_, mixed_, lse_;  // for a batch of n, from the last forward
 };
 
 DT_REGISTER_LAYER("attention", Attention);

@@ -92,6 +92,8 @@ class Dense final : public Layer {
     finish_forward(ctx, out);
   }
 
+  bool backward_reads_output() const override { return relu_; }  // the ReLU's mask
+
   void backward(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) override {
     if (sequence_) return backward_on_shards(ctx, x, y, dy, dx);
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]), dout = dy.rows(out.shape[1]);

@@ -21,6 +21,8 @@ class Dropout final : public Layer {
     else
       ctx.backend.copy(in, out);
   }
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     if (din.empty()) return;
     if (rate_ > 0.0f)

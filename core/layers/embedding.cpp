@@ -60,6 +60,7 @@ class Embedding final : public Layer {
 
   // The output gradient is whole on every rank (gathered from the shards first): each adds
   // its own rows' share.
+  bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor) override {
     if (!split_) return ctx.backend.embedding_backward(in, dout, table_.grad());  // token ids have no gradient
     const WholeSequence whole(ctx, *this, dout, sequence_, length_);

@@ -10,6 +10,7 @@ class Gelu final : public Layer {
   bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.gelu(in, out); }
+  bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     if (!din.empty()) ctx.backend.gelu_backward(in, dout, din);
   }

@@ -129,6 +129,11 @@ class Layer {
   virtual int residual_projections() const { return 0; }
   virtual void set_residual_projections(int) {}
 
+  // Whether its backward reads its inputs' values, and its output's (else it is given
+  // their shapes only): a model keeping activations in bf16 copies only what is read.
+  virtual bool backward_reads_inputs() const { return true; }
+  virtual bool backward_reads_output() const { return true; }
+
   // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
   // projections, layer norm's statistics), for `check` and the memory estimate.
   virtual int64_t workspace_bytes(int64_t) const { return 0; }

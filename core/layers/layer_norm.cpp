@@ -31,6 +31,7 @@ class LayerNorm final : public Layer {
     ctx.backend.layer_norm(in, gamma_.value(), beta_.value(), epsilon_, out, mean_.view(), rstd_.view());
   }
 
+  bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     ctx.backend.layer_norm_backward(in, dout, gamma_.value(), mean_.view(), rstd_.view(), din, gamma_.grad(),
                                     beta_.grad());

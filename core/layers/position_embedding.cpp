@@ -33,6 +33,8 @@ class PositionEmbedding final : public Layer {
     ctx.backend.add_bias(flat(out), used_rows(table_.value(), out));
   }
 
+  bool backward_reads_inputs() const override { return false; }
+  bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     ctx.backend.bias_grad(flat(dout), used_rows(table_.grad(), dout));
     if (!din.empty()) ctx.backend.copy(dout, din);

@@ -1,56 +1,13 @@
 #include "core/model/gradient_slots.hpp"
 
-#include <algorithm>
 #include <numeric>
 
 #include "core/base/error.hpp"
+#include "core/model/slot_planner.hpp"
 
 namespace distrain {
 
 int64_t GradientSlots::total_elements() const { return std::accumulate(elements.begin(), elements.end(), int64_t{0}); }
-
-namespace {
-
-class SlotPlanner {
- public:
-  explicit SlotPlanner(size_t layers) { plan_.slot.assign(layers, -1); }
-
-  void take(size_t layer, int64_t elements) {
-    int chosen = pick_free(elements);
-    if (chosen < 0) {
-      chosen = static_cast<int>(plan_.elements.size());
-      plan_.elements.push_back(0);
-    } else {
-      free_.erase(std::find(free_.begin(), free_.end(), chosen));
-    }
-    int64_t& size = plan_.elements[static_cast<size_t>(chosen)];
-    size = std::max(size, elements);
-    plan_.slot[layer] = chosen;
-  }
-  void give_back(size_t layer) { free_.push_back(plan_.slot[layer]); }
-  bool has(size_t layer) const { return plan_.slot[layer] >= 0; }
-  GradientSlots result() && { return std::move(plan_); }
-
- private:
-  // The smallest free slot that holds `elements`, else the largest free one (to grow), else -1.
-  int pick_free(int64_t elements) const {
-    const auto better = [&](int s, int than) {
-      const bool fits = size(s) >= elements, than_fits = size(than) >= elements;
-      if (fits != than_fits) return fits;
-      return fits ? size(s) < size(than) : size(s) > size(than);
-    };
-    int best = -1;
-    for (const int s : free_)
-      if (best < 0 || better(s, best)) best = s;
-    return best;
-  }
-  int64_t size(int s) const { return plan_.elements[static_cast<size_t>(s)]; }
-
-  GradientSlots plan_;
-  std::vector<int> free_;
-};
-
-}  // namespace
 
 GradientSlots plan_gradient_slots(const std::vector<int64_t>& elements, const std::vector<std::vector<int>>& inputs,
                                   size_t last) {
@@ -68,7 +25,7 @@ GradientSlots plan_gradient_slots(const std::vector<int64_t>& elements, const st
     }
     planner.give_back(t);
   }
-  return std::move(planner).result();
+  return GradientSlots{planner.slots(), planner.sizes()};
 }
 
 }  // namespace distrain

@@ -38,6 +38,7 @@ Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGr
   }
   find_trainable_ranges();
   plan_gradients();
+  plan_activation_copies();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
 }
@@ -140,7 +141,10 @@ void Model::keep_part(const ModelPart& part, const std::string& file) {
   DT_USER_CHECK(part.first < end, "{}: a pipeline stage of layers [{}, {}) of {} has no layer", file, part.first, part.end,
                 layers_.size());
   if (part.first == 0 && end == layers_.size()) return;
-  if (end < layers_.size()) output_first_class_.reset();  // a stage before the head
+  if (end < layers_.size()) {  // a stage before the head
+    output_first_class_.reset();
+    output_is_logits_ = false;
+  }
   DT_USER_CHECK(can_cut_before(part.first) && (end == layers_.size() || can_cut_before(end)),
                 "{}: a pipeline stage of layers [{}, {}) is read past its ends by more than the layer before it", file,
                 part.first, end);
@@ -194,25 +198,33 @@ void Model::find_trainable_ranges() {
 int64_t Model::activation_bytes(int64_t n) const {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
-  int64_t bytes = 0, transient = 0;
+  const int64_t transient = transient_bytes(n);
+  int64_t bytes = 0;
   std::vector<int64_t> per_block(blocks_.size(), 0);  // recomputation: one block's at a time
   for (size_t i = 0; i < shapes_.size(); ++i) {
     int64_t layer = 0;
-    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, element, &layer) ||
+    const auto kept = static_cast<int64_t>(dtype_size(kept_in_bf16(i) ? DType::bf16 : kActivationDType));
+    if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, kept, &layer) ||
         __builtin_add_overflow(layer, layers_[i]->workspace_bytes(n), &layer))
       return kMax;
     int64_t& into = recompute_ && inner_[i] ? per_block[static_cast<size_t>(block_[i])] : bytes;
     if (__builtin_add_overflow(into, layer, &into)) return kMax;
-    transient = std::max(transient, layers_[i]->transient_bytes(n));
   }
   if (!per_block.empty() && __builtin_add_overflow(bytes, *std::max_element(per_block.begin(), per_block.end()), &bytes))
     return kMax;
   int64_t extra = 0;  // kept within bounds by the layers' above
-  const int64_t per_example = grad_plan_.total_elements() + 2 * scratch_elements() + (input_grad_wanted_ ? input_shape_.numel() : 0);
+  const int64_t per_example = grad_plan_.total_elements() + copy_plan_.total_elements() + 2 * scratch_elements() +
+                              (input_grad_wanted_ ? input_shape_.numel() : 0);
   if (__builtin_mul_overflow(per_example, n * element, &extra) || __builtin_add_overflow(bytes, extra, &bytes) ||
       __builtin_add_overflow(bytes, transient, &bytes))
     return kMax;
   return bytes;
+}
+
+int64_t Model::transient_bytes(int64_t n) const {
+  int64_t largest = 0;
+  for (const auto& layer : layers_) largest = std::max(largest, layer->transient_bytes(n));
+  return largest;
 }
 
 // A graph's scratch per example: the largest output (or input) a second reader's gradient
@@ -251,11 +263,14 @@ void Model::ensure_activations(int64_t n) {
   const MemoryPurpose purpose(activation_purpose_);
   acts_.clear();
   grad_slots_.clear();
+  copy_slots_.clear();
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const bool kept = !(recompute_ && inner_[i]);  // else made per block
-    acts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n)) : Buffer());
+    const DType dtype = kept_in_bf16(i) ? DType::bf16 : kActivationDType;
+    acts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n), dtype) : Buffer());
   }
   for (const int64_t elements : grad_plan_.elements) grad_slots_.emplace_back(backend_, Shape{n * elements});
+  for (const int64_t elements : copy_plan_.elements) copy_slots_.emplace_back(backend_, Shape{n * elements});
   if (input_grad_wanted_) input_grad_ = Buffer(backend_, input_shape_.batched(n));
 
   scratch_.clear();
@@ -288,10 +303,69 @@ void Model::release(size_t i) {
   if (ties_[i] && ties_[i]->owner != kElsewhere) gatherer_->release(ties_[i]->owner);
 }
 
-std::vector<Tensor> Model::layer_input_values(size_t i) const {
+std::vector<Tensor> Model::layer_input_values(size_t i, bool read) {
   std::vector<Tensor> in;
-  for (const int j : inputs_[i]) in.push_back(j < 0 ? input_ : acts_[static_cast<size_t>(j)].view());
+  for (const int j : inputs_[i]) in.push_back(read ? value_of(j) : shape_of(j));
   return in;
+}
+
+Tensor Model::shape_of(int j) const {
+  const Shape shape = j < 0 ? input_.shape : shapes_[static_cast<size_t>(j)].batched(batch_);
+  return Tensor{nullptr, shape, j < 0 ? input_.dtype : kActivationDType, backend_.device()};
+}
+
+bool Model::kept_in_bf16(size_t i) const {
+  return precision_ == DType::bf16 && i + 1 < layers_.size() && !(recompute_ && inner_[i]);
+}
+
+void Model::plan_activation_copies() {
+  std::vector<int64_t> elements;
+  for (const Shape& s : shapes_) elements.push_back(s.numel());
+  // Layer i's step: its inputs kept in bf16, and its output, which forward writes and
+  // backward reads.
+  auto step = [&](size_t i, bool forward) {
+    PassStep s;
+    if (forward || layers_[i]->backward_reads_inputs())
+      for (const int j : inputs_[i])
+        if (j >= 0 && kept_in_bf16(static_cast<size_t>(j))) s.reads.push_back(j);
+    if (kept_in_bf16(i) && forward) s.writes = static_cast<int>(i);
+    if (kept_in_bf16(i) && !forward && layers_[i]->backward_reads_output()) s.reads.push_back(static_cast<int>(i));
+    return s;
+  };
+  std::vector<PassStep> forward, backward;
+  for (size_t i = 0; i < layers_.size(); ++i) forward.push_back(step(i, true));
+  for (size_t i = layers_.size(); i-- > backward_end();) {
+    const int b = recompute_ ? block_[i] : -1;
+    if (b >= 0 && i == blocks_[static_cast<size_t>(b)].last)  // recompute_block's reruns
+      for (size_t k = blocks_[static_cast<size_t>(b)].first; k < i; ++k)
+        if (inner_[k]) backward.push_back(step(k, true));
+    backward.push_back(step(i, false));
+  }
+  copy_plan_ = plan_activation_slots(elements, forward, backward);
+}
+
+void Model::begin_pass(const std::vector<int>& slots) {
+  pass_slots_ = &slots;
+  copied_.assign(layers_.size(), false);
+}
+
+Tensor Model::value_of(int j) {
+  if (j < 0) return input_;
+  const auto u = static_cast<size_t>(j);
+  if (!kept_in_bf16(u)) return acts_[u].view();
+  const int slot = pass_slots_->at(u);
+  DT_CHECK(slot >= 0, "layer {}'s output read where no float32 copy was planned", u);
+  const Shape shape = shapes_[u].batched(batch_);
+  const Tensor copy = copy_slots_[static_cast<size_t>(slot)].view().range(0, shape.numel()).reshaped(shape);
+  if (!copied_[u]) backend_.from_bf16(acts_[u].view(), copy);
+  copied_[u] = true;
+  return copy;
+}
+
+Tensor Model::output_for_write(size_t i) {
+  if (!kept_in_bf16(i)) return acts_[i].view();
+  copied_[i] = true;  // forward writes the copy, then keeps it in bf16
+  return value_of(static_cast<int>(i));
 }
 
 // Where layer i's backward writes its input gradients: an input's own gradient for its
@@ -326,6 +400,7 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
            input_shape_.str());
   ensure_activations(x.shape[0]);
   input_ = x;
+  begin_pass(copy_plan_.forward);
   const MemoryPurpose purpose(activation_purpose_);  // what layers keep for backward
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int b = block_[i];
@@ -339,19 +414,30 @@ Tensor Model::forward(Ctx& ctx, const Tensor& x) {
 void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   gather(i);
   if (clock_ && timed) clock_->start();
-  layers_[i]->forward_inputs(ctx, layer_input_values(i), acts_[i].view());
+  const Tensor out = output_for_write(i);
+  layers_[i]->forward_inputs(ctx, layer_input_values(i, true), out);
+  if (precision_ == DType::bf16 && (i + 1 < layers_.size() || !output_is_logits_)) {
+    backend_.to_bf16(out, out);  // what later layers read is what backward reads: rounded
+    if (kept_in_bf16(i)) backend_.to_bf16(out, acts_[i].view());
+  }
   if (clock_ && timed) clock_->stop_forward(i);
   release(i);
 }
 
-void Model::set_matmul_dtype(DType operands) {
-  for (auto& layer : layers_) layer->set_matmul_dtype(operands);
+void Model::set_precision(DType precision) {
+  precision_ = precision;
+  for (auto& layer : layers_) layer->set_matmul_dtype(precision);
+  plan_activation_copies();
+  batch_ = -1;  // the buffers are made again
 }
 
 void Model::set_recompute(bool on) {
   recompute_ = on;
   batch_ = -1;  // the buffers are made again
-  if (!on) return;
+  if (!on) {
+    plan_activation_copies();
+    return;
+  }
   const std::vector<std::vector<size_t>> readers = readers_of(inputs_);
   blocks_.clear();
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -369,6 +455,7 @@ void Model::set_recompute(bool on) {
     if (b < 0 || i == blocks_[static_cast<size_t>(b)].last) continue;
     inner_[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](size_t r) { return block_[r] == b; });
   }
+  plan_activation_copies();
 }
 
 void Model::allocate_inner(int b, int64_t n) {
@@ -399,6 +486,7 @@ void Model::recompute_block(Ctx& ctx, int b) {
 
 void Model::backward(Ctx& ctx) {
   const size_t last = backward_end();
+  begin_pass(copy_plan_.backward);
   std::vector<bool> written(layers_.size() + 1, false);
   std::vector<Tensor> add_into;
   for (size_t i = layers_.size(); i-- > last;) {
@@ -408,7 +496,10 @@ void Model::backward(Ctx& ctx) {
     gather(i);
     reducer_->open(i);
     if (clock_) clock_->start();
-    layers_[i]->backward_inputs(ctx, layer_input_values(i), acts_[i].view(), grad_of(i), din);
+    const Layer& l = *layers_[i];
+    const auto self = static_cast<int>(i);
+    layers_[i]->backward_inputs(ctx, layer_input_values(i, l.backward_reads_inputs()),
+                                l.backward_reads_output() ? value_of(self) : shape_of(self), grad_of(i), din);
     if (clock_) clock_->stop_backward(i);
     for (size_t k = 0; k < din.size(); ++k)
       if (!add_into[k].empty()) backend_.axpby(1.0f, din[k], 1.0f, add_into[k]);

@@ -5,10 +5,12 @@
 // copies (docs/recipe.md, "The model graph"). The last layer's output is the model's.
 //
 // Activations for a batch of N are kept per layer (backward needs each layer's inputs
-// and output); their gradients share a few buffers in turn (gradient_slots.hpp). Both are
-// reallocated only when N changes. Where an output feeds several layers, its gradient is
-// the sum of theirs: the first consumer in backward order writes it, the others add theirs
-// (through a scratch buffer, since layers write input gradients).
+// and output), in bf16 under that precision with float32 copies in a few buffers while
+// they are read (activation_slots.hpp); their gradients share a few buffers in turn
+// (gradient_slots.hpp). All are reallocated only when N changes. Where an output feeds
+// several layers, its gradient is the sum of theirs: the first consumer in backward order
+// writes it, the others add theirs (through a scratch buffer, since layers write input
+// gradients).
 //
 // Where trainable values and gradients live, and what happens to them around each layer,
 // is decided by the two objects a model is given (ModelSeams): a ParamGatherer and a
@@ -22,6 +24,7 @@
 
 #include "core/io/model_spec.hpp"
 #include "core/layers/layer.hpp"
+#include "core/model/activation_slots.hpp"
 #include "core/model/gradient_reducer.hpp"
 #include "core/model/gradient_slots.hpp"
 #include "core/model/layer_clock.hpp"
@@ -98,8 +101,11 @@ class Model {
   // forward just before its layers' backward, with the same step seed (the same dropout
   // masks). Throws UserError for a block layer that changes state in forward (batch norm).
   void set_recompute(bool on);
-  // train.precision: the operands of the layers' matrix products (dense, attention).
-  void set_matmul_dtype(DType operands);
+  // train.precision: float32, or bf16: the layers' matrix products (dense, attention) take
+  // bf16-rounded operands, and every layer's output but the logits (which the loss reads)
+  // is rounded to bf16; all but this model's last output are kept at 2 bytes an element
+  // (activation_slots.hpp).
+  void set_precision(DType precision);
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
@@ -117,6 +123,9 @@ class Model {
   // gradients take in turn, and of what layers keep besides (Layer::workspace_bytes).
   // Saturates at INT64_MAX: a batch whose activations cannot be counted cannot be held.
   int64_t activation_bytes(int64_t n) const;
+  // Of those, the largest layer's transient buffers (Layer::transient_bytes): made and
+  // freed within one layer's pass, so pipeline copies of a model share them.
+  int64_t transient_bytes(int64_t n) const;
   // Bytes of the gradients tied layers write for their owners' variables (a tied head's
   // (vocabulary, width) table gradient), beside the arena's.
   int64_t tied_gradient_bytes() const;
@@ -131,8 +140,9 @@ class Model {
   // The embedding table a layer uses besides its own variables (a tied head); allocates
   // the gradient it writes.
   void tie_layers();
-  // Layer i's input tensors, and where its backward writes their gradients.
-  std::vector<Tensor> layer_input_values(size_t i) const;
+  // Layer i's input tensors (their shapes only where not `read`), and where its backward
+  // writes their gradients.
+  std::vector<Tensor> layer_input_values(size_t i, bool read);
   std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<Tensor>& add_into);
   void gather(size_t i);
   void release(size_t i);
@@ -159,6 +169,20 @@ class Model {
   // needed, unless the input's is wanted.
   size_t backward_end() const { return input_grad_wanted_ ? 0 : first_trainable_; }
   void plan_gradients();
+  // Whether layer i's output is kept in bf16 (train.precision): all but the last layer's,
+  // and under recomputation those kept from forward.
+  bool kept_in_bf16(size_t i) const;
+  // The steps of forward() and backward() that read or write outputs kept in bf16.
+  void plan_activation_copies();
+  // Starts a pass whose float32 copies of bf16 outputs live in `slots` (per layer).
+  void begin_pass(const std::vector<int>& slots);
+  // Layer j's output as layers read it (j < 0: the model's input); a bf16 one's float32
+  // copy, made at its first read in the pass.
+  Tensor value_of(int j);
+  // Its shape alone, for a layer that does not read it (Layer::backward_reads_output).
+  Tensor shape_of(int j) const;
+  // Where layer i's forward writes its output.
+  Tensor output_for_write(size_t i);
 
   Backend& backend_;
   Shape input_shape_;
@@ -183,7 +207,12 @@ class Model {
   int64_t batch_ = -1;
   std::string activation_purpose_;  // names the batch's buffers in device memory errors
   Tensor input_;
-  std::vector<Buffer> acts_;  // (N, shapes_[i]...)
+  std::vector<Buffer> acts_;  // (N, shapes_[i]...), bf16 where kept_in_bf16
+  DType precision_ = DType::f32;
+  ActivationSlots copy_plan_;
+  std::vector<Buffer> copy_slots_;  // (N x copy_plan_.elements[s])
+  const std::vector<int>* pass_slots_ = nullptr;  // the running pass's copy_plan_ slots
+  std::vector<bool> copied_;  // per layer: its float32 copy is made in this pass
   GradientSlots grad_plan_;
   std::vector<Buffer> grad_slots_;  // (N x grad_plan_.elements[s])
   ModelPart part_;
@@ -198,6 +227,7 @@ class Model {
   Buffer input_grad_;  // (N, input_shape...) with part.input_grad
   LayerClock* clock_ = nullptr;  // see set_layer_clock()
   std::optional<int64_t> output_first_class_;  // see output_first_class()
+  bool output_is_logits_ = true;  // false on a pipeline stage before the head: bf16 rounds its output too
 };
 
 }  // namespace distrain

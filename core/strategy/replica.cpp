@@ -1,6 +1,7 @@
 #include "core/strategy/replica.hpp"
 
 #include <chrono>
+#include <limits>
 
 #include "core/base/rng.hpp"
 
@@ -112,7 +113,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
   }
   for (auto& copy : copies_) {
     copy->set_recompute(recipe.train.recompute_blocks);
-    copy->set_matmul_dtype(recipe.train.matmul_dtype);
+    copy->set_precision(recipe.train.matmul_dtype);
   }
   if (const std::optional<int64_t> first = copies_[0]->output_first_class()) loss_.set_class_slice(*tensor, *first);
   slots_.resize(copies_.size());
@@ -285,7 +286,12 @@ int64_t stage_activation_bytes(const Model& stage_model, const StagePlace& place
   const int copies = micro_batches_in_flight(place.schedule, place.stage, place.stages, place.micro_batches);
   const Shape& out = stage_model.output_shape();  // the loss's row sums over class slices, for the largest micro-batch
   const int64_t loss = stage_model.output_first_class() ? Loss::class_slice_bytes(micro * out.numel() / out[out.rank() - 1]) : 0;
-  return copies * (stage_model.activation_bytes(micro) + input) + loss;
+  const int64_t transient = stage_model.transient_bytes(micro);  // one copy runs at a time
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(stage_model.activation_bytes(micro) - transient + input, copies, &bytes) ||
+      __builtin_add_overflow(bytes, transient + loss, &bytes))
+    return std::numeric_limits<int64_t>::max();
+  return bytes;
 }
 
 }  // namespace distrain

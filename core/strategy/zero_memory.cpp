@@ -10,7 +10,7 @@ namespace distrain {
 MemoryUse zero_memory_per_replica(const Recipe& recipe, int replicas) {
   Model m(recipe.model(), backend_for(Device{}), storage_free_seams());
   m.set_recompute(recipe.train.recompute_blocks);
-  m.set_matmul_dtype(recipe.train.matmul_dtype);
+  m.set_precision(recipe.train.matmul_dtype);
   const ShardLayout layout(m.trainable_ranges(), replicas);
   const int64_t arena = m.params().trainable_arena_size(), shard = layout.size(), bucket = layout.bucket_size();
   const int64_t stage = recipe.strategy.zero_stage;

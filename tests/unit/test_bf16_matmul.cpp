@@ -11,12 +11,6 @@
 namespace distrain::test {
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                              \
-  if (const std::string why = cpu().bf16_matmul_unavailable(); !why.empty()) { \
-    MESSAGE("[skipped] " << why);                                        \
-    return;                                                              \
-  }
-
 // The value of x rounded to bfloat16 (nearest, ties to even), by arithmetic on the bits.
 double bf16_value(float x) {
   uint32_t u = 0;
@@ -109,6 +103,32 @@ TEST_CASE("bf16 matmul: operands round to the nearest bf16, ties to even, NaN st
   const std::vector<float> got = to_host(c.view());
   for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
   CHECK(std::isnan(got[4]));
+}
+
+// Activations kept in bf16 (core/model/activation_slots.hpp): packed to 2 bytes and back,
+// or rounded in place, the same values as the products' operands, over tiles of threads.
+TEST_CASE("bf16 conversions: packed and unpacked, or rounded in place, to the nearest bf16") {
+  SKIP_WITHOUT_BF16();
+  Backend& be = cpu();
+  const std::vector<float> ties{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, std::nanf("")};
+  std::vector<float> x(100000);  // several tiles
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i < ties.size() ? ties[i] : std::sin(0.001f * static_cast<float>(i)) * 3.0f;
+  Buffer values(be, Shape{static_cast<int64_t>(x.size())}), packed(be, values.shape(), DType::bf16),
+      unpacked(be, values.shape());
+  from_host(x, values.view());
+  be.to_bf16(values.view(), packed.view());
+  be.from_bf16(packed.view(), unpacked.view());
+  be.to_bf16(values.view(), values.view());
+  const std::vector<float> back = to_host(unpacked.view()), in_place = to_host(values.view());
+  CHECK(packed.view().bytes() == 2 * x.size());
+  CHECK(std::isnan(back[4]));
+  CHECK(std::isnan(in_place[4]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i == 4) continue;
+    INFO(i << ": " << x[i]);
+    CHECK(back[i] == bf16_value(x[i]));
+    CHECK(in_place[i] == back[i]);
+  }
 }
 
 }  // namespace distrain::test

@@ -6,9 +6,8 @@
 // The rounded copies are device Buffers (they count against strategy.device_memory),
 // taken a slice of the inner dimension at a time so that a product as large as GPT-2's
 // tied head (a 4096 x 50257 gradient) never holds a bf16 copy of a whole operand.
-#include <cstring>
-
 #include "core/backend/cpu/cpu_backend.hpp"
+#include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/tensor/buffer.hpp"
 
 namespace distrain {
@@ -17,18 +16,10 @@ namespace {
 
 using md = dnnl::memory;
 
-uint16_t to_bf16(float f) {
-  uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t nearest_even = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;  // rounding could carry a NaN into infinity
-  return static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : nearest_even);
-}
-
 [[gnu::target_clones("avx512f", "avx2", "default")]] void round_row(const float* __restrict src, int64_t n,
                                                                     uint16_t* __restrict dst) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16_bits(src[i]);
 }
 
 // dst (rows, cols), contiguous = the block of src (row stride ld) at (row0, col0), rounded.

@@ -1,0 +1,24 @@
+// bfloat16 on the CPU: float32's upper 16 bits, rounded to nearest even as the AVX512_BF16
+// instructions round.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace distrain {
+
+inline uint16_t to_bf16_bits(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t nearest_even = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;  // rounding could carry a NaN into infinity
+  return static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : nearest_even);
+}
+
+inline float from_bf16_bits(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f = 0;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace distrain
