@@ -424,13 +424,14 @@ mesh)
   # also no dropout (the mesh draws its masks as the data-parallel strategies do) and no
   # bias before batch norm (its gradient is zero up to rounding). Compared at step 4,
   # relative to the model's largest weight: on real data, rounding soon flips a relu or a
-  # max-pool winner somewhere, which moves a few weights by ~1e-6 at once (the CNN at data
-  # 2 x tensor 2 does so between steps 4 and 8: 8.5e-6 at step 4, 2e-5 at step 8).
+  # max-pool winner somewhere, which moves a few weights by ~1e-5 at once. The CNN at data
+  # 2 x tensor 2 does so by step 4 on some CPUs (3.4e-5 on a Zen without AVX-512, 8.5e-6 on
+  # one with it), so it is held to 1e-4: losing one replica's half of the batch gives 1e-2.
   # The CNN's step-4 checkpoint continues under one_device to where one_device ends.
   conv_common=(--set train.steps=8 --set train.validate=false --set checkpoint.every_steps=4 --progress none
     --set optimizer.type=sgd --set optimizer.learning_rate=0.02 --set optimizer.momentum=0.0)
   convnet_args=(--set model.layers.12.rate=0.0 --set model.layers.7.use_bias=false)
-  for job in "cnn 1 2" "cnn 2 2" "convnet 1 2"; do
+  for job in "cnn 1 2 1e-5" "cnn 2 2 1e-4" "convnet 1 2 1e-5"; do
     set -- $job
     n=$(($2 * $3))
     r="$src/recipes/fashion_mnist_$1.toml"
@@ -439,7 +440,7 @@ mesh)
     "$distrain" train "$r" "${args[@]}" --set strategy.per_replica_batch=$((64 * $2)) --run-dir "$work/$1one$2" >/dev/null 2>&1
     if "${mpirun[@]}" -np $n "$distrain" train "$r" "${args[@]}" "${msh[@]}" --set strategy.data=$2 --set strategy.tensor=$3 \
       --run-dir "$work/$1m$2x$3" >"$work/$1m$2x$3.log" 2>&1 &&
-      "$distrain" compare "$work/$1one$2/ckpt-000004.h5" "$work/$1m$2x$3/ckpt-000004.h5" --rtol 1e-5 --scale model >"$work/$1cmp$2x$3.log"; then
+      "$distrain" compare "$work/$1one$2/ckpt-000004.h5" "$work/$1m$2x$3/ckpt-000004.h5" --rtol $4 --scale model >"$work/$1cmp$2x$3.log"; then
       ok "$1 recipe: mesh data $2 x tensor $3 matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$1cmp$2x$3.log" | sort -k2 -g | tail -n 1))"
     else
       bad "$1 mesh $2 x $3: $(tail -n 5 "$work/$1m$2x$3.log" "$work/$1cmp$2x$3.log" 2>/dev/null)"
