@@ -69,6 +69,15 @@ deb $mirror bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# debootstrap writes no /etc/hosts; Debian's installer writes this one. Without it the
+# host's own name goes to DNS, and every mpirun launch waits 5-10 s for that to time out
+# (the suite's mpirun tests took 8x their time on the host).
+hostname -s >"$root/etc/hostname"
+cat >"$root/etc/hosts" <<EOF
+127.0.0.1	localhost
+127.0.1.1	$(hostname -s)
+::1		localhost ip6-localhost ip6-loopback
+EOF
 # Network plumbing too: where this host reaches PyPI through a TLS-intercepting proxy
 # (CAs added under /usr/local/share/ca-certificates), pip in the root (the TensorBoard
 # test's reference reader) trusts the same CAs. A machine without such a proxy needs none.
