@@ -125,8 +125,10 @@ class Backend {
   // accumulated in float32 (train.precision = "bf16"). Only where bf16_matmul_unavailable()
   // is empty; it takes bf16_gemm_scratch_bytes of this device while it runs.
   virtual void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c);
-  // Why this device cannot run gemm_bf16 at speed (its CPU, its backend), or empty.
+  // Why this device cannot run gemm_bf16 (its backend), or empty.
   virtual std::string bf16_matmul_unavailable() const;
+  // How this device runs gemm_bf16 without bf16 kernels, to tell the user; empty where it has them.
+  virtual std::string bf16_matmul_emulated() const { return ""; }
   // y = x rounded to bfloat16 (to nearest even): y bf16 (kept at 2 bytes), or float32 (may
   // be x). And back: y (float32) = x (bf16). Where bf16_matmul_unavailable() is empty.
   virtual void to_bf16(const Tensor& x, Tensor y);

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <limits>
+#include <mutex>
 
+#include "core/base/log.hpp"
 #include "core/base/rng.hpp"
 
 namespace distrain {
@@ -99,6 +101,10 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
   if (recipe.train.matmul_dtype == DType::bf16) {
     const std::string why_not = backend.bf16_matmul_unavailable();
     DT_USER_CHECK(why_not.empty(), "{}: train.precision = \"bf16\" on {}: {}", recipe.file, backend.device().str(), why_not);
+    if (const std::string how = backend.bf16_matmul_emulated(); !how.empty()) {
+      static std::once_flag told;  // once a process, not once a replica
+      std::call_once(told, [&] { log::info("train.precision = \"bf16\" on {}: {}", backend.device().str(), how); });
+    }
   }
   const TensorGroup group = tensor ? tensor_group_of(recipe, tensor->rank(), tensor->size()) : TensorGroup{};
   copies_.push_back(std::make_unique<Model>(recipe.model(), backend, std::move(seams), group, place_.part));

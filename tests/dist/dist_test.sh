@@ -699,21 +699,18 @@ PY
   else
     bad "gpt plan 30 MiB: $(grep '^choice' "$work/plan30.log") $(cat "$work/planned30.ratio" 2>/dev/null) $(head -c 200 "$work/planned30.json") $(tail -n 2 "$work/planned30.err")"
   fi
-  # bf16 products (where the CPU has AVX512_BF16 or AMX): tensor 2 with sequence parallelism
-  # keeps to one_device in bf16 within a bf16 step (1e-3 of the largest weight; operands are
-  # rounded alike, the sums' order differs), and the operand copies are predicted too.
-  if grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
-    bf16=(--set train.precision=bf16)
-    "$distrain" train --progress none "${gpt[@]}" "${bf16[@]}" --set train.steps=5 --run-dir "$work/one_bf16" >/dev/null 2>&1
-    ref=one_bf16 rtol=1e-3 gpt_case tensor2_sequence_parallel_bf16 2 --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
-    # A stage's output is rounded as one_device rounds that layer's, and the sums are the
-    # same: pipeline 2 in bf16 is one_device in bf16 (bitwise, measured).
-    ref=one_bf16 rtol=1e-6 gpt_case pipeline2_bf16 2 --set strategy.pipeline=2 "${bf16[@]}"
-    mem_case memory_one_device_bf16 0 "${bf16[@]}"
-    mem_case memory_tensor2_sequence_parallel_bf16 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
-  else
-    echo "skipped: bf16 cases (this CPU has neither AVX512_BF16 nor AMX)"
-  fi
+  # bf16 products (emulated where the CPU has neither AVX512_BF16 nor AMX): tensor 2 with
+  # sequence parallelism keeps to one_device in bf16 within a bf16 step (1e-3 of the largest
+  # weight; operands are rounded alike, the sums' order differs), and the operand copies are
+  # predicted too.
+  bf16=(--set train.precision=bf16)
+  "$distrain" train --progress none "${gpt[@]}" "${bf16[@]}" --set train.steps=5 --run-dir "$work/one_bf16" >/dev/null 2>&1
+  ref=one_bf16 rtol=1e-3 gpt_case tensor2_sequence_parallel_bf16 2 --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
+  # A stage's output is rounded as one_device rounds that layer's, and the sums are the
+  # same: pipeline 2 in bf16 is one_device in bf16 (bitwise, measured).
+  ref=one_bf16 rtol=1e-6 gpt_case pipeline2_bf16 2 --set strategy.pipeline=2 "${bf16[@]}"
+  mem_case memory_one_device_bf16 0 "${bf16[@]}"
+  mem_case memory_tensor2_sequence_parallel_bf16 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true "${bf16[@]}"
   "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.tensor=2 --set strategy.device_memory=10MiB >"$work/over.log" 2>&1
   rc=$?
   [ "$rc" = 2 ] && [ "$(grep -c '^rank.*over strategy.device_memory = 10.00 MiB' "$work/over.log")" = 2 ] &&

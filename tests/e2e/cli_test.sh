@@ -554,6 +554,14 @@ gpt)
     "$distrain" generate --ckpt g --prompt "a€"
   expect_error "generate: a negative temperature" "--temperature -1: must be a finite number >= 0" \
     "$distrain" generate --ckpt g --temperature -1
+  # bf16 where the CPU has no bf16 kernels (oneDNN told to use no more than AVX2) is
+  # emulated, and said so: the same losses as the bf16 kernels give, to float32 rounding.
+  b16=("$work/gpt.toml" --set train.precision=bf16 --set train.steps=3 --set train.validate=false --progress none)
+  "$distrain" train "${b16[@]}" --run-dir b16 >"$work/b16.log" 2>&1
+  env ONEDNN_MAX_CPU_ISA=AVX2 "$distrain" train "${b16[@]}" --run-dir b16e >"$work/b16e.log" 2>&1
+  grep -q '^train.precision = "bf16" on cpu:0: this CPU has neither AVX512_BF16 nor AMX: bf16 products are emulated' "$work/b16e.log" &&
+    json_true 'abs(J[0][-1]["loss"] - J[1][-1]["loss"]) <= 1e-4 * J[1][-1]["loss"]' b16e/metrics.jsonl b16/metrics.jsonl &&
+    ok "bf16 without bf16 kernels: emulated, said so, the same loss" || bad "bf16 emulated: $(tail -n 3 "$work/b16e.log" "$work/b16.log")"
   # On the mesh: check shows attention split by heads, the embedding and head by
   # vocabulary (65 tokens: 32 and 33), the layer norms and the position embedding on
   # sequence shards; with the vocabulary whole, a scatter after the token embedding.

@@ -27,13 +27,6 @@ namespace distrain::test {
 
 inline Backend& cpu() { return backend_for(Device{DeviceType::cpu, 0}); }
 
-// Ends a test case, saying why, on a CPU that cannot run bf16 matrix products.
-#define SKIP_WITHOUT_BF16()                                                     \
-  if (const std::string why = cpu().bf16_matmul_unavailable(); !why.empty()) { \
-    MESSAGE("[skipped] " << why);                                               \
-    return;                                                                     \
-  }
-
 inline std::unique_ptr<Layer> make_layer(const std::string& toml_text) {
   static std::vector<toml::table> keep;  // ConfigTable reads the table during construction only
   keep.push_back(toml::parse(toml_text));

@@ -1,7 +1,8 @@
 // The CPU's bf16 matrix products (train.precision = "bf16") against float64 products of the
 // same operands rounded to bf16 on the host: the rounding is to nearest even, the sums are
 // float32's, and a product too large for one pair of operand copies, taken a slice of the
-// inner dimension at a time, sums to the same. Skipped on a CPU without AVX512_BF16 or AMX.
+// inner dimension at a time, sums to the same. On a CPU without AVX512_BF16 or AMX the
+// products are emulated (float32 copies of the rounded operands) and held to the same.
 #include <cmath>
 #include <cstring>
 
@@ -68,7 +69,6 @@ double check_product(bool ta, bool tb, float beta, int64_t m, int64_t k, int64_t
 }  // namespace
 
 TEST_CASE("bf16 matmul: the four transpose cases, with beta 0 and 1, are float32 sums of bf16-rounded operands") {
-  SKIP_WITHOUT_BF16();
   for (const bool ta : {false, true})
     for (const bool tb : {false, true})
       for (const float beta : {0.0f, 1.0f}) {
@@ -81,8 +81,8 @@ TEST_CASE("bf16 matmul: the four transpose cases, with beta 0 and 1, are float32
 }
 
 TEST_CASE("bf16 matmul: a product whose operand copies exceed one inner slice sums its slices to the same") {
-  SKIP_WITHOUT_BF16();
-  // (m + n) x 64 x 2 bytes > 32 MiB only for m + n > 262144: one long, thin product.
+  // The smallest slice's copies, (m + n) x 128 bytes, pass 32 MiB only for m + n > 262144:
+  // one long, thin product.
   const int64_t m = 270000, k = 100, n = 8;
   CHECK(bf16_gemm_scratch_bytes(m, k, n) < 2 * (m + n) * k);
   check_product(false, false, 1.0f, m, k, n, 300);
@@ -90,7 +90,6 @@ TEST_CASE("bf16 matmul: a product whose operand copies exceed one inner slice su
 }
 
 TEST_CASE("bf16 matmul: operands round to the nearest bf16, ties to even, NaN stays NaN") {
-  SKIP_WITHOUT_BF16();
   Backend& be = cpu();
   // x times the 1 x 1 identity is x rounded: 1 + 2^-8 is a tie (to 1, even), 1 + 3 x 2^-8
   // one too (up to 1 + 2^-6), 1 + 2^-8 + 2^-20 above it (up to 1 + 2^-7).
@@ -108,7 +107,6 @@ TEST_CASE("bf16 matmul: operands round to the nearest bf16, ties to even, NaN st
 // Activations kept in bf16 (core/model/activation_slots.hpp): packed to 2 bytes and back,
 // or rounded in place, the same values as the products' operands, over tiles of threads.
 TEST_CASE("bf16 conversions: packed and unpacked, or rounded in place, to the nearest bf16") {
-  SKIP_WITHOUT_BF16();
   Backend& be = cpu();
   const std::vector<float> ties{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, std::nanf("")};
   std::vector<float> x(100000);  // several tiles

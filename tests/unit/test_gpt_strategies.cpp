@@ -389,7 +389,6 @@ TEST_CASE("gpt: zero_memory_per_replica predicts the built strategy's memory at 
   const auto check_stage = [&](int replicas, const std::string& strategy_keys, const std::string& train) {
     const Recipe recipe = parse_recipe(
         gpt_recipe(text, "zero", cpu_devices(replicas), 4, strategy_keys, 0.0, "steps = 5\n" + train), "z.toml");
-    if (recipe.train.matmul_dtype == DType::bf16 && !backend_for(Device{}).bf16_matmul_unavailable().empty()) return;
     INFO(replicas << " replicas, " << strategy_keys << ", " << train);
     const MemoryUse built = make_strategy(recipe)->memory_per_replica(recipe.strategy.per_replica_batch);
     const MemoryUse predicted = zero_memory_per_replica(recipe, replicas);
@@ -439,7 +438,6 @@ TEST_CASE("gpt: offload_optimizer under zero stages 1-3 trains bitwise as on the
 // strategy under bf16 keeps to one_device under bf16 (the same roundings of the same
 // values; the sums' order differs, which a rounding can magnify to a bf16 step).
 TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and zero 3 near one_device in bf16") {
-  SKIP_WITHOUT_BF16();
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const std::string f32 = "steps = 5\nvalidate = false", bf16 = f32 + "\nprecision = \"bf16\"";
@@ -465,11 +463,10 @@ TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and z
 // Under bf16 every layer's output but the head's is rounded as it is made and kept at 2
 // bytes an element; float32 copies live in a few buffers while layers read them. Rerunning
 // blocks makes the same copies at other times: bitwise the same weights, dropout included,
-// on one device and under zero 3. This small model keeps 668160 bytes of activations in
-// bf16 against 741888 in float32: its head's float32 output (vocabulary wider than the
+// on one device and under zero 3. This small model keeps fewer bytes of activations in bf16
+// than in float32, but not half: its head's float32 output (vocabulary wider than the
 // blocks) and attention's float32 projections are a large share of both.
 TEST_CASE("gpt: bf16 activations: recompute trains bitwise as none in bf16, keeping fewer bytes than float32") {
-  SKIP_WITHOUT_BF16();
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const std::string bf16 = "steps = 5\nvalidate = false\nprecision = \"bf16\"", again = bf16 + "\nrecompute = \"blocks\"";
@@ -487,9 +484,12 @@ TEST_CASE("gpt: bf16 activations: recompute trains bitwise as none in bf16, keep
   const std::string f32 = "steps = 5\nvalidate = false";
   const auto half = make_strategy(parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, bf16), "a.toml"));
   const auto whole = make_strategy(parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, f32), "b.toml"));
-  const int64_t a = half->model().activation_bytes(8), b = whole->model().activation_bytes(8);
-  INFO(a << " bytes in bf16, " << b << " in float32");
-  CHECK(a * 100 < b * 92);
+  // Kept bytes, without the transient buffers: emulated bf16 products (a CPU without
+  // AVX512_BF16) hold float32 operand copies, twice the bf16 kernels' on this small model.
+  const auto kept = [](const Model& m) { return m.activation_bytes(8) - m.transient_bytes(8); };
+  const int64_t a = kept(half->model()), b = kept(whole->model());
+  INFO(a << " bytes kept in bf16, " << b << " in float32");
+  CHECK(a * 100 < b * 90);
 }
 
 TEST_CASE("gpt: train.precision accepts float32 and bf16 only") {

@@ -1,5 +1,6 @@
-// Activations kept in bf16 (train.precision = "bf16", core/model/activation_slots.hpp):
-// rounded and packed after a layer's forward, unpacked to float32 when read again.
+// bf16 conversions on the CPU: activations kept in bf16 (train.precision = "bf16",
+// core/model/activation_slots.hpp) are rounded and packed after a layer's forward and
+// unpacked to float32 when read again; bf16 products round their operands the same way.
 #include <algorithm>
 
 #include "core/backend/cpu/cpu_backend.hpp"
@@ -11,24 +12,6 @@ namespace {
 
 constexpr int64_t kTile = 1 << 14;  // per thread at a time; below one, threads cost more than they save
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] void pack_tile(const float* __restrict x, uint16_t* __restrict y,
-                                                                    int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = to_bf16_bits(x[i]);
-}
-
-// In place allowed: each element is read before it is written.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void round_tile(const float* x, float* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(to_bf16_bits(x[i]));
-}
-
-[[gnu::target_clones("avx512f", "avx2", "default")]] void unpack_tile(const uint16_t* __restrict x, float* __restrict y,
-                                                                      int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(x[i]);
-}
-
 template <class Tile>
 void by_tiles(int64_t n, Tile tile) {
   const int64_t tiles = (n + kTile - 1) / kTile;
@@ -38,17 +21,35 @@ void by_tiles(int64_t n, Tile tile) {
 
 }  // namespace
 
+[[gnu::target_clones("avx512f", "avx2", "default")]] void pack_bf16(const float* __restrict x, uint16_t* __restrict y,
+                                                                    int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = to_bf16_bits(x[i]);
+}
+
+// In place allowed: each element is read before it is written.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void round_bf16(const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(to_bf16_bits(x[i]));
+}
+
+[[gnu::target_clones("avx512f", "avx2", "default")]] void unpack_bf16(const uint16_t* __restrict x, float* __restrict y,
+                                                                      int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(x[i]);
+}
+
 void CpuBackend::to_bf16(const Tensor& x, Tensor y) {
   check_same_numel(x, y);
   const float* px = x.f32();
   if (y.dtype == DType::f32) {
     float* py = y.f32();
-    by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_tile(px + at, py + at, n); });
+    by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_bf16(px + at, py + at, n); });
     return;
   }
   DT_CHECK(y.dtype == DType::bf16, "to_bf16 into {}", dtype_name(y.dtype));
   auto* py = static_cast<uint16_t*>(y.data);
-  by_tiles(x.numel(), [&](int64_t at, int64_t n) { pack_tile(px + at, py + at, n); });
+  by_tiles(x.numel(), [&](int64_t at, int64_t n) { pack_bf16(px + at, py + at, n); });
 }
 
 void CpuBackend::from_bf16(const Tensor& x, Tensor y) {
@@ -56,7 +57,7 @@ void CpuBackend::from_bf16(const Tensor& x, Tensor y) {
   DT_CHECK(x.dtype == DType::bf16, "from_bf16 of {}", dtype_name(x.dtype));
   const auto* px = static_cast<const uint16_t*>(x.data);
   float* py = y.f32();
-  by_tiles(x.numel(), [&](int64_t at, int64_t n) { unpack_tile(px + at, py + at, n); });
+  by_tiles(x.numel(), [&](int64_t at, int64_t n) { unpack_bf16(px + at, py + at, n); });
 }
 
 }  // namespace distrain
