@@ -58,7 +58,7 @@ void Backend::gemm_bf16(bool, bool, const Tensor&, const Tensor&, float, Tensor)
   DT_CHECK(false, "gemm_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());
 }
 
-void Backend::to_bf16(const Tensor&, Tensor) { DT_CHECK(false, "to_bf16 on {}: {}", device().str(), bf16_matmul_unavailable()); }
+void Backend::to_bf16(Tensor, Tensor) { DT_CHECK(false, "to_bf16 on {}: {}", device().str(), bf16_matmul_unavailable()); }
 
 void Backend::from_bf16(const Tensor&, Tensor) {
   DT_CHECK(false, "from_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());

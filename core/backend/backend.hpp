@@ -129,9 +129,10 @@ class Backend {
   virtual std::string bf16_matmul_unavailable() const;
   // How this device runs gemm_bf16 without bf16 kernels, to tell the user; empty where it has them.
   virtual std::string bf16_matmul_emulated() const { return ""; }
-  // y = x rounded to bfloat16 (to nearest even): y bf16 (kept at 2 bytes), or float32 (may
-  // be x). And back: y (float32) = x (bf16). Where bf16_matmul_unavailable() is empty.
-  virtual void to_bf16(const Tensor& x, Tensor y);
+  // x rounded to bfloat16 (to nearest even) in place and, where `packed` is given (bf16),
+  // packed into it at 2 bytes an element, in one pass. And back: y (float32) = x (bf16).
+  // Where bf16_matmul_unavailable() is empty.
+  virtual void to_bf16(Tensor x, Tensor packed);
   virtual void from_bf16(const Tensor& x, Tensor y);
   virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)

@@ -417,8 +417,8 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   const Tensor out = output_for_write(i);
   layers_[i]->forward_inputs(ctx, layer_input_values(i, true), out);
   if (precision_ == DType::bf16 && (i + 1 < layers_.size() || !output_is_logits_)) {
-    backend_.to_bf16(out, out);  // what later layers read is what backward reads: rounded
-    if (kept_in_bf16(i)) backend_.to_bf16(out, acts_[i].view());
+    // What later layers read is what backward reads: rounded.
+    backend_.to_bf16(out, kept_in_bf16(i) ? acts_[i].view() : Tensor{});
   }
   if (clock_ && timed) clock_->stop_forward(i);
   release(i);

@@ -32,7 +32,7 @@ class CpuBackend final : public Backend {
   void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c) override;
   std::string bf16_matmul_unavailable() const override;
   std::string bf16_matmul_emulated() const override;
-  void to_bf16(const Tensor& x, Tensor y) override;
+  void to_bf16(Tensor x, Tensor packed) override;
   void from_bf16(const Tensor& x, Tensor y) override;
   void add_bias(Tensor y, const Tensor& bias) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;

@@ -22,9 +22,11 @@ inline float from_bf16_bits(uint16_t b) {
 }
 
 // n values, vectorised, one thread: x rounded to bf16 and packed to 2 bytes, or rounded and
-// kept as float32 (x may be y), and packed values unpacked (cpu_bf16_convert.cpp).
+// kept as float32 (x may be y), or both (x rounded in place), and packed values unpacked
+// (cpu_bf16_convert.cpp).
 void pack_bf16(const float* x, uint16_t* y, int64_t n);
 void round_bf16(const float* x, float* y, int64_t n);
+void round_pack_bf16(float* x, uint16_t* y, int64_t n);
 void unpack_bf16(const uint16_t* x, float* y, int64_t n);
 
 }  // namespace distrain

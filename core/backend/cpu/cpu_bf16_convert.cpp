@@ -33,23 +33,32 @@ void by_tiles(int64_t n, Tile tile) {
   for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(to_bf16_bits(x[i]));
 }
 
+[[gnu::target_clones("avx512f", "avx2", "default")]] void round_pack_bf16(float* __restrict x, uint16_t* __restrict y,
+                                                                          int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t bits = to_bf16_bits(x[i]);
+    y[i] = bits;
+    x[i] = from_bf16_bits(bits);
+  }
+}
+
 [[gnu::target_clones("avx512f", "avx2", "default")]] void unpack_bf16(const uint16_t* __restrict x, float* __restrict y,
                                                                       int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(x[i]);
 }
 
-void CpuBackend::to_bf16(const Tensor& x, Tensor y) {
-  check_same_numel(x, y);
-  const float* px = x.f32();
-  if (y.dtype == DType::f32) {
-    float* py = y.f32();
-    by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_bf16(px + at, py + at, n); });
+void CpuBackend::to_bf16(Tensor x, Tensor packed) {
+  float* px = x.f32();
+  if (packed.empty()) {
+    by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_bf16(px + at, px + at, n); });
     return;
   }
-  DT_CHECK(y.dtype == DType::bf16, "to_bf16 into {}", dtype_name(y.dtype));
-  auto* py = static_cast<uint16_t*>(y.data);
-  by_tiles(x.numel(), [&](int64_t at, int64_t n) { pack_bf16(px + at, py + at, n); });
+  check_same_numel(x, packed);
+  DT_CHECK(packed.dtype == DType::bf16, "to_bf16 packing into {}", dtype_name(packed.dtype));
+  auto* py = static_cast<uint16_t*>(packed.data);
+  by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_pack_bf16(px + at, py + at, n); });
 }
 
 void CpuBackend::from_bf16(const Tensor& x, Tensor y) {

@@ -19,8 +19,11 @@ namespace {
 using md = dnnl::memory;
 
 bool has_bf16_kernels() {
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  static const bool has = [] {  // asked by every product; the answer is the process's
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return has;
 }
 
 // An operand copy's element: bf16 bits for the bf16 kernels, bf16 values as float32 when emulated.
