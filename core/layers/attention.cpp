@@ -12,6 +12,10 @@
 // dropout, a rank draws its heads' masks as heads 0.. of its own (one_device's differ).
 // With sequence parallelism its input and output are sequence shards: the input is
 // all-gathered (again in backward), the partial outputs reduce-scattered.
+// Under train.precision = "bf16" it keeps qkv and the heads' output for backward in bf16:
+// qkv is rounded before the attention reads it (as a bf16 product's output would be) and
+// the heads' output as the output projection reads it, so forward and backward see the
+// same values; float32 copies exist only while a pass runs.
 #include <algorithm>
 #include <cmath>
 
@@ -64,11 +68,14 @@ class Attention final : public Layer {
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     const int64_t n = in.shape[0];
     ensure_workspace(ctx.backend, n);
-    const Tensor qkv = qkv_.view(), mixed = mixed_.view();
+    const PassCopies pass = PassCopies::to_write(ctx.backend, qkv_, mixed_);
+    const Tensor qkv = pass.qkv, mixed = pass.mixed;
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
+    pass.keep(ctx.backend, qkv, qkv_);
     ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
+    pass.keep(ctx.backend, mixed, mixed_);
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
       matmul(ctx, false, false, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, partial.view().rows(c_));
@@ -82,7 +89,8 @@ class Attention final : public Layer {
 
   bool backward_reads_output() const override { return false; }  // it keeps the heads' output
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
-    const Tensor qkv = qkv_.view(), mixed = mixed_.view();
+    const PassCopies pass = PassCopies::to_read(ctx.backend, qkv_, mixed_);
+    const Tensor qkv = pass.qkv, mixed = pass.mixed;
     const Buffer dqkv_buffer(ctx.backend, qkv.shape), dmixed_buffer(ctx.backend, mixed.shape);  // this pass's only
     const Tensor dqkv = dqkv_buffer.view(), dmixed = dmixed_buffer.view();
     const WholeSequence dy_whole(ctx, *this, dout, sequence_, t_);
@@ -105,21 +113,26 @@ class Attention final : public Layer {
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
-  // Backward holds the gradients of qkv and of the heads' output (3C + C per token); on
-  // sequence shards also the whole output gradient, the whole input, the partial input
-  // gradient and its reordered copy for the reduce-scatter; under bf16 the operand copies
-  // of the largest product come on top.
+  // Backward holds the gradients of qkv and of the heads' output (3C + C per token), under
+  // bf16 also float32 copies of both; on sequence shards also the whole output gradient,
+  // the whole input and the partial input gradient. On top, either the operand copies of
+  // the largest product (bf16) or, on sequence shards, the reordered copy a gather or
+  // reduce-scatter makes: they never run at once.
   int64_t transient_bytes(int64_t n) const override {
     const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
     const int64_t products =
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
-    return products + 4 * n * t_ * local_c_ * element + (sequence_ ? 4 * n * t_ * c_ * element : 0);
+    const int64_t per_token = kept_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
+    const int64_t whole = sequence_ ? n * t_ * c_ * element : 0;
+    return per_token * n * t_ * element + 3 * whole + std::max(products, whole);
   }
 
-  // qkv (3C) and the heads' output (C) per token, and a log-sum-exp per head and token; of
-  // this rank's heads when split.
+  // qkv (3C) and the heads' output (C) per token, in bf16 under that precision, and a
+  // log-sum-exp per head and token in float32; of this rank's heads when split.
   int64_t workspace_bytes(int64_t n) const override {
-    return n * t_ * (4 * local_c_ + local_heads_) * static_cast<int64_t>(dtype_size(kActivationDType));
+    return n * t_ *
+           (4 * local_c_ * static_cast<int64_t>(dtype_size(kept_dtype())) +
+            local_heads_ * static_cast<int64_t>(dtype_size(kActivationDType)));
   }
 
   void release_workspace() override {
@@ -130,12 +143,45 @@ class Attention final : public Layer {
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
   uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }
 
+  DType kept_dtype() const { return matmul_dtype() == DType::bf16 ? DType::bf16 : kActivationDType; }
+
   void ensure_workspace(Backend& backend, int64_t n) {
     if (!qkv_.empty() && qkv_.shape()[0] == n) return;
-    qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_});
-    mixed_ = Buffer(backend, Shape{n, t_, local_c_});
+    qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_}, kept_dtype());
+    mixed_ = Buffer(backend, Shape{n, t_, local_c_}, kept_dtype());
     lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
+
+  // The float32 qkv and heads' output a pass works on: the kept buffers themselves, or
+  // under bf16 copies for this pass only: forward's to be written and then kept (keep()),
+  // backward's unpacked from the kept ones.
+  struct PassCopies {
+    Buffer qkv_copy, mixed_copy;
+    Tensor qkv, mixed;
+
+    static PassCopies to_write(Backend& backend, const Buffer& kept_qkv, const Buffer& kept_mixed) {
+      PassCopies pass;
+      pass.qkv = kept_qkv.view();
+      pass.mixed = kept_mixed.view();
+      if (kept_qkv.view().dtype != DType::bf16) return pass;
+      pass.qkv_copy = Buffer(backend, kept_qkv.shape());
+      pass.mixed_copy = Buffer(backend, kept_mixed.shape());
+      pass.qkv = pass.qkv_copy.view();
+      pass.mixed = pass.mixed_copy.view();
+      return pass;
+    }
+    static PassCopies to_read(Backend& backend, const Buffer& kept_qkv, const Buffer& kept_mixed) {
+      PassCopies pass = to_write(backend, kept_qkv, kept_mixed);
+      if (pass.qkv_copy.empty()) return pass;
+      backend.from_bf16(kept_qkv.view(), pass.qkv);
+      backend.from_bf16(kept_mixed.view(), pass.mixed);
+      return pass;
+    }
+    // Rounds `values` to bf16 in place and packs them into `kept`, where they are copies.
+    void keep(Backend& backend, const Tensor& values, const Buffer& kept) const {
+      if (kept.view().dtype == DType::bf16) backend.to_bf16(values, kept.view());
+    }
+  };
 
   int64_t heads_;
   float rate_;

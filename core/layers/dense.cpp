@@ -47,14 +47,15 @@ class Dense final : public Layer {
   void set_tied_grad(Tensor grad) override { tied_grad_ = grad; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
-  // On sequence shards: a column layer's backward holds the whole input, the partial input
-  // gradient and its reordered copy; a row layer the partial (or whole) output (gradient)
-  // and a reordered copy.
-  // Under bf16 the operand copies of the largest product come on top.
+  // Under bf16 the operand copies of the largest product. On sequence shards a column
+  // layer's backward holds the whole input and the partial input gradient, a row layer's
+  // passes the whole output (gradient); on top, either a product's operand copies or the
+  // reordered copy a gather or reduce-scatter makes, which never run at once.
   int64_t transient_bytes(int64_t n) const override {
     const int64_t products = linear_scratch_bytes(n * product_rows_, in_, out_);
     if (!sequence_) return products;
-    return products + (column_ ? 3 * in_ : 2 * units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
+    const int64_t whole = (column_ ? in_ : units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
+    return (column_ ? 2 : 1) * whole + std::max(products, whole);
   }
 
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:

@@ -177,6 +177,8 @@ class Layer {
   [[noreturn]] void fail(const std::string& message) const;
   // The tensor axis's communicator, which a split layer needs in every pass.
   Communicator& tensor_group(Ctx& ctx) const;
+  // The operands of this layer's matrix products: f32, or bf16 (train.precision).
+  DType matmul_dtype() const { return matmul_dtype_; }
   // c = op(a) * op(b) + beta * c in this layer's matmul precision.
   void matmul(Ctx& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta,
               Tensor c) const;

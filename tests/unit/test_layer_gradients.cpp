@@ -222,3 +222,55 @@ TEST_CASE("transformer layer gradients: layer_norm, gelu, position_embedding, de
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+// Under train.precision = "bf16" attention keeps qkv and the heads' output at 2 bytes an
+// element for its backward (unpacked to float32 copies while it runs). Its gradients are
+// float32's to bf16's precision (operands and kept values rounded to 8 bits of mantissa),
+// which a backward reading a wrong or stale copy would not be.
+TEST_CASE("attention in bf16: qkv and the heads' output kept at 2 bytes, gradients those of float32 to bf16 precision") {
+  Backend& be = cpu();
+  const Shape in{8, 16};
+  const int64_t batch = 3;
+  struct Run {
+    std::vector<float> y, dx, dparams;
+    int64_t kept = 0;
+  };
+  auto run = [&](DType operands) {
+    ParamArena arena;
+    auto layer = make_layer("type='attention'\nheads=4");
+    layer->set_matmul_dtype(operands);
+    const Shape out = layer->setup(in, arena);
+    const auto storage = allocate_arena(arena, be);
+    from_host(random_vector(static_cast<size_t>(arena.values().numel()), 11, -0.5, 0.5), arena.values());
+    be.fill(arena.grads(), 0.0f);
+    Buffer x(be, in.batched(batch)), y(be, out.batched(batch)), dy(be, out.batched(batch)), dx(be, in.batched(batch));
+    from_host(random_vector(static_cast<size_t>(x.view().numel()), 3), x.view());
+    from_host(random_vector(static_cast<size_t>(dy.view().numel()), 5), dy.view());
+    Ctx ctx{be, true, 1234};
+    layer->forward(ctx, x.view(), y.view());
+    layer->backward(ctx, x.view(), y.view(), dy.view(), dx.view());
+    return Run{to_host(y.view()), to_host(dx.view()), to_host(arena.grads()), layer->workspace_bytes(batch)};
+  };
+  const Run f32 = run(DType::f32), bf16 = run(DType::bf16);
+  // qkv and the heads' output: 4 x 16 values per token; the log-sum-exp (4 heads) stays float32.
+  CHECK(f32.kept == batch * 8 * (4 * 16 * 4 + 4 * 4));
+  CHECK(bf16.kept == batch * 8 * (4 * 16 * 2 + 4 * 4));
+  auto near = [](const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+    double largest = 0.0, diff = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      largest = std::max(largest, static_cast<double>(std::abs(a[i])));
+      diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    }
+    INFO(what << ": bf16 off float32 by " << diff / largest << " of the largest");
+    CHECK(largest > 0.0);
+    CHECK(diff > 0.0);              // the products were rounded
+    CHECK(diff <= 3e-2 * largest);  // a few roundings of 2^-9 each, not a wrong value
+  };
+  near(f32.y, bf16.y, "output");
+  near(f32.dx, bf16.dx, "input gradient");
+  near(f32.dparams, bf16.dparams, "parameter gradients");
+}
+
+}  // namespace distrain::test
