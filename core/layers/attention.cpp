@@ -12,10 +12,11 @@
 // dropout, a rank draws its heads' masks as heads 0.. of its own (one_device's differ).
 // With sequence parallelism its input and output are sequence shards: the input is
 // all-gathered (again in backward), the partial outputs reduce-scattered.
-// Under train.precision = "bf16" it keeps qkv and the heads' output for backward in bf16:
-// qkv is rounded before the attention reads it (as a bf16 product's output would be) and
-// the heads' output as the output projection reads it, so forward and backward see the
-// same values; float32 copies exist only while a pass runs.
+// Under train.precision = "bf16" qkv is rounded to bf16 before the attention reads it (as
+// a bf16 product's output would be), and the heads' output as the output projection reads
+// it, so forward and backward see the same values; outside recomputed blocks
+// (Layer::set_workspace_dtype) both are kept for backward at 2 bytes an element, with
+// float32 copies only while a pass runs.
 #include <algorithm>
 #include <cmath>
 
@@ -73,9 +74,9 @@ class Attention final : public Layer {
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
-    pass.keep(ctx.backend, qkv, qkv_);
+    round_and_keep(ctx, qkv, qkv_);
     ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
-    pass.keep(ctx.backend, mixed, mixed_);
+    round_and_keep(ctx, mixed, mixed_);
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
       matmul(ctx, false, false, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, partial.view().rows(c_));
@@ -143,18 +144,18 @@ class Attention final : public Layer {
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
   uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }
 
-  DType kept_dtype() const { return matmul_dtype() == DType::bf16 ? DType::bf16 : kActivationDType; }
+  DType kept_dtype() const { return workspace_dtype() == DType::bf16 ? DType::bf16 : kActivationDType; }
 
   void ensure_workspace(Backend& backend, int64_t n) {
-    if (!qkv_.empty() && qkv_.shape()[0] == n) return;
+    if (!qkv_.empty() && qkv_.shape()[0] == n && qkv_.view().dtype == kept_dtype()) return;
     qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_}, kept_dtype());
     mixed_ = Buffer(backend, Shape{n, t_, local_c_}, kept_dtype());
     lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
 
   // The float32 qkv and heads' output a pass works on: the kept buffers themselves, or
-  // under bf16 copies for this pass only: forward's to be written and then kept (keep()),
-  // backward's unpacked from the kept ones.
+  // where those are bf16 copies for this pass only: forward's to be written and then kept
+  // (round_and_keep), backward's unpacked from the kept ones.
   struct PassCopies {
     Buffer qkv_copy, mixed_copy;
     Tensor qkv, mixed;
@@ -177,11 +178,15 @@ class Attention final : public Layer {
       backend.from_bf16(kept_mixed.view(), pass.mixed);
       return pass;
     }
-    // Rounds `values` to bf16 in place and packs them into `kept`, where they are copies.
-    void keep(Backend& backend, const Tensor& values, const Buffer& kept) const {
-      if (kept.view().dtype == DType::bf16) backend.to_bf16(values, kept.view());
-    }
   };
+
+  // Under bf16 products `values` are rounded to bf16 in place, as a bf16 product's output
+  // would be (inside a recomputed block too, so that its rerun is bitwise the same), and
+  // packed into `kept` where that is bf16.
+  void round_and_keep(Ctx& ctx, const Tensor& values, const Buffer& kept) const {
+    if (matmul_dtype() != DType::bf16) return;
+    ctx.backend.to_bf16(values, kept.view().dtype == DType::bf16 ? kept.view() : Tensor{});
+  }
 
   int64_t heads_;
   float rate_;

@@ -166,6 +166,11 @@ class Layer {
   // The operands of this layer's matrix products (train.precision): f32, or bf16 rounded
   // with float32 accumulation.
   void set_matmul_dtype(DType operands) { matmul_dtype_ = operands; }
+  // What it keeps for backward besides its output (workspace_bytes): f32, or bf16 under
+  // train.precision = "bf16" where the model keeps layer outputs in bf16 (not inside a
+  // block it recomputes: there one block's workspace lives at a time, and the float32
+  // copies a bf16 one needs while backward runs would outweigh what it saves).
+  void set_workspace_dtype(DType kept) { workspace_dtype_ = kept; }
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
@@ -179,6 +184,8 @@ class Layer {
   Communicator& tensor_group(Ctx& ctx) const;
   // The operands of this layer's matrix products: f32, or bf16 (train.precision).
   DType matmul_dtype() const { return matmul_dtype_; }
+  // What it keeps for backward besides its output, as set_workspace_dtype says.
+  DType workspace_dtype() const { return workspace_dtype_; }
   // c = op(a) * op(b) + beta * c in this layer's matmul precision.
   void matmul(Ctx& ctx, bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta,
               Tensor c) const;
@@ -191,6 +198,7 @@ class Layer {
   int index_ = 0;
   TensorPlace place_;
   DType matmul_dtype_ = DType::f32;
+  DType workspace_dtype_ = DType::f32;
 };
 
 }  // namespace distrain

@@ -38,7 +38,7 @@ Model::Model(const ModelSpec& spec, Backend& backend, ModelSeams seams, TensorGr
   }
   find_trainable_ranges();
   plan_gradients();
-  plan_activation_copies();
+  plan_precision();
   gatherer_->attach(arena_, ranges_);
   reducer_->attach(arena_, ranges_);
 }
@@ -318,7 +318,12 @@ bool Model::kept_in_bf16(size_t i) const {
   return precision_ == DType::bf16 && i + 1 < layers_.size() && !(recompute_ && inner_[i]);
 }
 
-void Model::plan_activation_copies() {
+void Model::plan_precision() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->set_matmul_dtype(precision_);
+    const bool kept_whole = !(recompute_ && inner_[i]);
+    layers_[i]->set_workspace_dtype(precision_ == DType::bf16 && kept_whole ? DType::bf16 : DType::f32);
+  }
   std::vector<int64_t> elements;
   for (const Shape& s : shapes_) elements.push_back(s.numel());
   // Layer i's step: its inputs kept in bf16, and its output, which forward writes and
@@ -426,8 +431,7 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
 
 void Model::set_precision(DType precision) {
   precision_ = precision;
-  for (auto& layer : layers_) layer->set_matmul_dtype(precision);
-  plan_activation_copies();
+  plan_precision();
   batch_ = -1;  // the buffers are made again
 }
 
@@ -435,7 +439,7 @@ void Model::set_recompute(bool on) {
   recompute_ = on;
   batch_ = -1;  // the buffers are made again
   if (!on) {
-    plan_activation_copies();
+    plan_precision();
     return;
   }
   const std::vector<std::vector<size_t>> readers = readers_of(inputs_);
@@ -455,7 +459,7 @@ void Model::set_recompute(bool on) {
     if (b < 0 || i == blocks_[static_cast<size_t>(b)].last) continue;
     inner_[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](size_t r) { return block_[r] == b; });
   }
-  plan_activation_copies();
+  plan_precision();
 }
 
 void Model::allocate_inner(int b, int64_t n) {

@@ -172,8 +172,10 @@ class Model {
   // Whether layer i's output is kept in bf16 (train.precision): all but the last layer's,
   // and under recomputation those kept from forward.
   bool kept_in_bf16(size_t i) const;
-  // The steps of forward() and backward() that read or write outputs kept in bf16.
-  void plan_activation_copies();
+  // What train.precision and recomputation make of the layers: their products' and
+  // workspaces' dtypes, and the steps of forward() and backward() that read or write
+  // outputs kept in bf16.
+  void plan_precision();
   // Starts a pass whose float32 copies of bf16 outputs live in `slots` (per layer).
   void begin_pass(const std::vector<int>& slots);
   // Layer j's output as layers read it (j < 0: the model's input); a bf16 one's float32

@@ -241,6 +241,7 @@ TEST_CASE("attention in bf16: qkv and the heads' output kept at 2 bytes, gradien
     ParamArena arena;
     auto layer = make_layer("type='attention'\nheads=4");
     layer->set_matmul_dtype(operands);
+    layer->set_workspace_dtype(operands);
     const Shape out = layer->setup(in, arena);
     const auto storage = allocate_arena(arena, be);
     from_host(random_vector(static_cast<size_t>(arena.values().numel()), 11, -0.5, 0.5), arena.values());

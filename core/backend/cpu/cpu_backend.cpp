@@ -66,14 +66,25 @@ void CpuBackend::download(const Tensor& src, void* host) {
 void CpuBackend::copy(const Tensor& src, Tensor dst) {
   check_same_numel(src, dst);
   DT_CHECK(src.dtype == dst.dtype, "copy between dtypes");
-  if (src.data != dst.data) std::memcpy(dst.data, src.data, src.bytes());
+  if (src.data == dst.data) return;
+  const auto bytes = static_cast<int64_t>(src.bytes());
+  if (bytes <= kParallelBytes) return static_cast<void>(std::memcpy(dst.data, src.data, src.bytes()));
+  const int64_t chunks = (bytes + kParallelBytes - 1) / kParallelBytes;
+  const auto* from = static_cast<const char*>(src.data);
+  auto* to = static_cast<char*>(dst.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kParallelBytes;
+    std::memcpy(to + begin, from + begin, static_cast<size_t>(std::min(kParallelBytes, bytes - begin)));
+  }
 }
 
 void CpuBackend::fill(Tensor t, float value) {
   check_cpu(t, "fill target");
   float* p = t.f32();
   const int64_t n = t.numel();
-  std::fill(p, p + n, value);
+#pragma omp parallel for simd schedule(static) if (n * 4 > kParallelBytes)
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
 void CpuBackend::gather_examples(const Tensor& table, const Tensor& rows, Tensor out) {

@@ -9,6 +9,9 @@ namespace distrain {
 
 // Row loops (transformer ops, the class-slice loss) with fewer rows than this run on one thread.
 inline constexpr int64_t kParallelRows = 64;
+// Memory-bound passes (fill, copy) over more bytes than this use every thread: one core
+// does not reach the memory bandwidth, and a model's gradient arena is zeroed every step.
+inline constexpr int64_t kParallelBytes = int64_t{1} << 22;
 
 class CpuBackend final : public Backend {
  public:
