@@ -19,18 +19,32 @@ int64_t round_up(int64_t n) { return (n + ParamArena::kAlign - 1) / ParamArena::
 
 // Keras' initializers. he_normal is a truncated normal (|z| <= 2) with the stddev
 // corrected for truncation, as tf.keras.initializers.HeNormal.
+// out[i] = draw(an Rng at element i's first draw), for draws of `per_element` numbers each.
+// An Rng's state is a counter, so each element starts at its own and the loop gives the
+// serial stream's values on any number of threads (GPT-2 124M: 124M normals at start-up).
+template <typename Draw>
+void draw_each(uint64_t stream, int per_element, std::vector<float>& out, const Draw& draw) {
+  const auto n = static_cast<int64_t>(out.size());
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    Rng rng(stream + static_cast<uint64_t>(i) * static_cast<uint64_t>(per_element));
+    out[static_cast<size_t>(i)] = draw(rng);
+  }
+}
+
 void draw(const Variable& v, uint64_t seed, std::vector<float>& out) {
-  Rng rng(derive_seed(seed, fnv1a(v.layer + "/" + v.name)));
+  const uint64_t stream = derive_seed(seed, fnv1a(v.layer + "/" + v.name));
+  Rng rng(stream);
   switch (v.init) {
     case Init::zeros: std::fill(out.begin(), out.end(), 0.0f); break;
     case Init::ones: std::fill(out.begin(), out.end(), 1.0f); break;
     case Init::glorot_uniform: {
       const double limit = std::sqrt(6.0 / static_cast<double>(v.fan_in + v.fan_out));
-      for (float& x : out) x = static_cast<float>(rng.uniform(-limit, limit));
+      draw_each(stream, 1, out, [&](Rng& r) { return static_cast<float>(r.uniform(-limit, limit)); });
       break;
     }
     case Init::normal:
-      for (float& x : out) x = static_cast<float>(rng.normal() * v.stddev);
+      draw_each(stream, 2, out, [&](Rng& r) { return static_cast<float>(r.normal() * v.stddev); });
       break;
     case Init::he_normal: {
       const double stddev = std::sqrt(2.0 / static_cast<double>(v.fan_in)) / 0.87962566103423978;
