@@ -1,4 +1,8 @@
 // Model building: names, shape inference errors, the registry, seeded initialisation, arena layout.
+#include <omp.h>
+
+#include <algorithm>
+
 #include "core/model/model.hpp"
 #include "tests/unit/helpers.hpp"
 
@@ -64,6 +68,26 @@ TEST_CASE("model: same seed gives the same weights, another seed others") {
   for (float x : w) CHECK(std::abs(x) <= limit);
   const auto bias = to_host(a->params().value(5));
   CHECK(bias == std::vector<float>(10, 0.0f));
+}
+
+// Each element's draws start at its own counter of the variable's stream, so initialising
+// on any number of threads gives the same values (variables above the parallel threshold).
+TEST_CASE("model: initial values do not depend on the number of threads") {
+  ParamArena arena;
+  arena.declare("dense", "kernel", Shape{400, 300}, Init::normal, 400, 300, true);
+  arena.declare("dense", "other", Shape{400, 300}, Init::glorot_uniform, 400, 300, true);
+  const auto storage = allocate_arena(arena, cpu());
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  arena.initialize(7);
+  const std::vector<float> one = to_host(arena.values());
+  omp_set_num_threads(std::max(threads, 2));
+  cpu().fill(arena.values(), 0.0f);
+  arena.initialize(7);
+  const std::vector<float> several = to_host(arena.values());
+  omp_set_num_threads(threads);
+  CHECK(one == several);
+  CHECK(std::count(one.begin(), one.end(), 0.0f) < 10);  // every element drawn
 }
 
 TEST_CASE("model errors name the file, the layer and what to do") {
