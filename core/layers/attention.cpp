@@ -123,7 +123,7 @@ class Attention final : public Layer {
     const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
     const int64_t products =
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
-    const int64_t per_token = kept_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
+    const int64_t per_token = workspace_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
     const int64_t whole = sequence_ ? n * t_ * c_ * element : 0;
     return per_token * n * t_ * element + 3 * whole + std::max(products, whole);
   }
@@ -132,7 +132,7 @@ class Attention final : public Layer {
   // log-sum-exp per head and token in float32; of this rank's heads when split.
   int64_t workspace_bytes(int64_t n) const override {
     return n * t_ *
-           (4 * local_c_ * static_cast<int64_t>(dtype_size(kept_dtype())) +
+           (4 * local_c_ * static_cast<int64_t>(dtype_size(workspace_dtype())) +
             local_heads_ * static_cast<int64_t>(dtype_size(kActivationDType)));
   }
 
@@ -144,12 +144,10 @@ class Attention final : public Layer {
   float training_rate(const Ctx& ctx) const { return ctx.training ? rate_ : 0.0f; }
   uint64_t seed(const Ctx& ctx) const { return derive_seed(ctx.step_seed, static_cast<uint64_t>(index())); }
 
-  DType kept_dtype() const { return workspace_dtype() == DType::bf16 ? DType::bf16 : kActivationDType; }
-
   void ensure_workspace(Backend& backend, int64_t n) {
-    if (!qkv_.empty() && qkv_.shape()[0] == n && qkv_.view().dtype == kept_dtype()) return;
-    qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_}, kept_dtype());
-    mixed_ = Buffer(backend, Shape{n, t_, local_c_}, kept_dtype());
+    if (!qkv_.empty() && qkv_.shape()[0] == n && qkv_.view().dtype == workspace_dtype()) return;
+    qkv_ = Buffer(backend, Shape{n, t_, 3 * local_c_}, workspace_dtype());
+    mixed_ = Buffer(backend, Shape{n, t_, local_c_}, workspace_dtype());
     lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
 

@@ -207,7 +207,7 @@ int64_t Model::activation_bytes(int64_t n) const {
     if (__builtin_mul_overflow(shapes_[i].numel(), n, &layer) || __builtin_mul_overflow(layer, kept, &layer) ||
         __builtin_add_overflow(layer, layers_[i]->workspace_bytes(n), &layer))
       return kMax;
-    int64_t& into = recompute_ && inner_[i] ? per_block[static_cast<size_t>(block_[i])] : bytes;
+    int64_t& into = made_per_block(i) ? per_block[static_cast<size_t>(block_[i])] : bytes;
     if (__builtin_add_overflow(into, layer, &into)) return kMax;
   }
   if (!per_block.empty() && __builtin_add_overflow(bytes, *std::max_element(per_block.begin(), per_block.end()), &bytes))
@@ -265,7 +265,7 @@ void Model::ensure_activations(int64_t n) {
   grad_slots_.clear();
   copy_slots_.clear();
   for (size_t i = 0; i < shapes_.size(); ++i) {
-    const bool kept = !(recompute_ && inner_[i]);  // else made per block
+    const bool kept = !made_per_block(i);
     const DType dtype = kept_in_bf16(i) ? DType::bf16 : kActivationDType;
     acts_.push_back(kept ? Buffer(backend_, shapes_[i].batched(n), dtype) : Buffer());
   }
@@ -315,14 +315,13 @@ Tensor Model::shape_of(int j) const {
 }
 
 bool Model::kept_in_bf16(size_t i) const {
-  return precision_ == DType::bf16 && i + 1 < layers_.size() && !(recompute_ && inner_[i]);
+  return precision_ == DType::bf16 && i + 1 < layers_.size() && !made_per_block(i);
 }
 
 void Model::plan_precision() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->set_matmul_dtype(precision_);
-    const bool kept_whole = !(recompute_ && inner_[i]);
-    layers_[i]->set_workspace_dtype(precision_ == DType::bf16 && kept_whole ? DType::bf16 : DType::f32);
+    layers_[i]->set_workspace_dtype(precision_ == DType::bf16 && !made_per_block(i) ? DType::bf16 : DType::f32);
   }
   std::vector<int64_t> elements;
   for (const Shape& s : shapes_) elements.push_back(s.numel());

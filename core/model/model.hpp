@@ -169,6 +169,9 @@ class Model {
   // needed, unless the input's is wanted.
   size_t backward_end() const { return input_grad_wanted_ ? 0 : first_trainable_; }
   void plan_gradients();
+  // Whether layer i's output (and what it keeps besides) lives only while its block runs,
+  // made again for backward (recomputation's inner layers), rather than kept from forward.
+  bool made_per_block(size_t i) const { return recompute_ && inner_[i]; }
   // Whether layer i's output is kept in bf16 (train.precision): all but the last layer's,
   // and under recomputation those kept from forward.
   bool kept_in_bf16(size_t i) const;

@@ -83,7 +83,7 @@ void CpuBackend::fill(Tensor t, float value) {
   check_cpu(t, "fill target");
   float* p = t.f32();
   const int64_t n = t.numel();
-#pragma omp parallel for simd schedule(static) if (n * 4 > kParallelBytes)
+#pragma omp parallel for simd schedule(static) if (n * static_cast<int64_t>(sizeof(float)) > kParallelBytes)
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
