@@ -117,14 +117,16 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
 // layer with weights each time: every layer's gradients reduce-scattered (stages 2, 3: at
 // each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
 // 2) or before each micro-batch's forward and again before its backward (stage 3); each
-// half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth).
+// half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth). ZeRO under bf16
+// gathers the weights in bf16 (core/strategy/zero_gatherers.hpp): half the bytes.
 double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return 0;
   const auto layers = static_cast<double>(layers_with_weights(whole));
   const auto m = static_cast<double>(layout.micro_batches);
-  const double halves = layout.zero_stage == 3 ? 3 * m : layout.zero_stage == 2 ? m + 1 : 2;
-  return halves * (n - 1) * (layers * l.latency_s + value_bytes / n / l.bytes_per_s);
+  const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
+  const double gathered = layout.zero_stage > 0 && layout.bf16 ? 0.5 : 1.0;
+  return (n - 1) * ((scatters + gathers) * layers * l.latency_s + (scatters + gathers * gathered) * value_bytes / n / l.bytes_per_s);
 }
 
 // The data groups with ranks on one host, which share its link when they cross hosts: one

@@ -60,6 +60,10 @@ void Backend::gemm_bf16(bool, bool, const Tensor&, const Tensor&, float, Tensor)
 
 void Backend::to_bf16(Tensor, Tensor) { DT_CHECK(false, "to_bf16 on {}: {}", device().str(), bf16_matmul_unavailable()); }
 
+void Backend::rounded_bf16(const Tensor&, Tensor) {
+  DT_CHECK(false, "rounded_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());
+}
+
 void Backend::from_bf16(const Tensor&, Tensor) {
   DT_CHECK(false, "from_bf16 on {}: {}", device().str(), bf16_matmul_unavailable());
 }

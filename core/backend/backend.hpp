@@ -133,6 +133,8 @@ class Backend {
   // packed into it at 2 bytes an element, in one pass. And back: y (float32) = x (bf16).
   // Where bf16_matmul_unavailable() is empty.
   virtual void to_bf16(Tensor x, Tensor packed);
+  // y = x rounded to bf16, x unchanged: as float32 (y f32) or packed (y bf16).
+  virtual void rounded_bf16(const Tensor& x, Tensor y);
   virtual void from_bf16(const Tensor& x, Tensor y);
   virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)

@@ -4,7 +4,7 @@
 //
 // Contracts: all_reduce is in place; reduce_scatter takes in (size x n) and leaves rank
 // r with block r (n) of the reduction; all_gather takes in (n) from every rank and gives
-// out (size x n), rank-major; broadcast copies root's tensor to every rank. An operation
+// out (size x n), rank-major, float32 or bf16 (a copy: ZeRO's values under bf16); broadcast copies root's tensor to every rank. An operation
 // a backend cannot do fails with the backend's name in the message.
 //
 // Every collective is counted here, once per call on this rank, whatever the backend does
@@ -63,6 +63,10 @@ class Communicator {
   virtual int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what);
   virtual void wait_send(int64_t id);
   virtual void recv(Tensor t, int peer, int tag, std::string_view what);
+
+  // An all_gather's types (float32 or bf16, the same in and out) and counts (out = size x in),
+  // for the backends' do_all_gather; `backend` names it in errors.
+  void check_gathered(const Tensor& in, const Tensor& out, const char* backend) const;
 
   // Everything counted on this rank since the communicator was made.
   const CommTraffic& traffic() const { return traffic_; }

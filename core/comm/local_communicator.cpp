@@ -88,14 +88,13 @@ void LocalCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp
 }
 
 void LocalCommunicator::do_all_gather(const Tensor& in, Tensor out) {
-  check_host_f32(in, "all_gather input");
-  check_host_f32(out, "all_gather output");
-  const int64_t n = in.numel();
-  DT_CHECK(out.numel() == n * size(), "all_gather: output {} is not {} x input {}", out.numel(), size(), n);
+  check_host(in, "all_gather input");
+  check_host(out, "all_gather output");
+  check_gathered(in, out, "local");
   group_->inputs_[static_cast<size_t>(rank_)] = in.data;
   group_->barrier();
   for (int r = 0; r < size(); ++r)
-    std::memcpy(static_cast<float*>(out.data) + n * r, group_->inputs_[static_cast<size_t>(r)], in.bytes());
+    std::memcpy(static_cast<char*>(out.data) + in.bytes() * static_cast<size_t>(r), group_->inputs_[static_cast<size_t>(r)], in.bytes());
   group_->barrier();
 }
 

@@ -335,11 +335,12 @@ void MpiCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp o
 }
 
 void MpiCommunicator::do_all_gather(const Tensor& in, Tensor out) {
-  check_f32(in, "all_gather input");
-  check_f32(out, "all_gather output");
-  DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out})
+    DT_CHECK(t->device.is_cpu(), "mpi communicator: all_gather of {} memory; it moves host (cpu) memory only", t->device.str());
+  check_gathered(in, out, "mpi");
+  const MPI_Datatype type = in.dtype == DType::bf16 ? MPI_UINT16_T : MPI_FLOAT;  // a copy: bits suffice
   run("all_gather", [&](MPI_Request* req) {
-    return MPI_Iallgather(in.data, static_cast<int>(in.numel()), MPI_FLOAT, out.data, static_cast<int>(in.numel()), MPI_FLOAT,
+    return MPI_Iallgather(in.data, static_cast<int>(in.numel()), type, out.data, static_cast<int>(in.numel()), type,
                           handle_->comm, req);
   });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <utility>
 
 #include "core/base/json.hpp"
 #include "core/layers/registry.hpp"
@@ -294,13 +295,58 @@ void Model::plan_gradients() {
 
 // A tied layer computes with its owner's variable too: gathered around it as its own.
 void Model::gather(size_t i) {
-  if (ties_[i] && ties_[i]->owner != kElsewhere) gatherer_->gather(ties_[i]->owner);
+  const bool tied = ties_[i] && ties_[i]->owner != kElsewhere;
+  if (tied) gatherer_->gather(ties_[i]->owner);
   gatherer_->gather(i);
+  if (precision_ != DType::bf16) return;
+  if (tied && !ranges_[ties_[i]->owner].empty()) {
+    // A tied head has no variables of its own (dense refuses a bias with tied_to); one
+    // binding holds the owner's.
+    DT_CHECK(ranges_[i].empty(), "tied layer '{}' has variables of its own", layers_[i]->name());
+    round_parameters(ranges_[ties_[i]->owner]);
+  } else {
+    round_parameters(ranges_[i]);
+  }
 }
 
 void Model::release(size_t i) {
   gatherer_->release(i);
   if (ties_[i] && ties_[i]->owner != kElsewhere) gatherer_->release(ties_[i]->owner);
+  if (!unrounded_.empty()) arena_.bind_values(0, std::exchange(unrounded_, Tensor{}));
+}
+
+// Nothing to do where the gatherer bound a rounded copy; rounded in place where it bound a
+// float32 copy; else the whole float32 values stay as they are and a rounded copy of the
+// range is bound in their place until release.
+void Model::round_parameters(Range r) {
+  if (r.empty()) return;
+  if (gatherer_->binding() == Binding::rounded_copy) return;
+  if (gatherer_->binding() == Binding::copy) {
+    backend_.to_bf16(arena_.bound_values(r), Tensor{});
+    return;
+  }
+  Buffer& copy = parameter_copy_owner_->parameter_copy_;
+  if (copy.empty()) {
+    static const std::string kPurpose = "a layer's parameters rounded to bf16";
+    const MemoryPurpose purpose(kPurpose);
+    copy = Buffer(backend_, Shape{largest_trainable_range()});
+  }
+  unrounded_ = arena_.values();
+  DT_CHECK(!unrounded_.empty(), "under bf16 a gatherer that binds no copies binds the whole values");
+  const Tensor rounded = copy.view().range(0, r.size());
+  backend_.rounded_bf16(unrounded_.range(r.begin, r.size()), rounded);
+  arena_.bind_values(r.begin, rounded);
+}
+
+int64_t Model::largest_trainable_range() const {
+  int64_t largest = 0;
+  for (const Range& r : ranges_) largest = std::max(largest, r.size());
+  return largest;
+}
+
+int64_t Model::parameter_copy_bytes() const {
+  if (precision_ != DType::bf16 || gatherer_->binding() != Binding::values || parameter_copy_owner_ != this) return 0;
+  return largest_trainable_range() * static_cast<int64_t>(dtype_size(ParamArena::kDType));
 }
 
 std::vector<Tensor> Model::layer_input_values(size_t i, bool read) {

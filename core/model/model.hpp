@@ -101,11 +101,18 @@ class Model {
   // forward just before its layers' backward, with the same step seed (the same dropout
   // masks). Throws UserError for a block layer that changes state in forward (batch norm).
   void set_recompute(bool on);
-  // train.precision: float32, or bf16: the layers' matrix products (dense, attention) take
-  // bf16-rounded operands, and every layer's output but the logits (which the loss reads)
-  // is rounded to bf16; all but this model's last output are kept at 2 bytes an element
-  // (activation_slots.hpp).
+  // train.precision: float32, or bf16: layers read their parameters rounded to bf16 (the
+  // gatherer's float32 values are the masters the update changes), the layers' matrix
+  // products (dense, attention) take bf16-rounded operands, and every layer's output but
+  // the logits (which the loss reads) is rounded to bf16; all but this model's last output
+  // are kept at 2 bytes an element (activation_slots.hpp).
   void set_precision(DType precision);
+  // Bytes of the buffer in which a layer reads its parameters rounded under bf16, where the
+  // gatherer binds the float32 values themselves (Binding::values; 0 otherwise, and for
+  // copies sharing one).
+  int64_t parameter_copy_bytes() const;
+  // Copies of one replica's model run one at a time: they round into `first`'s buffer.
+  void share_parameter_copy(Model& first) { parameter_copy_owner_ = &first; }
 
   ParamArena& params() { return arena_; }
   const ParamArena& params() const { return arena_; }
@@ -146,6 +153,9 @@ class Model {
   std::vector<Tensor> layer_input_grads(size_t i, size_t last, std::vector<bool>& written, std::vector<Tensor>& add_into);
   void gather(size_t i);
   void release(size_t i);
+  // Under bf16: the gathered parameters of arena range r rounded, see set_precision().
+  void round_parameters(Range r);
+  int64_t largest_trainable_range() const;
   // origin: each layer's index in the spec (a tensor_gather's: the layer it gathers for).
   void place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin);
   void setup_layers(const ModelSpec& spec, const std::vector<size_t>& origin);
@@ -214,6 +224,9 @@ class Model {
   Tensor input_;
   std::vector<Buffer> acts_;  // (N, shapes_[i]...), bf16 where kept_in_bf16
   DType precision_ = DType::f32;
+  Buffer parameter_copy_;  // (largest layer's range) its parameters rounded to bf16
+  Model* parameter_copy_owner_ = this;  // whose parameter_copy_ this model rounds into
+  Tensor unrounded_;  // the whole values, bound again at release
   ActivationSlots copy_plan_;
   std::vector<Buffer> copy_slots_;  // (N x copy_plan_.elements[s])
   const std::vector<int>* pass_slots_ = nullptr;  // the running pass's copy_plan_ slots

@@ -17,6 +17,11 @@
 //   bytes()                bytes of trainable values this replica holds.
 //   collective()           gather/release communicate, so a replica without examples must
 //                          still make them (Model::forward_without_examples).
+//   binding()              what gather(i) binds: the values themselves, bound whole (under
+//                          bf16 the model binds a rounded copy in their place); a float32
+//                          copy the model may change until release(i) (under bf16 it rounds
+//                          it in place); or a copy already rounded to bf16.
+//   host_bytes()           bytes of own() kept in host memory (offloaded masters).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,6 +31,8 @@
 #include "core/tensor/param_arena.hpp"
 
 namespace distrain {
+
+enum class Binding { values, copy, rounded_copy };
 
 class ParamGatherer {
  public:
@@ -38,6 +45,8 @@ class ParamGatherer {
   virtual Tensor own() const = 0;
   virtual int64_t bytes() const = 0;
   virtual bool collective() const = 0;
+  virtual Binding binding() const { return Binding::values; }
+  virtual int64_t host_bytes() const { return 0; }
 };
 
 // Every replica keeps all values, bound once for the whole arena; nothing happens per layer

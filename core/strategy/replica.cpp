@@ -116,6 +116,7 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
         ModelSeams{std::make_unique<SharedValues>(p.values()), std::make_unique<SharedGradients>(p.grads())}, group,
         place_.part));
     copies_.back()->params().share_state(p.state());
+    copies_.back()->share_parameter_copy(*copies_[0]);
   }
   for (auto& copy : copies_) {
     copy->set_recompute(recipe.train.recompute_blocks);

@@ -110,10 +110,10 @@ void sum_over_workers(std::vector<StepResult>& steps, Communicator& world) {
     steps[i].stats = LossStats{v[3 * i], static_cast<int64_t>(v[3 * i + 1]), static_cast<int64_t>(v[3 * i + 2])};
 }
 
-TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model) {
+TrafficTheory gradient_traffic(const std::string& ops, double passes, int n, const Model& model) {
   int64_t gradient_bytes = 0;
   for (const Range& r : model.trainable_ranges()) gradient_bytes += r.size() * static_cast<int64_t>(dtype_size(ParamArena::kDType));
-  const std::string factor = passes == 1 ? "" : std::to_string(passes);
+  const std::string factor = passes == 1 ? "" : fmt::format("{:g}", passes);
   return {fmt::format("{}: {}(N-1)/N x G", ops, factor), passes * static_cast<double>(gradient_bytes) * (n - 1) / n};
 }
 

@@ -48,8 +48,9 @@ struct TrafficTheory {
   std::string formula;
   double bytes = 0;
 };
-// `passes` (N-1)/N of the gradient bytes of `model`, as `ops` do over n replicas.
-TrafficTheory gradient_traffic(const std::string& ops, int passes, int n, const Model& model);
+// `passes` (N-1)/N of the gradient bytes of `model`, as `ops` do over n replicas (a pass in
+// bf16 counts 0.5).
+TrafficTheory gradient_traffic(const std::string& ops, double passes, int n, const Model& model);
 
 // One pipeline stage in the last step: the share of its time spent waiting for its
 // neighbours, and the activations it holds at once (for `distrain bench`).
@@ -100,9 +101,9 @@ class Strategy {
   // What a replica holds: what its model's gatherer and reducer keep (everything when
   // replicated, a shard and a bucket when sharded) and its optimizer's slots.
   virtual MemoryUse memory_per_replica(int64_t per_replica_batch) {
-    int64_t slots = 0, offloaded = 0;
+    int64_t slots = 0, offloaded = model().gatherer().host_bytes();
     for (const auto& [name, t] : optimizer().slots()) (t.device == Device::host() ? offloaded : slots) += static_cast<int64_t>(t.bytes());
-    return MemoryUse{model().gatherer().bytes() + static_cast<int64_t>(model().params().state().bytes()),
+    return MemoryUse{model().gatherer().bytes() + model().parameter_copy_bytes() + static_cast<int64_t>(model().params().state().bytes()),
                      model().reducer().bytes() + model().tied_gradient_bytes(), slots, model().activation_bytes(per_replica_batch),
                      offloaded};
   }

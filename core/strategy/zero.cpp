@@ -49,12 +49,15 @@ class ShardedModelState final : public ModelState {
 };
 
 // The one place the stage matters: which gatherer and reducer each replica's model gets.
-MultiReplicaStrategy::SeamFactory seams_for_stage(int64_t stage) {
-  return [stage](Communicator& all) {
+// Under bf16 the gatherers keep bf16 copies beside float32 masters (zero_gatherers.hpp).
+MultiReplicaStrategy::SeamFactory seams_for(const Recipe& recipe) {
+  const bool bf16 = recipe.train.matmul_dtype == DType::bf16;
+  const ShardedValues how{bf16, bf16 && recipe.strategy.offload_optimizer};
+  return [stage = recipe.strategy.zero_stage, how](Communicator& all) {
     switch (stage) {
-      case 1: return ModelSeams{std::make_unique<GatherUpdates>(all), std::make_unique<ScatterAtFlush>(all)};
-      case 2: return ModelSeams{std::make_unique<GatherUpdates>(all), std::make_unique<ShardingReducer>(all)};
-      default: return ModelSeams{std::make_unique<ShardGatherer>(all), std::make_unique<ShardingReducer>(all)};
+      case 1: return ModelSeams{std::make_unique<GatherUpdates>(all, how), std::make_unique<ScatterAtFlush>(all)};
+      case 2: return ModelSeams{std::make_unique<GatherUpdates>(all, how), std::make_unique<ShardingReducer>(all)};
+      default: return ModelSeams{std::make_unique<ShardGatherer>(all, how), std::make_unique<ShardingReducer>(all)};
     }
   };
 }
@@ -62,7 +65,7 @@ MultiReplicaStrategy::SeamFactory seams_for_stage(int64_t stage) {
 class Zero final : public MultiReplicaStrategy {
  public:
   explicit Zero(const Recipe& recipe)
-      : MultiReplicaStrategy(recipe, World::when_launched, seams_for_stage(recipe.strategy.zero_stage)),
+      : MultiReplicaStrategy(recipe, World::when_launched, seams_for(recipe)),
         state_(*this),
         sharded_state_(*this) {
     DT_USER_CHECK(!world() || local_replicas() == 1, "{}: zero under mpirun takes one device per worker (strategy.devices), got {}",
@@ -71,29 +74,38 @@ class Zero final : public MultiReplicaStrategy {
     shards_ = ShardLayout(model().trainable_ranges(), num_replicas());
     for (int r = 0; r < local_replicas(); ++r)
       updates_.emplace_back(recipe, replica(r).model(), replica(r).backend(), &shards_, first_local_replica() + r);
-    // Whole parameters (stages 1, 2) are read and written as any replicated model's, and
-    // replicas must keep them equal; sharded ones (3) have no full copy to read or compare.
+    // Whole parameters (stages 1, 2 in float32) are read and written as any replicated
+    // model's, and replicas must keep them equal; sharded ones (3, or masters beside bf16
+    // copies) have no full float32 copy to read or compare.
     whole_values_ = p.values().numel() == p.trainable_arena_size();
     model_state_ = whole_values_ ? &MultiReplicaStrategy::model_state() : &sharded_state_;
+    if (model().gatherer().binding() == Binding::rounded_copy)
+      masters_ = model().gatherer().host_bytes() ? " (float32 masters in host memory, bf16 copies shared)"
+                                                 : " (float32 masters, bf16 copies shared)";
   }
 
   std::string name() const override { return "zero"; }
   std::string describe() const override {
     const char* what[] = {"", "optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters"};
     const int64_t stage = spec().zero_stage;
-    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded layer by layer, {} parameters per replica", stage,
+    return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded layer by layer, {} parameters per replica{}", stage,
                        num_replicas(),
                        workers() > 1 ? fmt::format("{} MPI workers", workers()) : fmt::format("{}", fmt::join(spec().devices, ", ")),
-                       what[stage], shards_.size());
+                       what[stage], shards_.size(), masters_);
   }
   Optimizer& optimizer() override { return updates_[0].optimizer(); }
   OptimizerState& optimizer_state() override { return state_; }
   ModelState& model_state() override { return *model_state_; }
   // Stages 1 and 2 reduce-scatter gradients and all-gather updated values; stage 3 gathers
-  // each layer's values twice (forward, backward) instead of once after the update.
+  // each layer's values twice (forward, backward) instead of once after the update. Under
+  // bf16 the values move in bf16, half the bytes.
   TrafficTheory traffic_theory() override {
-    return spec().zero_stage < 3 ? gradient_traffic("reduce_scatter + all_gather", 2, num_replicas(), model())
-                                 : gradient_traffic("reduce_scatter + 2 all_gather", 3, num_replicas(), model());
+    const bool bf16 = model().gatherer().binding() == Binding::rounded_copy;
+    const double gather = bf16 ? 0.5 : 1.0;
+    const char* in = bf16 ? " in bf16" : "";
+    return spec().zero_stage < 3
+               ? gradient_traffic(fmt::format("reduce_scatter + all_gather{}", in), 1 + gather, num_replicas(), model())
+               : gradient_traffic(fmt::format("reduce_scatter + 2 all_gather{}", in), 1 + 2 * gather, num_replicas(), model());
   }
   // Batch-norm state (and whole parameters) come from replica 0; each shard keeps its own
   // slots (and sharded parameters, written through model_state()).
@@ -144,13 +156,18 @@ class Zero final : public MultiReplicaStrategy {
   void read_sharded(const Variable& v, const ShardOf& shard, std::vector<float>& out) {
     const int64_t n = v.shape.numel();
     out.assign(static_cast<size_t>(n), 0.0f);
-    for (int r = 0; r < local_replicas(); ++r)
-      download_owned(replica(r).backend(), shards_, first_local_replica() + r, shard(r), v, out.data());
+    for (int r = 0; r < local_replicas(); ++r) {  // a shard may be in host memory (bf16 masters, offloaded)
+      const Tensor s = shard(r);
+      download_owned(backend_for(s.device), shards_, first_local_replica() + r, s, v, out.data());
+    }
     if (world()) world()->all_reduce(host_tensor(out.data(), n), ReduceOp::sum);
   }
   // Each local replica keeps the pieces of v it owns.
   void write_sharded(const Variable& v, const ShardOf& shard, const std::vector<float>& in) {
-    for (int r = 0; r < local_replicas(); ++r) upload_owned(replica(r).backend(), shards_, first_local_replica() + r, in.data(), shard(r), v);
+    for (int r = 0; r < local_replicas(); ++r) {
+      const Tensor s = shard(r);
+      upload_owned(backend_for(s.device), shards_, first_local_replica() + r, in.data(), s, v);
+    }
   }
 
   ShardedOptimizerState state_;
@@ -159,6 +176,7 @@ class Zero final : public MultiReplicaStrategy {
   ShardLayout shards_;
   std::deque<ModelUpdate> updates_;  // replica r: slots for its shard only
   bool whole_values_ = true;
+  const char* masters_ = "";  // for describe()
 };
 
 std::string ShardedOptimizerState::type() const { return z_.optimizer().type(); }

@@ -14,18 +14,25 @@ MemoryUse zero_memory_per_replica(const Recipe& recipe, int replicas) {
   const ShardLayout layout(m.trainable_ranges(), replicas);
   const int64_t arena = m.params().trainable_arena_size(), shard = layout.size(), bucket = layout.bucket_size();
   const int64_t stage = recipe.strategy.zero_stage;
+  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
+  const auto half = static_cast<int64_t>(dtype_size(DType::bf16));
+  const bool offload = recipe.strategy.offload_optimizer, bf16 = recipe.train.matmul_dtype == DType::bf16;
   // GatherUpdates (stages 1, 2): whole values, aligned per replica, and the shard;
-  // ShardGatherer (3): the shard and one layer's bucket.
-  const int64_t values = stage < 3 ? arena + ParamArena::kAlign * replicas + shard : shard + bucket;
+  // ShardGatherer (3): the shard and one layer's bucket. Under bf16 (zero_gatherers.hpp)
+  // the whole values or the bucket are also (or only) in bf16, with a chunk's staging, and
+  // the shard (the masters) may be in host memory.
+  const int64_t whole = arena + ParamArena::kAlign * replicas, chunk = bucket / std::max(1, replicas);
+  const int64_t masters = bf16 && offload ? 0 : shard * element;
+  int64_t values = (stage < 3 ? whole + shard : shard + bucket) * element;
+  if (bf16)
+    values = masters + chunk * half + (stage < 3 ? whole * half + m.parameter_copy_bytes() : bucket * (element + half));
   // ScatterAtFlush (1): whole gradients, the shard and a bucket; ShardingReducer (2, 3):
   // the shard, a bucket and one chunk of it reduced.
   const int64_t gradients = stage == 1 ? arena + shard + bucket : shard + bucket + bucket / std::max(1, replicas);
-  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * shard * element;
-  const bool offload = recipe.strategy.offload_optimizer;
-  return MemoryUse{values * element + m.params().state().numel() * element,
+  return MemoryUse{values + m.params().state().numel() * element,
                    gradients * element + m.tied_gradient_bytes(), offload ? 0 : slots,
-                   m.activation_bytes(recipe.strategy.per_replica_batch), offload ? slots : 0};
+                   m.activation_bytes(recipe.strategy.per_replica_batch), (offload ? slots : 0) + (bf16 && offload ? shard * element : 0)};
 }
 
 }  // namespace distrain

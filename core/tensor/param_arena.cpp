@@ -96,6 +96,12 @@ void ParamArena::bind_values(int64_t begin, Tensor storage) {
   values_ = storage;
 }
 
+Tensor ParamArena::bound_values(Range r) const {
+  DT_CHECK(!values_.empty() && r.begin >= values_begin_ && r.end <= values_begin_ + values_.numel(),
+           "values [{}, {}) requested outside the bound range [{}, {})", r.begin, r.end, values_begin_, values_begin_ + values_.numel());
+  return values_.range(r.begin - values_begin_, r.size());
+}
+
 void ParamArena::bind_grads(int64_t begin, Tensor storage) {
   grads_begin_ = begin;
   grads_ = storage;

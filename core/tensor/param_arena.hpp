@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/range.hpp"
 #include "core/tensor/buffer.hpp"
 #include "core/tensor/tensor_slice.hpp"
 
@@ -80,6 +81,8 @@ class ParamArena {
   // All trainable values (gradients) when storage for the whole arena is bound, else an
   // empty tensor (numel 0).
   Tensor values() const { return whole(values_begin_, values_); }
+  // The bound values of arena range r (which the bound storage must cover).
+  Tensor bound_values(Range r) const;
   Tensor grads() const { return whole(grads_begin_, grads_); }
   Tensor state() const { return shared_state_.empty() ? state_.view() : shared_state_; }
   const std::vector<Variable>& variables() const { return variables_; }

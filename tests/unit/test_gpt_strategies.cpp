@@ -262,7 +262,8 @@ TEST_CASE("gpt: accumulate_steps = 2 under one_device, mirrored, central_storage
   }
 }
 
-TEST_CASE("gpt: exact resume, one_device and mirrored with attention dropout, stopped mid-epoch, ends bitwise identical") {
+// zero 2 under bf16 checkpoints its float32 masters and makes its bf16 copies from them again.
+TEST_CASE("gpt: exact resume, one_device, mirrored and zero 2 in bf16 with attention dropout, stopped mid-epoch, ends bitwise identical") {
   const fs::path tmp = fs::temp_directory_path();
   // 1,200 characters: 1,080 train (67 windows of 16, 9 batches of 8, the last of 3) and
   // 120 validate; 2 epochs are 18 steps, a checkpoint every 4.
@@ -272,11 +273,14 @@ TEST_CASE("gpt: exact resume, one_device and mirrored with attention dropout, st
     const char* strategy;
     const char* devices;
     int per_replica;
+    const char* keys = "";   // strategy
+    const char* train = "";  // train
   };
-  for (const Layout& run : {Layout{"one_device", "\"cpu:0\"", 8}, Layout{"mirrored", "\"cpu:0\", \"cpu:1\"", 4}}) {
+  for (const Layout& run : {Layout{"one_device", "\"cpu:0\"", 8}, Layout{"mirrored", "\"cpu:0\", \"cpu:1\"", 4},
+                            Layout{"zero", "\"cpu:0\", \"cpu:1\"", 4, "stage = 2", "precision = \"bf16\"\n"}}) {
     INFO(run.strategy);
-    const Recipe recipe =
-        parse_recipe(gpt_recipe(text, run.strategy, run.devices, run.per_replica, "", 0.1, schedule), "gpt_resume.toml");
+    const Recipe recipe = parse_recipe(
+        gpt_recipe(text, run.strategy, run.devices, run.per_replica, run.keys, 0.1, run.train + schedule), "gpt_resume.toml");
     const fs::path a = tmp / "distrain_gpt_resume_a", b = tmp / "distrain_gpt_resume_b";
     fs::remove_all(a);
     fs::remove_all(b);
@@ -458,6 +462,46 @@ TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and z
   CHECK(moved > 1e-5 * scale);  // float32 strategies agree within 1e-5 of the largest weight
   check_close(single16.weights, zero16.weights, 1e-4);  // 3.3e-6 measured
   CHECK(zero16.loss == doctest::Approx(single16.loss).epsilon(1e-3));
+}
+
+// Under bf16 zero keeps float32 masters of each shard (in host memory with offload_optimizer)
+// and shares their bf16 rounding: stages 1 and 2 hold the whole values in bf16, stage 3
+// gathers each layer in bf16. Every layout reads the same rounded parameters (one_device
+// rounds a copy of each layer's as it runs), so each stage keeps to one_device in bf16, and
+// offloaded masters update bitwise as on the device.
+TEST_CASE("gpt: zero under bf16 keeps float32 masters and shares bf16 copies: near one_device, offload bitwise, fewer bytes") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  const std::string f32 = "steps = 5\nvalidate = false", bf16 = f32 + "\nprecision = \"bf16\"";
+  const auto single = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, bf16),
+                                      (tmp / "distrain_gpt_bf16_one").string());
+  for (const char* stage : {"stage = 1", "stage = 2", "stage = 3"}) {
+    INFO(stage);
+    const std::string offload = std::string(stage) + "\noffload_optimizer = true";
+    const auto device = train_from_text(gpt_recipe(text, "zero", cpu_devices(2), 4, stage, 0.0, bf16),
+                                        (tmp / "distrain_gpt_bf16_z").string());
+    const auto host = train_from_text(gpt_recipe(text, "zero", cpu_devices(2), 4, offload, 0.0, bf16),
+                                      (tmp / "distrain_gpt_bf16_zo").string());
+    check_close(single.weights, device.weights, 1e-4);
+    CHECK(device.weights == host.weights);
+    CHECK(device.loss == doctest::Approx(single.loss).epsilon(1e-3));
+
+    const auto built = [&](const std::string& keys, const std::string& train) {
+      return make_strategy(parse_recipe(gpt_recipe(text, "zero", cpu_devices(2), 4, keys, 0.0, train), "z.toml"));
+    };
+    const auto s32 = built(stage, f32), s16 = built(stage, bf16), off16 = built(offload, bf16);
+    const Tensor masters = off16->model().gatherer().own();
+    CHECK(masters.device == Device::host());
+    CHECK(masters.dtype == DType::f32);
+    CHECK(s16->model().gatherer().own().device != Device::host());
+    const MemoryUse a = s32->memory_per_replica(4), b = s16->memory_per_replica(4), c = off16->memory_per_replica(4);
+    const auto shard = static_cast<int64_t>(masters.bytes());
+    CHECK(c.parameters == b.parameters - shard);
+    CHECK(c.offloaded == b.optimizer + shard);
+    // Whole values at 2 bytes instead of 4 (stages 1, 2); stage 3 holds a bf16 bucket more
+    // but no masters once they are offloaded.
+    CHECK((std::string(stage) == "stage = 3" ? c.parameters : b.parameters) < a.parameters);
+  }
 }
 
 // Under bf16 every layer's output but the head's is rounded as it is made and kept at 2

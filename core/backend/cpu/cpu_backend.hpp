@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   std::string bf16_matmul_unavailable() const override;
   std::string bf16_matmul_emulated() const override;
   void to_bf16(Tensor x, Tensor packed) override;
+  void rounded_bf16(const Tensor& x, Tensor y) override;
   void from_bf16(const Tensor& x, Tensor y) override;
   void add_bias(Tensor y, const Tensor& bias) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;

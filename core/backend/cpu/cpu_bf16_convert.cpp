@@ -61,6 +61,20 @@ void CpuBackend::to_bf16(Tensor x, Tensor packed) {
   by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_pack_bf16(px + at, py + at, n); });
 }
 
+void CpuBackend::rounded_bf16(const Tensor& x, Tensor y) {
+  check_same_numel(x, y);
+  DT_CHECK(x.dtype == DType::f32 && (y.dtype == DType::f32 || y.dtype == DType::bf16), "rounded_bf16 of {} into {}",
+           dtype_name(x.dtype), dtype_name(y.dtype));
+  const float* px = x.f32();
+  if (y.dtype == DType::f32) {
+    float* py = y.f32();
+    by_tiles(x.numel(), [&](int64_t at, int64_t n) { round_bf16(px + at, py + at, n); });
+    return;
+  }
+  auto* py = static_cast<uint16_t*>(y.data);
+  by_tiles(x.numel(), [&](int64_t at, int64_t n) { pack_bf16(px + at, py + at, n); });
+}
+
 void CpuBackend::from_bf16(const Tensor& x, Tensor y) {
   check_same_numel(x, y);
   DT_CHECK(x.dtype == DType::bf16, "from_bf16 of {}", dtype_name(x.dtype));

@@ -125,11 +125,12 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp 
 }
 
 void NcclCommunicator::do_all_gather(const Tensor& in, Tensor out) {
-  check_gpu_f32(in, "all_gather input");
-  check_gpu_f32(out, "all_gather output");
-  DT_CHECK(out.numel() == in.numel() * size_, "all_gather: output {} is not {} x input {}", out.numel(), size_, in.numel());
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out})
+    DT_CHECK(t->device.is_cuda(), "nccl communicator: all_gather of {} memory; it moves cuda memory only", t->device.str());
+  check_gathered(in, out, "nccl");
   impl_->begin();
-  DT_NCCL(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclFloat, impl_->comm, impl_->stream));
+  DT_NCCL(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), in.dtype == DType::bf16 ? ncclBfloat16 : ncclFloat, impl_->comm,
+                          impl_->stream));
   impl_->end();
 }
 
