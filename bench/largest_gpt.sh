@@ -28,6 +28,8 @@ layouts=(
   "mesh pipeline 4 (1F1B, 4 micro-batches)|strategy.name=mesh strategy.pipeline=4 strategy.micro_batches=4"
   "tensor 4 + sequence parallel + recompute + offload|strategy.name=mesh strategy.tensor=4 strategy.sequence_parallel=true train.recompute=blocks strategy.offload_optimizer=true"
   "one_device, bf16|train.precision=bf16"
+  "zero stage 3, bf16|strategy.name=zero strategy.stage=3 $four strategy.per_replica_batch=1 train.precision=bf16"
+  "zero 3 + offload + recompute, bf16|strategy.name=zero strategy.stage=3 $four strategy.per_replica_batch=1 strategy.offload_optimizer=true train.recompute=blocks train.precision=bf16"
   "mesh tensor 4, bf16|strategy.name=mesh strategy.tensor=4 train.precision=bf16"
   "mesh pipeline 4 (1F1B, 4 micro-batches), bf16|strategy.name=mesh strategy.pipeline=4 strategy.micro_batches=4 train.precision=bf16"
   "tensor 4 + sequence parallel + recompute + offload, bf16|strategy.name=mesh strategy.tensor=4 strategy.sequence_parallel=true train.recompute=blocks strategy.offload_optimizer=true train.precision=bf16"

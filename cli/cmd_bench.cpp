@@ -177,12 +177,13 @@ double axpby_bandwidth() {
   return best;
 }
 
-// Adam's update figures: its parameters (its slots' bytes / 8 per local replica) and place.
+// Adam's update figures: its parameters (a moment's elements per local replica) and place.
 void take_update_figures(Strategy& strategy, Measured& m) {
   const std::string type = strategy.optimizer().type();
   if (type != "adam" && type != "adamw") return;
-  m.updated = (m.memory.optimizer + m.memory.offloaded) / 8 * strategy.local_replicas();
-  m.update_place = m.memory.offloaded ? "in host memory" : "on the device";
+  const Tensor moment = strategy.optimizer().slot("m");
+  m.updated = moment.numel() * strategy.local_replicas();
+  m.update_place = moment.device == Device::host() ? "in host memory" : "on the device";
   m.reference_gbps = axpby_bandwidth();
 }
 

@@ -60,6 +60,12 @@ void print_memory_note(const Recipe& recipe) {
                "reduce-scatter (gradients), and its shard of the updated parameters (parameters)\n");
 }
 
+// What strategy.offload_optimizer puts in host memory.
+const char* offloaded_what(const Recipe& recipe) {
+  const bool masters = recipe.strategy.name == "zero" && recipe.train.matmul_dtype == DType::bf16;
+  return masters ? "the optimizer state and the float32 master weights" : "the optimizer state";
+}
+
 // What a run of this recipe is, with `replicas` data-parallel replicas: its data, batch,
 // steps, optimizer, rate, loss, precision and checkpoints.
 void print_run(const Recipe& recipe, const Splits& data, const std::string& strategy, int replicas,
@@ -89,8 +95,9 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
              recipe.loss.from_logits ? " (from logits)" : "");
   fmt::print("precision   {}\n", recipe.train.matmul_dtype == DType::bf16
                                         ? "bf16 operands in dense and attention matrix products, float32 accumulation; "
-                                          "layer outputs kept in bf16 (float32 copies while read); weights, "
-                                          "optimizer state, losses and checkpoints float32"
+                                          "layer outputs kept in bf16 (float32 copies while read); layers read "
+                                          "their weights rounded to bf16; master weights, gradients, optimizer "
+                                          "state, losses and checkpoints float32"
                                         : "float32");
   fmt::print("checkpoint  {} (every {} epoch(s), every {} step(s), keep {})\n", recipe.checkpoint.dir,
              recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
@@ -136,7 +143,7 @@ void register_check(CLI::App& app) {
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
     fmt::print("memory      per replica: parameters {}, gradients {}, optimizer {}, activations {}{}; device total {}\n",
                format_mib(mem.parameters), format_mib(mem.gradients), format_mib(mem.optimizer), format_mib(mem.activations),
-               mem.offloaded ? fmt::format(" (optimizer state in host memory: {})", format_mib(mem.offloaded)) : "",
+               mem.offloaded ? fmt::format(" (in host memory: {}, {})", format_mib(mem.offloaded), offloaded_what(recipe)) : "",
                format_mib(mem.device_total()));
     print_memory_note(recipe);
     fmt::print("model\n{}\n", strategy->model().summary());

@@ -107,6 +107,9 @@ class Dense final : public Layer {
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);         // each slice of the units contributes
   }
 
+  // Without a bias the kernel (or a tied table) is read by products only.
+  bool reads_parameters_rounded(bool) const override { return !use_bias_ && matmul_dtype() == DType::bf16; }
+
  private:
   bool tied() const { return !tied_to_.empty(); }
 

@@ -47,6 +47,9 @@ class Embedding final : public Layer {
     return Shape{in[0] / p.degree, width_};
   }
 
+  // Its output is rows of the table (summed with zeros when split by vocabulary).
+  bool reads_parameters_rounded(bool output_rounded) const override { return output_rounded; }
+
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     if (!split_) return ctx.backend.embedding(table_.value(), in, out);
     if (!sequence_) {

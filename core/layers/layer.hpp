@@ -140,6 +140,10 @@ class Layer {
   // Bytes a layer allocates only while its forward or backward runs, at most (sequence
   // parallelism's gathered sequences): the model counts the largest layer's.
   virtual int64_t transient_bytes(int64_t) const { return 0; }
+  // Under train.precision = "bf16" every read of this layer's parameters rounds them anyway:
+  // a bf16 product's operand, or rows copied unchanged to an output that the model rounds
+  // as it is made (`output_rounded`). Then the model need not round a copy for it.
+  virtual bool reads_parameters_rounded(bool /*output_rounded*/) const { return false; }
   // Frees what forward keeps for backward (workspace_bytes): under recomputation the model
   // reruns the forward before the backward, which makes it again.
   virtual void release_workspace() {}

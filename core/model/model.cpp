@@ -298,15 +298,24 @@ void Model::gather(size_t i) {
   const bool tied = ties_[i] && ties_[i]->owner != kElsewhere;
   if (tied) gatherer_->gather(ties_[i]->owner);
   gatherer_->gather(i);
-  if (precision_ != DType::bf16) return;
-  if (tied && !ranges_[ties_[i]->owner].empty()) {
-    // A tied head has no variables of its own (dense refuses a bias with tied_to); one
-    // binding holds the owner's.
-    DT_CHECK(ranges_[i].empty(), "tied layer '{}' has variables of its own", layers_[i]->name());
-    round_parameters(ranges_[ties_[i]->owner]);
-  } else {
-    round_parameters(ranges_[i]);
-  }
+  if (rounds_parameters(i)) round_parameters(read_range(i));
+}
+
+// A tied head has no variables of its own (dense refuses a bias with tied_to): it reads
+// its owner's.
+Range Model::read_range(size_t i) const {
+  if (!ties_[i] || ties_[i]->owner == kElsewhere || ranges_[ties_[i]->owner].empty()) return ranges_[i];
+  DT_CHECK(ranges_[i].empty(), "tied layer '{}' has variables of its own", layers_[i]->name());
+  return ranges_[ties_[i]->owner];
+}
+
+bool Model::output_rounded(size_t i) const {
+  return precision_ == DType::bf16 && (i + 1 < layers_.size() || !output_is_logits_);
+}
+
+// Under bf16, unless the layer's reads round them anyway (Layer::reads_parameters_rounded).
+bool Model::rounds_parameters(size_t i) const {
+  return precision_ == DType::bf16 && !layers_[i]->reads_parameters_rounded(output_rounded(i));
 }
 
 void Model::release(size_t i) {
@@ -329,7 +338,7 @@ void Model::round_parameters(Range r) {
   if (copy.empty()) {
     static const std::string kPurpose = "a layer's parameters rounded to bf16";
     const MemoryPurpose purpose(kPurpose);
-    copy = Buffer(backend_, Shape{largest_trainable_range()});
+    copy = Buffer(backend_, Shape{largest_rounded_range()});
   }
   unrounded_ = arena_.values();
   DT_CHECK(!unrounded_.empty(), "under bf16 a gatherer that binds no copies binds the whole values");
@@ -338,15 +347,16 @@ void Model::round_parameters(Range r) {
   arena_.bind_values(r.begin, rounded);
 }
 
-int64_t Model::largest_trainable_range() const {
+int64_t Model::largest_rounded_range() const {
   int64_t largest = 0;
-  for (const Range& r : ranges_) largest = std::max(largest, r.size());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (rounds_parameters(i)) largest = std::max(largest, read_range(i).size());
   return largest;
 }
 
 int64_t Model::parameter_copy_bytes() const {
-  if (precision_ != DType::bf16 || gatherer_->binding() != Binding::values || parameter_copy_owner_ != this) return 0;
-  return largest_trainable_range() * static_cast<int64_t>(dtype_size(ParamArena::kDType));
+  if (gatherer_->binding() != Binding::values || parameter_copy_owner_ != this) return 0;
+  return largest_rounded_range() * static_cast<int64_t>(dtype_size(ParamArena::kDType));
 }
 
 std::vector<Tensor> Model::layer_input_values(size_t i, bool read) {
@@ -466,7 +476,7 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   if (clock_ && timed) clock_->start();
   const Tensor out = output_for_write(i);
   layers_[i]->forward_inputs(ctx, layer_input_values(i, true), out);
-  if (precision_ == DType::bf16 && (i + 1 < layers_.size() || !output_is_logits_)) {
+  if (output_rounded(i)) {
     // What later layers read is what backward reads: rounded.
     backend_.to_bf16(out, kept_in_bf16(i) ? acts_[i].view() : Tensor{});
   }

@@ -109,7 +109,7 @@ class Model {
   void set_precision(DType precision);
   // Bytes of the buffer in which a layer reads its parameters rounded under bf16, where the
   // gatherer binds the float32 values themselves (Binding::values; 0 otherwise, and for
-  // copies sharing one).
+  // copies sharing one): the largest of the layers whose reads do not round them anyway.
   int64_t parameter_copy_bytes() const;
   // Copies of one replica's model run one at a time: they round into `first`'s buffer.
   void share_parameter_copy(Model& first) { parameter_copy_owner_ = &first; }
@@ -155,7 +155,12 @@ class Model {
   void release(size_t i);
   // Under bf16: the gathered parameters of arena range r rounded, see set_precision().
   void round_parameters(Range r);
-  int64_t largest_trainable_range() const;
+  // The arena range layer i reads; whether the model rounds a copy of it for the layer
+  // under bf16, and whether it rounds the layer's output as it is made.
+  Range read_range(size_t i) const;
+  bool rounds_parameters(size_t i) const;
+  bool output_rounded(size_t i) const;
+  int64_t largest_rounded_range() const;
   // origin: each layer's index in the spec (a tensor_gather's: the layer it gathers for).
   void place_on_tensor_axis(const TensorGroup& tensor, const ModelSpec& spec, std::vector<size_t>& origin);
   void setup_layers(const ModelSpec& spec, const std::vector<size_t>& origin);
