@@ -116,7 +116,8 @@ RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& 
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
   const bool offload = recipe.strategy.offload_optimizer;
-  return RankBytes{values + state + extra + m.parameter_copy_bytes(), values + extra + m.tied_gradient_bytes(), offload ? 0 : slots,
+  return RankBytes{values + state + extra + m.parameter_copy_bytes(), values + extra + m.tied_gradient_bytes(),
+                   offload ? 0 : slots,
                    stage_activation_bytes(m, place, recipe.strategy.per_replica_batch), offload ? slots : 0, values};
 }
 

@@ -126,7 +126,8 @@ double zero_collectives_s(const Link& l, const Model& whole, double value_bytes,
   const auto m = static_cast<double>(layout.micro_batches);
   const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
   const double gathered = layout.zero_stage > 0 && layout.bf16 ? 0.5 : 1.0;
-  return (n - 1) * ((scatters + gathers) * layers * l.latency_s + (scatters + gathers * gathered) * value_bytes / n / l.bytes_per_s);
+  const double latency = (scatters + gathers) * layers * l.latency_s;
+  return (n - 1) * (latency + (scatters + gathers * gathered) * value_bytes / n / l.bytes_per_s);
 }
 
 // The data groups with ranks on one host, which share its link when they cross hosts: one

@@ -4,8 +4,9 @@
 //
 // Contracts: all_reduce is in place; reduce_scatter takes in (size x n) and leaves rank
 // r with block r (n) of the reduction; all_gather takes in (n) from every rank and gives
-// out (size x n), rank-major, float32 or bf16 (a copy: ZeRO's values under bf16); broadcast copies root's tensor to every rank. An operation
-// a backend cannot do fails with the backend's name in the message.
+// out (size x n), rank-major, float32 or bf16 (a copy: ZeRO's values under bf16);
+// broadcast copies root's tensor to every rank. An operation a backend cannot do fails
+// with the backend's name in the message.
 //
 // Every collective is counted here, once per call on this rank, whatever the backend does
 // underneath (traffic()), so that `distrain bench` can set bytes moved beside the theory.

@@ -93,8 +93,10 @@ void LocalCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   check_gathered(in, out, "local");
   group_->inputs_[static_cast<size_t>(rank_)] = in.data;
   group_->barrier();
-  for (int r = 0; r < size(); ++r)
-    std::memcpy(static_cast<char*>(out.data) + in.bytes() * static_cast<size_t>(r), group_->inputs_[static_cast<size_t>(r)], in.bytes());
+  for (int r = 0; r < size(); ++r) {
+    const auto i = static_cast<size_t>(r);
+    std::memcpy(static_cast<char*>(out.data) + in.bytes() * i, group_->inputs_[i], in.bytes());
+  }
   group_->barrier();
 }
 

@@ -99,11 +99,13 @@ class Strategy {
   virtual Optimizer& optimizer() = 0;
   virtual OptimizerState& optimizer_state() = 0;
   // What a replica holds: what its model's gatherer and reducer keep (everything when
-  // replicated, a shard and a bucket when sharded) and its optimizer's slots.
+  // replicated, a shard and a bucket when sharded; under bf16 the model's rounded copy of
+  // a layer's parameters too) and its optimizer's slots; what of it is in host memory.
   virtual MemoryUse memory_per_replica(int64_t per_replica_batch) {
     int64_t slots = 0, offloaded = model().gatherer().host_bytes();
     for (const auto& [name, t] : optimizer().slots()) (t.device == Device::host() ? offloaded : slots) += static_cast<int64_t>(t.bytes());
-    return MemoryUse{model().gatherer().bytes() + model().parameter_copy_bytes() + static_cast<int64_t>(model().params().state().bytes()),
+    const int64_t values = model().gatherer().bytes() + model().parameter_copy_bytes();
+    return MemoryUse{values + static_cast<int64_t>(model().params().state().bytes()),
                      model().reducer().bytes() + model().tied_gradient_bytes(), slots, model().activation_bytes(per_replica_batch),
                      offloaded};
   }

@@ -1,7 +1,6 @@
 #include "core/strategy/zero_gatherers.hpp"
 
 #include "core/backend/backend.hpp"
-#include "core/strategy/strategy.hpp"
 #include "core/strategy/zero_reducers.hpp"
 
 namespace distrain {
@@ -30,12 +29,6 @@ Tensor gather_layer_bf16(Backend& device, Communicator& all, const ShardLayout& 
 
 int64_t largest_chunk(const ShardLayout& layout) { return layout.bucket_size() / std::max(1, layout.replicas()); }
 
-int64_t largest_range(const std::vector<Range>& layers) {
-  int64_t largest = 0;
-  for (const Range& r : layers) largest = std::max(largest, r.size());
-  return largest;
-}
-
 // The masters' place: host memory under bf16 with offload_optimizer, else the device's.
 Buffer master_shard(Backend& device, const ShardLayout& layout, const ShardedValues& how) {
   Backend& place = how.bf16 && how.master_on_host ? host_backend() : device;
@@ -53,6 +46,12 @@ int64_t bytes_of(std::initializer_list<const Buffer*> buffers) {
 
 }  // namespace
 
+int64_t unpacked_size(const std::vector<Range>& layers) {
+  int64_t largest = 0;
+  for (const Range& r : layers) largest = std::max(largest, r.size());
+  return largest;
+}
+
 int64_t host_bytes_of(const Buffer& b) {
   return !b.empty() && b.view().device == Device::host() ? static_cast<int64_t>(b.view().bytes()) : 0;
 }
@@ -67,7 +66,7 @@ void GatherUpdates::attach(ParamArena& arena, const std::vector<Range>& layers) 
   if (how_.bf16) {
     packed_ = Buffer(*backend_, Shape{room}, DType::bf16);
     staging_ = Buffer(*backend_, Shape{largest_chunk(layout_)}, DType::bf16);
-    unpacked_ = Buffer(*backend_, Shape{largest_range(layers)});
+    unpacked_ = Buffer(*backend_, Shape{unpacked_size(layers)});
     arena.bind_values(0, Tensor{});
     stale_ = true;
     return;

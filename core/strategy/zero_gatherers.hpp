@@ -12,9 +12,9 @@
 // Under train.precision = "bf16" (ShardedValues::bf16) the shard is a float32 master, in host
 // memory with strategy.offload_optimizer, and what the others get is its bf16 rounding: stages
 // 1 and 2 keep whole values in bf16 (2 bytes a parameter) and all-gather them in bf16 (before
-// the next step's first layer rather than after the update), stage 3
-// all-gathers each layer in bf16; a layer reads its values unpacked into a float32 bucket
-// while it runs. Half the bytes on the wire, and the rounding a bf16 model reads anyway.
+// the next step's first layer rather than after the update), stage 3 all-gathers each layer
+// in bf16; a layer reads its values unpacked into a float32 bucket while it runs. Half the
+// bytes on the wire, and the rounding a bf16 model reads anyway.
 // `all` is the communicator over every replica of the job; its rank is this replica's.
 #pragma once
 #include "core/comm/communicator.hpp"
@@ -25,6 +25,9 @@ namespace distrain {
 
 // Bytes of `b` when it lies in host memory, else 0.
 int64_t host_bytes_of(const Buffer& b);
+// Elements of the float32 buffer GatherUpdates under bf16 unpacks a layer into: the largest
+// of `layers`.
+int64_t unpacked_size(const std::vector<Range>& layers);
 
 struct ShardedValues {
   bool bf16 = false;            // bf16 copies beside float32 masters (see above)
@@ -57,7 +60,7 @@ class GatherUpdates final : public ParamGatherer {
   ParamArena* arena_ = nullptr;
   std::vector<Range> layers_;
   ShardLayout layout_;
-  Buffer values_;    // float32: (trainable arena + room for the last layer's padding) what the layers read
+  Buffer values_;    // float32: (trainable arena + room for the last layer's padding), read
   Buffer packed_;    // bf16: the same in bf16
   Buffer staging_;   // bf16: (largest chunk) this replica's chunk of a layer, rounded
   Buffer unpacked_;  // bf16: (largest layer) the running layer's values in float32

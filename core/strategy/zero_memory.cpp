@@ -4,6 +4,7 @@
 #include "core/model/no_storage.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/strategy/shard_layout.hpp"
+#include "core/strategy/zero_gatherers.hpp"
 
 namespace distrain {
 
@@ -22,17 +23,19 @@ MemoryUse zero_memory_per_replica(const Recipe& recipe, int replicas) {
   // the whole values or the bucket are also (or only) in bf16, with a chunk's staging, and
   // the shard (the masters) may be in host memory.
   const int64_t whole = arena + ParamArena::kAlign * replicas, chunk = bucket / std::max(1, replicas);
-  const int64_t masters = bf16 && offload ? 0 : shard * element;
+  const bool masters_on_host = bf16 && offload;
+  const int64_t masters = masters_on_host ? 0 : shard * element;
   int64_t values = (stage < 3 ? whole + shard : shard + bucket) * element;
   if (bf16)
-    values = masters + chunk * half + (stage < 3 ? whole * half + m.parameter_copy_bytes() : bucket * (element + half));
+    values = masters + chunk * half +
+             (stage < 3 ? whole * half + unpacked_size(m.trainable_ranges()) * element : bucket * (element + half));
   // ScatterAtFlush (1): whole gradients, the shard and a bucket; ShardingReducer (2, 3):
   // the shard, a bucket and one chunk of it reduced.
   const int64_t gradients = stage == 1 ? arena + shard + bucket : shard + bucket + bucket / std::max(1, replicas);
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * shard * element;
   return MemoryUse{values + m.params().state().numel() * element,
                    gradients * element + m.tied_gradient_bytes(), offload ? 0 : slots,
-                   m.activation_bytes(recipe.strategy.per_replica_batch), (offload ? slots : 0) + (bf16 && offload ? shard * element : 0)};
+                   m.activation_bytes(recipe.strategy.per_replica_batch), (offload ? slots : 0) + (masters_on_host ? shard * element : 0)};
 }
 
 }  // namespace distrain

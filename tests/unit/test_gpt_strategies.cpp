@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "core/base/json.hpp"
 #include "core/comm/mesh.hpp"
@@ -386,14 +387,26 @@ count = 2
                        UserError);
 }
 
+// The recipe with byte tokens (256): its embedding, not attention, is then the largest layer.
+std::string with_bytes(std::string recipe) {
+  for (const auto& [from, to] : {std::pair{"vocabulary = \"characters\"", "vocabulary = \"bytes\""},
+                                 std::pair{"input_dim = 27", "input_dim = 256"}, std::pair{"units = 27", "units = 256"}}) {
+    const size_t at = recipe.find(from);
+    REQUIRE(at != std::string::npos);
+    recipe.replace(at, std::string(from).size(), to);
+  }
+  return recipe;
+}
+
 // `distrain plan` weighs zero layouts without building them: the storage-free prediction
-// is byte for byte what the built strategy holds, at every stage, offloaded or not.
+// is byte for byte what the built strategy holds, at every stage, offloaded or not, in
+// float32 and bf16, whichever layer is the largest.
 TEST_CASE("gpt: zero_memory_per_replica predicts the built strategy's memory at every stage") {
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const auto check_stage = [&](int replicas, const std::string& strategy_keys, const std::string& train) {
-    const Recipe recipe = parse_recipe(
-        gpt_recipe(text, "zero", cpu_devices(replicas), 4, strategy_keys, 0.0, "steps = 5\n" + train), "z.toml");
-    INFO(replicas << " replicas, " << strategy_keys << ", " << train);
+    const std::string gpt = gpt_recipe(text, "zero", cpu_devices(replicas), 4, strategy_keys, 0.0, "steps = 5\n" + train);
+    const Recipe recipe = parse_recipe(replicas == 3 ? with_bytes(gpt) : gpt, "z.toml");
+    INFO(replicas << " replicas" << (replicas == 3 ? " (byte tokens)" : "") << ", " << strategy_keys << ", " << train);
     const MemoryUse built = make_strategy(recipe)->memory_per_replica(recipe.strategy.per_replica_batch);
     const MemoryUse predicted = zero_memory_per_replica(recipe, replicas);
     CHECK(predicted.parameters == built.parameters);

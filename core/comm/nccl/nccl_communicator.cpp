@@ -129,8 +129,8 @@ void NcclCommunicator::do_all_gather(const Tensor& in, Tensor out) {
     DT_CHECK(t->device.is_cuda(), "nccl communicator: all_gather of {} memory; it moves cuda memory only", t->device.str());
   check_gathered(in, out, "nccl");
   impl_->begin();
-  DT_NCCL(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), in.dtype == DType::bf16 ? ncclBfloat16 : ncclFloat, impl_->comm,
-                          impl_->stream));
+  const ncclDataType_t type = in.dtype == DType::bf16 ? ncclBfloat16 : ncclFloat;
+  DT_NCCL(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), type, impl_->comm, impl_->stream));
   impl_->end();
 }
 
