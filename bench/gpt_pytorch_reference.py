@@ -8,8 +8,10 @@ residual add), final ln_f, head tied to the token table, no dropout, LayerNorm e
 GPT-2 initialisation: N(0, 0.02) everywhere, N(0, 0.02/sqrt(2 layers)) on the two residual
 projections, zero biases. Random tokens, one batch in memory.
 
---precision bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16): matrix
+--precision bf16 runs forward and loss under torch.autocast(device, torch.bfloat16): matrix
 products in bf16, master weights and AdamW in float32 (distrain's train.precision = "bf16").
+--device cuda runs on the GPU (TF32 off, fused AdamW, the step timed to its end on the GPU);
+--compile wraps the model in torch.compile (default mode; its compilation is in warm-up).
 
 Prints one JSON line with the median step time (forward, backward, AdamW step, after
 warm-up), tokens/s and the parameter count. With --sgemm-peak, prints this machine's fp32
@@ -114,6 +116,9 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--batch", type=int, help="examples a step (default: the size's)")
+    ap.add_argument("--seq", type=int, help="tokens a window (default: the size's)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
                     help="bf16: torch.autocast(cpu, bfloat16) around forward and loss, as distrain's train.precision")
     ap.add_argument("--sgemm-peak", action="store_true", help="print the fp32 matmul rate and exit")
@@ -124,30 +129,38 @@ def main():
         return
     torch.manual_seed(0)
     cfg = SIZES[args.size]
-    batch, seq = args.batch or cfg["batch"], cfg["seq"]
-    model = GPT(**cfg)
+    batch, seq = args.batch or cfg["batch"], args.seq or cfg["seq"]
+    dev = torch.device(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model = GPT(**cfg).to(dev)
+    run = torch.compile(model) if args.compile else model
     # Weight decay on the 2-D matrices only (the tables and kernels), as nanoGPT.
     params = list(model.parameters())  # the tied table once
     opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
                              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.99))
-    x = torch.randint(0, cfg["vocab"], (batch, seq))
-    y = torch.randint(0, cfg["vocab"], (batch, seq))
+                            lr=1e-3, betas=(0.9, 0.99), **({"fused": True} if args.device == "cuda" else {}))
+    x = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    y = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
     times, first_loss = [], None
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss = model(x, y)
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = run(x, y)
         loss.backward()
         opt.step()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if first_loss is None:
             first_loss = loss.item()
         if step >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
-    print(json.dumps({"framework": f"pytorch {torch.__version__}", "size": args.size, "batch": batch,
+    framework = f"pytorch {torch.__version__}" + (" compile" if args.compile else " eager")
+    print(json.dumps({"framework": framework, "device": args.device, "size": args.size, "batch": batch,
                       "seq": seq, "threads": args.threads, "precision": args.precision, "parameters": sum(p.numel() for p in params),
                       "tokens_per_sec": batch * seq / med, "first_loss": first_loss,
                       "step_ms": {"min": min(times) * 1e3, "median": med * 1e3, "max": max(times) * 1e3},

@@ -3,7 +3,7 @@
 #   here:            bash bench/gpu_session.sh prepare                 # writes .gpu/ (carry it)
 #   on the GPU:      bash bench/gpu_session.sh run OUTDIR [PART...]    # from the repository root
 # prepare packs the relocatable bundle (make bundle), the unit-test binary and the
-# Fashion-MNIST files into .gpu/ (git-ignored, about 56 MB). run unpacks them, points the
+# Fashion-MNIST files into .gpu/ (git-ignored, about 58 MB). run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
 # and runs the PARTs (default: all, in this order), each under a time limit. OUTDIR gets
 # six files (the device tool brings back at most eight): info.txt (GPU, driver, CPU),
@@ -18,7 +18,12 @@
 #   cpu       mirrored and multi_worker_mirrored (the bundle's bin/mpirun) on 1, 2, 4, 8
 #             replicas of 2 threads each, and PyTorch DDP over gloo with the same
 #             per-process batch and threads
-#   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck
+#   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck (those
+#             SANITIZE_TESTS names, a doctest filter; default all)
+#   gpt       distrain bench on cuda:0, float32 and bf16: the Shakespeare GPT (batch 12 x 64)
+#             and GPT-2 124M at batch 4 and 16 x 1024 (random token ids); GPT-2's layers
+#             at 16 x 1024 profiled (profile.txt)
+#   gpt_refs  PyTorch eager at the same GPT-2 points, torch.compile at 16 x 1024
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: gpu_session.sh prepare | run OUTDIR [PART...]}
@@ -29,7 +34,7 @@ if [ "$mode" = prepare ]; then
   cmake --build build -j "$(nproc)" --target unit_tests >/dev/null
   rm -rf .gpu && mkdir -p .gpu/data .gpu/tests
   cp dist/distrain-*-linux-*.tar.gz .gpu/
-  cp build/tests/unit_tests .gpu/tests/
+  gzip -c build/tests/unit_tests >.gpu/tests/unit_tests.gz  # the device tool carries 64 MiB in all
   cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
   du -sh .gpu
   exit 0
@@ -37,10 +42,12 @@ fi
 
 out=${2:?usage: gpu_session.sh run OUTDIR [PART...]}
 shift 2
-parts=${*:-tests train bench profile refs cpu sanitize}
+parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs}
 mkdir -p "$out"
 work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
+unit_tests="$work/unit_tests"
+gunzip -c .gpu/tests/unit_tests.gz >"$unit_tests" && chmod +x "$unit_tests"
 bundle=$(ls -d "$work"/distrain-*)
 exe="$bundle/bin/distrain"
 export LD_LIBRARY_PATH="$("$bundle/bin/distrain-gpu" --library-path):$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -57,7 +64,7 @@ stamp() { echo "== $(date -u +%T) $*" | tee -a "$out/progress.txt"; }
   lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))"; "$exe" info; } >"$out/info.txt" 2>&1
 
 part_tests() {
-  timeout 240 .gpu/tests/unit_tests -tc='*cuda*' >>"$out/tests.txt" 2>&1
+  timeout 240 "$unit_tests" -tc='*cuda*' >>"$out/tests.txt" 2>&1
   echo "unit_tests exit $?" >>"$out/tests.txt"
 }
 # One run on cuda:0: its output, per-epoch metrics and process time into train.txt.
@@ -119,6 +126,35 @@ part_cpu() {
   (cd bench && timeout 300 python3 pytorch_ddp_reference.py --replicas 1,2,4,8 --threads-each 2 --steps 100 --warmup 10) \
     >>"$results" 2>>"$errors"
 }
+# GPT-2 124M on 1,024-token windows of random ids (the speed does not depend on them).
+gpt2_on_gpu=(--set 'strategy.devices=["cuda:0"]' --set "data.train_file=\"$work/gpt2.bin\""
+  --set "data.val_file=\"$work/gpt2.bin\"" --set data.seq_len=1024 --set 'model.input_shape=[1024]')
+part_gpt() {
+  python3 -c "import random, array, sys; random.seed(1)
+array.array('H', (random.randrange(50257) for _ in range(1 << 21))).tofile(open(sys.argv[1], 'wb'))" "$work/gpt2.bin"
+  for precision in float32 bf16; do
+    timeout 60 "$exe" bench recipes/shakespeare_char_gpt.toml --set 'strategy.devices=["cuda:0"]' \
+      --set "data.path=\"$PWD/data/tiny_shakespeare.txt\"" --set "train.precision=\"$precision\"" \
+      --steps 100 --warmup 10 --json >>"$results" 2>>"$errors"
+    for batch in 4 16; do
+      timeout 120 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" --set strategy.per_replica_batch=$batch \
+        --set "train.precision=\"$precision\"" --steps 20 --warmup 5 --json >>"$results" 2>>"$errors"
+    done
+  done
+  echo "== GPT-2 124M, 16 x 1024, float32" >>"$out/profile.txt"
+  timeout 90 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" --set strategy.per_replica_batch=16 \
+    --steps 5 --warmup 2 --profile >>"$out/profile.txt" 2>>"$errors"
+}
+part_gpt_refs() {
+  for precision in float32 bf16; do
+    for batch in 4 16; do
+      timeout 90 python3 bench/gpt_pytorch_reference.py --device cuda --size gpt2_124m --seq 1024 --batch $batch \
+        --precision $precision --steps 20 --warmup 5 >>"$results" 2>>"$errors"
+    done
+    timeout 240 python3 bench/gpt_pytorch_reference.py --device cuda --compile --size gpt2_124m --seq 1024 --batch 16 \
+      --precision $precision --steps 20 --warmup 5 >>"$results" 2>>"$errors"
+  done
+}
 part_sanitize() {
   local cs
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
@@ -128,7 +164,7 @@ part_sanitize() {
     local skip=""
     [ $tool = memcheck ] && skip="-tce=*nccl*"
     echo "== compute-sanitizer --tool $tool" >>"$out/tests.txt"
-    timeout 120 "$cs" --tool $tool --error-exitcode 9 .gpu/tests/unit_tests -tc='cuda*' $skip >>"$out/tests.txt" 2>&1
+    timeout 120 "$cs" --tool $tool --error-exitcode 9 "$unit_tests" -tc="${SANITIZE_TESTS:-cuda*}" $skip >>"$out/tests.txt" 2>&1
     echo "$tool exit $?" >>"$out/tests.txt"
   done
 }

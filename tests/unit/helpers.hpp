@@ -50,9 +50,10 @@ inline std::unique_ptr<ArenaStorage> allocate_arena(ParamArena& arena, Backend& 
   return s;
 }
 
+// A tensor's values wherever it lives (a GPU's through its backend).
 inline std::vector<float> to_host(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
-  cpu().download(t, v.data());
+  backend_for(t.device).download(t, v.data());
   return v;
 }
 

@@ -6,68 +6,12 @@
 #include <filesystem>
 #include <functional>
 
-#include "core/backend/cuda_plugin.hpp"
-#include "core/tensor/buffer.hpp"
-#include "tests/unit/helpers.hpp"
+#include "tests/unit/cuda_pair.hpp"
 
 namespace distrain::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Why the GPU cases cannot run here, or "" when they can.
-std::string no_gpu() {
-  const GpuInfo g = gpu_info();
-  if (!g.built) return g.problem;
-  if (g.devices.empty()) return "no CUDA device here (" + g.problem + ")";
-  return "";
-}
-
-#define SKIP_WITHOUT_GPU()                        \
-  if (const std::string why = no_gpu(); !why.empty()) { \
-    MESSAGE("[skipped] " << why);                 \
-    return;                                       \
-  }
-
-Backend& gpu() { return backend_for(Device{DeviceType::cuda, 0}); }
-
-std::string temp_dir(const char* name) { return (fs::temp_directory_path() / name).string(); }
-
-// The same values on the CPU and on the GPU.
-struct Pair {
-  Buffer c, g;
-  Pair(const Shape& s, const std::vector<float>& v, DType dt = DType::f32) : c(cpu(), s, dt), g(gpu(), s, dt) {
-    cpu().upload(v.data(), c.view());
-    gpu().upload(v.data(), g.view());
-  }
-  Pair(const Shape& s, uint64_t seed, double lo = -1, double hi = 1)
-      : Pair(s, random_vector(static_cast<size_t>(s.numel()), seed, lo, hi)) {}
-  Tensor cv() const { return c.view(); }
-  Tensor gv() const { return g.view(); }
-};
-
-std::vector<float> from_gpu(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  gpu().download(t, v.data());
-  return v;
-}
-
-// max |cpu - gpu| <= tol * max(|cpu|), over the whole tensor.
-void check_pair(const Pair& p, const char* what, double tol = 1e-5) {
-  INFO(what << " (a: cpu, b: gpu)");
-  check_close(to_host(p.cv()), from_gpu(p.gv()), tol);
-}
-
-Pair labels(int64_t n, int64_t k, uint64_t seed) {
-  std::vector<float> raw(static_cast<size_t>(n));
-  Rng rng(seed);
-  std::vector<int32_t> ints(static_cast<size_t>(n));
-  for (auto& v : ints) v = static_cast<int32_t>(rng.below(static_cast<uint64_t>(k)));
-  Pair p(Shape{n}, std::vector<float>(static_cast<size_t>(n)), DType::i32);
-  cpu().upload(ints.data(), p.cv());
-  gpu().upload(ints.data(), p.gv());
-  return p;
-}
 
 }  // namespace
 
@@ -249,12 +193,12 @@ TEST_CASE("cuda parity: max pooling with ties and windows of -inf") {
     auto gop = gpu().make_pool2d(s);
     cop->forward(x.cv(), y.cv(), true);
     gop->forward(x.gv(), y.gv(), true);
-    CHECK(to_host(y.cv()) == from_gpu(y.gv()));
+    CHECK(to_host(y.cv()) == to_host(y.gv()));
     CHECK(std::isinf(to_host(y.cv())[0]));
     cop->backward(dy.cv(), dx.cv());
     gop->backward(dy.gv(), dx.gv());
     check_pair(dx, "backward");
-    if (s.kernel_h == s.stride_h) CHECK(to_host(dx.cv()) == from_gpu(dx.gv()));  // each cell gets one window's gradient
+    if (s.kernel_h == s.stride_h) CHECK(to_host(dx.cv()) == to_host(dx.gv()));  // each cell gets one window's gradient
   }
 }
 
@@ -400,7 +344,7 @@ TEST_CASE("cuda parity: gather_examples from uint8, float32 and int32 tables") {
     gpu().upload(host, table_g.view());
     cpu().gather_examples(Tensor{host, table, dt, Device{}}, rows_c, Tensor{want.data(), Shape{5, 3, 4}, DType::f32, Device{}});
     gpu().gather_examples(table_g.view(), rows_g.view(), out_g.view());
-    CHECK(from_gpu(out_g.view()) == want);
+    CHECK(to_host(out_g.view()) == want);
   }
   Buffer labels_g(gpu(), Shape{50}, DType::i32);
   gpu().upload(labels.data(), labels_g.view());
@@ -420,9 +364,9 @@ TEST_CASE("cuda: the nccl communicator with one rank (one GPU) leaves every coll
   comms[0]->all_reduce(t.view(), ReduceOp::sum);
   comms[0]->broadcast(t.view(), 0);
   comms[0]->all_gather(t.view(), out.view());
-  CHECK(from_gpu(out.view()) == v);
+  CHECK(to_host(out.view()) == v);
   comms[0]->reduce_scatter(t.view(), out.view(), ReduceOp::sum);
-  CHECK(from_gpu(out.view()) == v);
+  CHECK(to_host(out.view()) == v);
   comms[0]->barrier();
 }
 

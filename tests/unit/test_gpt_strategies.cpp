@@ -23,121 +23,12 @@
 #include "core/strategy/strategy.hpp"
 #include "core/strategy/zero_memory.hpp"
 #include "core/train/trainer.hpp"
-#include "tests/unit/helpers.hpp"
+#include "tests/unit/gpt_fixture.hpp"
 
 namespace distrain::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// `chars` random lowercase letters and spaces (every one of the 27 occurs), from a seed.
-std::string random_text_file(const std::string& name, size_t chars, uint64_t seed) {
-  const fs::path file = fs::temp_directory_path() / name;
-  Rng rng(seed);
-  std::string text;
-  for (size_t i = 0; i < chars; ++i) {
-    const uint64_t k = rng.below(27);
-    text += k == 26 ? ' ' : static_cast<char>('a' + k);
-  }
-  for (int k = 0; k < 26; ++k) text[static_cast<size_t>(k)] = static_cast<char>('a' + k);
-  text[26] = ' ';
-  std::ofstream(file, std::ios::binary) << text;
-  return file.string();
-}
-
-// A 2-layer GPT, width 32, 2 heads, 16-token windows, 27 characters, AdamW.
-std::string gpt_recipe(const std::string& text_file, const std::string& strategy, const std::string& devices,
-                       int per_replica, const std::string& extra_strategy = "", double dropout = 0.0,
-                       const std::string& train_table = "steps = 5\nvalidate = false") {
-  return fmt::format(R"(
-name = "gpt_equivalence"
-seed = 11
-[data]
-dataset = "text"
-path = "{}"
-vocabulary = "characters"
-seq_len = 16
-[model]
-input_shape = [16]
-[[model.layers]]
-type = "embedding"
-name = "wte"
-input_dim = 27
-output_dim = 32
-[[model.layers]]
-type = "position_embedding"
-name = "wpe"
-[[model.layers]]
-type = "repeat"
-name = "h"
-count = 2
-  [[model.layers.layers]]
-  type = "layer_norm"
-  name = "ln_1"
-  [[model.layers.layers]]
-  type = "attention"
-  name = "attn"
-  heads = 2
-  dropout = {}
-  [[model.layers.layers]]
-  type = "add"
-  name = "attn_add"
-  inputs = ["input", "attn"]
-  [[model.layers.layers]]
-  type = "layer_norm"
-  name = "ln_2"
-  [[model.layers.layers]]
-  type = "dense"
-  name = "fc"
-  units = 64
-  kernel_initializer = "normal"
-  [[model.layers.layers]]
-  type = "gelu"
-  [[model.layers.layers]]
-  type = "dense"
-  name = "proj"
-  units = 32
-  kernel_initializer = "gpt2_residual"
-  [[model.layers.layers]]
-  type = "add"
-  name = "mlp_add"
-  inputs = ["attn_add", "proj"]
-[[model.layers]]
-type = "layer_norm"
-name = "ln_f"
-[[model.layers]]
-type = "dense"
-name = "head"
-units = 27
-tied_to = "wte"
-use_bias = false
-[optimizer]
-type = "adamw"
-learning_rate = 3e-3
-beta_2 = 0.99
-weight_decay = 0.1
-[optimizer.schedule]
-scaling = "none"
-warmup_steps = 2
-decay = "cosine"
-[strategy]
-name = "{}"
-devices = [{}]
-per_replica_batch = {}
-check_every = 1
-{}
-[train]
-{}
-)",
-                     text_file, dropout, strategy, devices, per_replica, extra_strategy, train_table);
-}
-
-// "cpu:0", "cpu:1", ... for a recipe's strategy.devices.
-std::string cpu_devices(int replicas) {
-  std::string devices;
-  for (int i = 0; i < replicas; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
-  return devices;
-}
 
 struct Run {
   const char* strategy;

@@ -85,17 +85,26 @@ class Recorder final : public StepObserver {
   bool every_step_;
 };
 
+// On a GPU, convolutions choose their cuDNN algorithms by timing each time a model is made,
+// so two runs can round differently: the GPU cases train dense layers (cuBLAS keeps one
+// algorithm per shape) and hold the two read patterns to the same bits there too.
+const char* kConvLayers = R"(
+  { type = "conv2d", filters = 4, kernel_size = 3, activation = "relu" },
+  { type = "batch_norm" },
+  { type = "flatten" },)";
+const char* kDenseLayers = R"(
+  { type = "flatten" },
+  { type = "dense", units = 16, activation = "relu" },)";
+
 std::string loop_recipe(const std::string& strategy, const std::string& devices) {
+  const bool gpu = devices.find("cuda") != std::string::npos;
   return fmt::format(R"(
 name = "ledger"
 seed = 3
 [model]
 input_shape = [6, 6, 1]
 layers = [
-  {{ type = "rescaling", scale = 0.00392156862745098 }},
-  {{ type = "conv2d", filters = 4, kernel_size = 3, activation = "relu" }},
-  {{ type = "batch_norm" }},
-  {{ type = "flatten" }},
+  {{ type = "rescaling", scale = 0.00392156862745098 }},{}
   {{ type = "dense", units = 10 }},
 ]
 [optimizer]
@@ -106,7 +115,7 @@ name = "{}"
 devices = [{}]
 per_replica_batch = 4
 )",
-                     strategy, devices);
+                     gpu ? kDenseLayers : kConvLayers, strategy, devices);
 }
 
 struct LoopRun {

@@ -1,5 +1,6 @@
-// The CUDA backend: cuDNN for convolution, cuBLAS for matrix products, own kernels for
-// pooling, batch norm, the element-wise work, losses and the fused optimizer updates.
+// The CUDA backend: cuDNN for convolution, cuBLAS for matrix products (float32, and bf16 on
+// tensor cores), own kernels for pooling, batch norm, the transformer ops, the element-wise
+// work, losses and the fused optimizer updates.
 //
 // All work of one device goes, in order, onto the backend's one stream; nothing waits
 // for the GPU except download(). Replicas that share a GPU (logical devices) share its
@@ -40,6 +41,11 @@ class CudaBackend final : public Backend {
 
   void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor c) override;
+  void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c) override;
+  std::string bf16_matmul_unavailable() const override;
+  void to_bf16(Tensor x, Tensor packed) override;
+  void rounded_bf16(const Tensor& x, Tensor y) override;
+  void from_bf16(const Tensor& x, Tensor y) override;
   void add_bias(Tensor y, const Tensor& bias) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;
   void relu(const Tensor& x, Tensor y) override;
@@ -50,6 +56,8 @@ class CudaBackend final : public Backend {
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor dtable) override;
+  void embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) override;
+  void embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y, Tensor mean,
                   Tensor rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,

@@ -110,6 +110,56 @@ __global__ void cross_entropy_kernel(const float* z, const int32_t* y, int64_t n
   }
 }
 
+// The same from logits with one block per example, for vocabularies: tens of thousands of
+// classes read by a block's threads side by side, not by one thread alone. Partial results
+// combine in a fixed tree, so the sums are deterministic.
+constexpr int kRowThreads = 256;
+__global__ void cross_entropy_rows_kernel(const float* z, const int32_t* y, int64_t k, float grad_scale, float* dz,
+                                          double* loss, int* correct) {
+  const int64_t i = blockIdx.x;
+  const float* row = z + i * k;
+  const int tid = static_cast<int>(threadIdx.x);
+  __shared__ float best[kRowThreads];
+  __shared__ int64_t best_at[kRowThreads];
+  __shared__ double part[kRowThreads];
+  int64_t at = tid < k ? tid : 0;  // the first maximum of this thread's columns, as argmax_of
+  for (int64_t j = tid + kRowThreads; j < k; j += kRowThreads)
+    if (row[j] > row[at]) at = j;
+  best[tid] = row[at];
+  best_at[tid] = at;
+  __syncthreads();
+  for (int half = kRowThreads / 2; half > 0; half /= 2) {
+    if (tid < half) {
+      const float m2 = best[tid + half];
+      const int64_t a2 = best_at[tid + half];
+      if (m2 > best[tid] || (m2 == best[tid] && a2 < best_at[tid])) {
+        best[tid] = m2;
+        best_at[tid] = a2;
+      }
+    }
+    __syncthreads();
+  }
+  const float m = best[0];
+  const int32_t label = y[i];
+  double sum = 0.0;
+  for (int64_t j = tid; j < k; j += kRowThreads) sum += exp(static_cast<double>(row[j] - m));
+  part[tid] = sum;
+  __syncthreads();
+  for (int half = kRowThreads / 2; half > 0; half /= 2) {
+    if (tid < half) part[tid] += part[tid + half];
+    __syncthreads();
+  }
+  const double lse = m + log(part[0]);
+  const bool known = label >= 0 && label < k;
+  if (tid == 0) {
+    correct[i] = best_at[0] == label;
+    loss[i] = known ? lse - row[label] : nan("");
+  }
+  if (!dz || !known) return;
+  for (int64_t j = tid; j < k; j += kRowThreads)
+    dz[i * k + j] = static_cast<float>((exp(row[j] - lse) - (j == label)) * grad_scale);
+}
+
 __global__ void squared_error_kernel(const float* p, const int32_t* y, int64_t n, int64_t k, float grad_scale,
                                      float* dp, double* loss, int* correct) {
   const int64_t i = thread_index();
@@ -282,7 +332,11 @@ void cross_entropy(const float* z, const int32_t* labels, int64_t n, int64_t k, 
                    float* dz, float* stats, void* scratch, cudaStream_t s) {
   auto* loss = static_cast<double*>(scratch);
   auto* correct = reinterpret_cast<int*>(loss + n);
-  if (n > 0) {
+  if (n > 0 && from_logits && k >= kRowThreads) {
+    cross_entropy_rows_kernel<<<static_cast<unsigned>(n), kRowThreads, 0, s>>>(z, labels, k, grad_scale, dz, loss,
+                                                                                correct);
+    DT_CUDA_LAUNCHED();
+  } else if (n > 0) {
     cross_entropy_kernel<<<blocks_for(n), 256, 0, s>>>(z, labels, n, k, from_logits, grad_scale, dz, loss, correct);
     DT_CUDA_LAUNCHED();
   }

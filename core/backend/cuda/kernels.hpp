@@ -49,6 +49,47 @@ void sgd(float* param, const float* grad, float* velocity, int64_t n, float lr, 
 void adam(float* param, const float* grad, float* m, float* v, int64_t n, float alpha, float decay, float one_minus_b1,
           float one_minus_b2, float epsilon, cudaStream_t stream);
 
+// --- transformer ops (transformer_kernels.cu); x (rows, c) where not stated ---
+// out (n, c) = rows ids - first of table (rows, c); ids outside give zero rows where
+// outside_zero (a vocabulary slice), NaN rows otherwise (the loss then says so).
+void embedding(const float* table, const int32_t* ids, int64_t n, int64_t c, int64_t rows, int64_t first,
+               bool outside_zero, float* out, cudaStream_t stream);
+size_t embedding_backward_scratch(int64_t n);
+// dtable (rows, c) += dout (n, c) scattered to rows ids - first, in position order per row;
+// ids outside the table add nothing.
+void embedding_backward(const int32_t* ids, int64_t n, int64_t c, int64_t rows, int64_t first, const float* dout,
+                        float* dtable, void* scratch, cudaStream_t stream);
+void layer_norm(const float* x, const float* gamma, const float* beta, float epsilon, int64_t rows, int64_t c,
+                float* y, float* mean, float* rstd, cudaStream_t stream);
+size_t layer_norm_backward_scratch(int64_t rows, int64_t c);
+// dx written unless null; dgamma and dbeta accumulated.
+void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
+                         int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta, void* scratch,
+                         cudaStream_t stream);
+void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
+// Causal attention's passes over one example's scores (heads, t, t), rows (h, i) numbered
+// from first_row among the batch's (n h t) for the dropout mask (drawn as dropout() draws):
+//   attention_softmax        scaled scores -> probabilities times the mask, zeros past the
+//                            diagonal; lse (heads, t) = each row's log-sum-exp.
+//   attention_probabilities  recomputed scaled scores -> probabilities (in place) and the
+//                            same times the mask into kept.
+//   attention_score_grad     probabilities -> dscore = p (dp mask - D_i) scale, in place,
+//                            D_i = dout_i . out_i over the head's columns of the example's
+//                            out and dout (t, c).
+void attention_softmax(float* scores, int64_t heads, int64_t t, int64_t first_row, float rate, uint64_t seed,
+                       float* lse, cudaStream_t stream);
+void attention_probabilities(float* scores, const float* lse, int64_t heads, int64_t t, int64_t first_row, float rate,
+                             uint64_t seed, float* kept, cudaStream_t stream);
+void attention_score_grad(float* p, const float* dp, const float* out, const float* dout, int64_t heads, int64_t t,
+                          int64_t c, int64_t first_row, float scale, float rate, uint64_t seed, cudaStream_t stream);
+
+// --- bf16 (bf16_kernels.cu): float32's upper 16 bits, rounded to nearest even as the CPU rounds ---
+// y = x rounded (x may be y); packed (bf16) receives the same values at 2 bytes unless null.
+void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStream_t stream);
+void pack_bf16(const float* x, uint16_t* packed, int64_t n, cudaStream_t stream);
+void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t stream);
+
 // --- convolution helpers (conv_kernels.cu) ---
 // Keras kernels (kh, kw, in, out) <-> cuDNN NHWC filters (out, kh, kw, in).
 void hwio_to_ohwi(const float* w, float* o, int64_t khw, int64_t cin, int64_t cout, cudaStream_t stream);

@@ -1,0 +1,163 @@
+// The GPT's ops on the GPU against their CPU twins (float32: 1e-5 of the largest value;
+// bf16 rounding bit for bit; bf16 products 1e-4, the same rounded operands summed in another
+// order), the vocabulary-sized cross-entropy, and a GPT trained on cuda:0 against the CPU.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "tests/unit/cuda_pair.hpp"
+#include "tests/unit/gpt_fixture.hpp"
+
+namespace distrain::test {
+
+TEST_CASE("cuda parity: embedding and vocabulary slices, forward and the scatter-added gradient") {
+  SKIP_WITHOUT_GPU();
+  const int64_t vocab = 50, c = 40, n = 300;  // 300 ids of 50: every row repeated, added in position order
+  const Pair ids = labels(n, vocab, 1);
+  Pair table(Shape{vocab, c}, 2), out(Shape{n, c}, 3), dout(Shape{n, c}, 4), dtable(Shape{vocab, c}, 5);
+  cpu().embedding(table.cv(), ids.cv(), out.cv());
+  gpu().embedding(table.gv(), ids.gv(), out.gv());
+  check_pair(out, "embedding", 0.0);
+  cpu().embedding_backward(ids.cv(), dout.cv(), dtable.cv());
+  gpu().embedding_backward(ids.gv(), dout.gv(), dtable.gv());
+  check_pair(dtable, "embedding_backward");
+  Pair slice(Shape{20, c}, 6), dslice(Shape{20, c}, 7);  // ids 15..34
+  cpu().embedding_slice(slice.cv(), ids.cv(), 15, out.cv());
+  gpu().embedding_slice(slice.gv(), ids.gv(), 15, out.gv());
+  check_pair(out, "embedding_slice (zero rows outside)", 0.0);
+  cpu().embedding_slice_backward(ids.cv(), 15, dout.cv(), dslice.cv());
+  gpu().embedding_slice_backward(ids.gv(), 15, dout.gv(), dslice.gv());
+  check_pair(dslice, "embedding_slice_backward");
+}
+
+TEST_CASE("cuda: an id past the embedding's vocabulary gives NaN rows on the GPU, not a read outside the table") {
+  SKIP_WITHOUT_GPU();
+  Pair table(Shape{10, 8}, 1), out(Shape{2, 8}, 2);
+  const std::vector<int32_t> bad{3, 10};
+  Pair ids(Shape{2}, std::vector<float>(2), DType::i32);
+  gpu().upload(bad.data(), ids.gv());
+  gpu().embedding(table.gv(), ids.gv(), out.gv());
+  const std::vector<float> got = to_host(out.gv());
+  CHECK(std::isfinite(got[0]));
+  CHECK(std::isnan(got[8]));
+}
+
+TEST_CASE("cuda parity: layer norm forward and backward (with and without the input gradient), GELU") {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t c : {int64_t{768}, int64_t{45}}) {
+    INFO("width " << c);
+    const int64_t rows = 70;
+    Pair x(Shape{rows, c}, 1, -3, 5), gamma(Shape{c}, 2), beta(Shape{c}, 3), y(Shape{rows, c}, 4);
+    Pair mean(Shape{rows}, 5), rstd(Shape{rows}, 6), dy(Shape{rows, c}, 7), dx(Shape{rows, c}, 8);
+    Pair dgamma(Shape{c}, 9), dbeta(Shape{c}, 10);
+    cpu().layer_norm(x.cv(), gamma.cv(), beta.cv(), 1e-5f, y.cv(), mean.cv(), rstd.cv());
+    gpu().layer_norm(x.gv(), gamma.gv(), beta.gv(), 1e-5f, y.gv(), mean.gv(), rstd.gv());
+    check_pair(y, "layer_norm");
+    check_pair(mean, "layer_norm mean");
+    check_pair(rstd, "layer_norm rstd");
+    cpu().layer_norm_backward(x.cv(), dy.cv(), gamma.cv(), mean.cv(), rstd.cv(), dx.cv(), dgamma.cv(), dbeta.cv());
+    gpu().layer_norm_backward(x.gv(), dy.gv(), gamma.gv(), mean.gv(), rstd.gv(), dx.gv(), dgamma.gv(), dbeta.gv());
+    check_pair(dx, "layer_norm dx");
+    check_pair(dgamma, "layer_norm dgamma");
+    check_pair(dbeta, "layer_norm dbeta");
+    cpu().layer_norm_backward(x.cv(), dy.cv(), gamma.cv(), mean.cv(), rstd.cv(), Tensor{}, dgamma.cv(), dbeta.cv());
+    gpu().layer_norm_backward(x.gv(), dy.gv(), gamma.gv(), mean.gv(), rstd.gv(), Tensor{}, dgamma.gv(), dbeta.gv());
+    check_pair(dgamma, "layer_norm dgamma, no dx");
+  }
+  Pair x(Shape{10000}, 11, -6, 6), y(Shape{10000}, 12), dy(Shape{10000}, 13);
+  cpu().gelu(x.cv(), y.cv());
+  gpu().gelu(x.gv(), y.gv());
+  check_pair(y, "gelu");
+  cpu().gelu_backward(x.cv(), dy.cv(), dy.cv());
+  gpu().gelu_backward(x.gv(), dy.gv(), dy.gv());
+  check_pair(dy, "gelu_backward in place");
+}
+
+// Head dimensions 48 and 64; sequences past the CPU's 64-key tile and the kernels' 32 lanes;
+// with and without dropout on the probabilities (the same mask drawn on both).
+TEST_CASE("cuda parity: causal attention forward and backward, with and without dropout") {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t d : {int64_t{48}, int64_t{64}})
+    for (const float rate : {0.0f, 0.2f}) {
+      INFO("head dimension " << d << ", dropout " << rate);
+      const int64_t n = 2, t = 75, heads = 3, c = heads * d;
+      Pair qkv(Shape{n, t, 3 * c}, 1, -2, 2), out(Shape{n, t, c}, 2), lse(Shape{n, heads, t}, 3);
+      Pair dout(Shape{n, t, c}, 4), dqkv(Shape{n, t, 3 * c}, 5);
+      cpu().attention(qkv.cv(), heads, rate, 77, out.cv(), lse.cv());
+      gpu().attention(qkv.gv(), heads, rate, 77, out.gv(), lse.gv());
+      check_pair(out, "attention out");
+      check_pair(lse, "attention lse");
+      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, rate, 77, dqkv.cv());
+      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, rate, 77, dqkv.gv());
+      check_pair(dqkv, "attention dqkv");
+    }
+}
+
+TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit; bf16 products in all four transpose cases") {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> values = random_vector(4099, 1, -1e3, 1e3);
+  values[0] = NAN;
+  values[1] = INFINITY;
+  values[2] = 3.0e38f;  // rounds up past float's largest finite bf16 neighbour
+  Pair x(Shape{4099}, values), rounded(Shape{4099}, 2), packed(Shape{4099}, std::vector<float>(4099), DType::bf16);
+  Pair back(Shape{4099}, 3);
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    INFO(what);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) FAIL_CHECK("element " << i << ": " << a[i] << " vs " << b[i]);
+  };
+  cpu().rounded_bf16(x.cv(), rounded.cv());
+  gpu().rounded_bf16(x.gv(), rounded.gv());
+  same_bits(to_host(rounded.cv()), to_host(rounded.gv()), "rounded_bf16 to float32");
+  cpu().rounded_bf16(x.cv(), packed.cv());
+  gpu().rounded_bf16(x.gv(), packed.gv());
+  cpu().from_bf16(packed.cv(), back.cv());
+  gpu().from_bf16(packed.gv(), back.gv());
+  same_bits(to_host(back.cv()), to_host(back.gv()), "rounded_bf16 packed, then from_bf16");
+  cpu().to_bf16(x.cv(), packed.cv());
+  gpu().to_bf16(x.gv(), packed.gv());
+  same_bits(to_host(x.cv()), to_host(x.gv()), "to_bf16 in place");
+  CHECK(gpu().bf16_matmul_unavailable().empty());
+  const int64_t m = 65, k = 300, n = 47;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("transposes " << ta << tb);
+      Pair a(ta ? Shape{k, m} : Shape{m, k}, 4), b(tb ? Shape{n, k} : Shape{k, n}, 5), c(Shape{m, n}, 6);
+      cpu().gemm_bf16(ta, tb, a.cv(), b.cv(), 0.5f, c.cv());
+      gpu().gemm_bf16(ta, tb, a.gv(), b.gv(), 0.5f, c.gv());
+      check_pair(c, "gemm_bf16", 1e-4);
+    }
+}
+
+TEST_CASE("cuda parity: cross-entropy from logits over a vocabulary (one block per example)") {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 33, k = 5000;
+  const Pair y = labels(n, k, 1);
+  Pair z(Shape{n, k}, 2, -6, 6), dz(Shape{n, k}, 3), stats(Shape{2}, 4);
+  cpu().sparse_cross_entropy(z.cv(), y.cv(), true, 1.0f / n, dz.cv(), stats.cv());
+  gpu().sparse_cross_entropy(z.gv(), y.gv(), true, 1.0f / n, dz.gv(), stats.gv());
+  check_pair(dz, "cross-entropy gradient");
+  check_pair(stats, "cross-entropy loss and correct count");
+}
+
+// Dropout included: a mask is drawn per element from the step's seed, the same on both.
+TEST_CASE("cuda: a GPT trained 5 steps on cuda:0 ends with the CPU run's weights, in float32 and in bf16") {
+  SKIP_WITHOUT_GPU();
+  const std::string text = random_text_file("distrain_cuda_gpt.txt", 4000, 3);
+  auto run = [&](const char* device, const char* precision) {
+    std::string recipe = gpt_recipe(text, "one_device", device, 8, "", 0.1,
+                                    fmt::format("steps = 5\nvalidate = false\nprecision = \"{}\"", precision));
+    return train_from_text(recipe, temp_dir(fmt::format("distrain_cuda_gpt_{}", precision).c_str()));
+  };
+  const Trained cpu_f32 = run("\"cpu:0\"", "float32"), gpu_f32 = run("\"cuda:0\"", "float32");
+  check_close(cpu_f32.weights, gpu_f32.weights, 1e-4);
+  CHECK(gpu_f32.loss == doctest::Approx(cpu_f32.loss).epsilon(1e-4));
+  // bf16: a float32 sum that lands on the other side of a bf16 rounding moves that value by
+  // 2^-8 of itself, and Adam's normalised steps carry it on: held to 1e-2.
+  const Trained cpu_bf16 = run("\"cpu:0\"", "bf16"), gpu_bf16 = run("\"cuda:0\"", "bf16");
+  check_close(cpu_bf16.weights, gpu_bf16.weights, 1e-2);
+  CHECK(gpu_bf16.loss == doctest::Approx(cpu_bf16.loss).epsilon(1e-2));
+}
+
+}  // namespace distrain::test
