@@ -73,24 +73,36 @@ TEST_CASE("cuda parity: layer norm forward and backward (with and without the in
   check_pair(dy, "gelu_backward in place");
 }
 
-// Head dimensions 48 and 64; sequences past the CPU's 64-key tile and the kernels' 32 lanes;
-// with and without dropout on the probabilities (the same mask drawn on both).
+// Head dimensions 32, 48 (a tile's columns partly idle), 64 and 128; sequences of one tile
+// and past two (the last tiles partly empty); with and without dropout on the
+// probabilities (the same mask drawn on both).
 TEST_CASE("cuda parity: causal attention forward and backward, with and without dropout") {
   SKIP_WITHOUT_GPU();
-  for (const int64_t d : {int64_t{48}, int64_t{64}})
-    for (const float rate : {0.0f, 0.2f}) {
-      INFO("head dimension " << d << ", dropout " << rate);
-      const int64_t n = 2, t = 75, heads = 3, c = heads * d;
-      Pair qkv(Shape{n, t, 3 * c}, 1, -2, 2), out(Shape{n, t, c}, 2), lse(Shape{n, heads, t}, 3);
-      Pair dout(Shape{n, t, c}, 4), dqkv(Shape{n, t, 3 * c}, 5);
-      cpu().attention(qkv.cv(), heads, rate, 77, out.cv(), lse.cv());
-      gpu().attention(qkv.gv(), heads, rate, 77, out.gv(), lse.gv());
-      check_pair(out, "attention out");
-      check_pair(lse, "attention lse");
-      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, rate, 77, dqkv.cv());
-      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, rate, 77, dqkv.gv());
-      check_pair(dqkv, "attention dqkv");
-    }
+  struct Case {
+    int64_t d, t;
+    float rate;
+  };
+  for (const Case k : {Case{32, 64, 0.0f}, Case{48, 75, 0.2f}, Case{64, 150, 0.0f}, Case{64, 150, 0.2f},
+                       Case{128, 70, 0.1f}}) {
+    INFO("head dimension " << k.d << ", sequence " << k.t << ", dropout " << k.rate);
+    const int64_t n = 2, heads = 3, c = heads * k.d;
+    Pair qkv(Shape{n, k.t, 3 * c}, 1, -2, 2), out(Shape{n, k.t, c}, 2), lse(Shape{n, heads, k.t}, 3);
+    Pair dout(Shape{n, k.t, c}, 4), dqkv(Shape{n, k.t, 3 * c}, 5);
+    cpu().attention(qkv.cv(), heads, k.rate, 77, out.cv(), lse.cv());
+    gpu().attention(qkv.gv(), heads, k.rate, 77, out.gv(), lse.gv());
+    check_pair(out, "attention out");
+    check_pair(lse, "attention lse");
+    cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, k.rate, 77, dqkv.cv());
+    gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, k.rate, 77, dqkv.gv());
+    check_pair(dqkv, "attention dqkv");
+  }
+}
+
+TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by name") {
+  SKIP_WITHOUT_GPU();
+  Pair qkv(Shape{1, 4, 3 * 256}, 1), out(Shape{1, 4, 256}, 2), lse(Shape{1, 1, 4}, 3);
+  CHECK_THROWS_WITH_AS(gpu().attention(qkv.gv(), 1, 0.0f, 1, out.gv(), lse.gv()),
+                       doctest::Contains("heads of 256 features"), UserError);
 }
 
 TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit; bf16 products in all four transpose cases") {

@@ -1,10 +1,8 @@
 // The transformer ops and bf16 on the CUDA backend: embedding (whole and vocabulary
-// slices), layer norm, GELU (transformer_kernels.cu), causal attention (cuBLAS products
-// around softmax kernels); bf16 rounding
+// slices), layer norm, GELU (transformer_kernels.cu), causal attention as flash attention
+// (attention_kernels.cu); bf16 rounding
 // (bf16_kernels.cu) and bf16 matrix products through cuBLAS's tensor cores, operands
 // rounded as the CPU rounds them and products accumulated in float32.
-#include <cmath>
-
 #include "core/backend/cuda/cuda_backend.hpp"
 #include "core/backend/cuda/cuda_check.hpp"
 #include "core/backend/cuda/kernels.hpp"
@@ -79,91 +77,32 @@ void CudaBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
   cuda::gelu_backward(x.f32(), dy.f32(), dx.f32(), x.numel(), stream_);
 }
 
-// Attention one example at a time: its heads' scores (heads, t, t) are cuBLAS products
-// batched over the heads (a head's queries, keys and values are every 3c-th row from
-// column h d: one stride apart), the softmax passes kernels between them. The workspace
-// holds one example's scores in the forward, two score-sized buffers in the backward.
 namespace {
-
 struct AttentionDims {
-  int64_t n, t, c, heads, d;
-  int64_t scores() const { return heads * t * t; }
+  int64_t n, t, c;
 };
-
 AttentionDims attention_dims(const Tensor& qkv, int64_t heads) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3;
   DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
-  return {n, t, c, heads, c / heads};
+  if (c / heads > cuda::kMaxHeadDim)
+    throw UserError(fmt::format("attention: heads of {} features on a GPU (at most {}); use more heads", c / heads,
+                                cuda::kMaxHeadDim));
+  return {n, t, c};
 }
-
-// One row-major operand of a product batched over heads: its first element, row stride
-// and the stride from one head's matrix to the next.
-struct Strided {
-  const float* at;
-  int64_t row, head;
-};
-
-// c = alpha op(a) op(b) for every head (row-major, as CudaBackend::gemm: swapped operands).
-void head_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Strided a, Strided b,
-               float* c, int64_t c_row, int64_t c_head, int64_t heads) {
-  const float zero = 0.0f;
-  DT_CUBLAS(cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.at,
-                                      static_cast<int>(b.row), b.head, a.at, static_cast<int>(a.row), a.head, &zero, c,
-                                      static_cast<int>(c_row), c_head, static_cast<int>(heads)));
-}
-
-// The example's queries, keys and values (t, d) per head, and its (t, c) rows of out-like tensors.
-struct ExampleViews {
-  Strided q, k, v;
-  int64_t first_row;  // the example's first row among the batch's (n h t) rows
-};
-ExampleViews example_views(const float* qkv, const AttentionDims& a, int64_t example) {
-  const float* base = qkv + example * a.t * 3 * a.c;
-  return {Strided{base, 3 * a.c, a.d}, Strided{base + a.c, 3 * a.c, a.d}, Strided{base + 2 * a.c, 3 * a.c, a.d},
-          example * a.heads * a.t};
-}
-
 }  // namespace
 
 void CudaBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) {
   auto lock = enter();
-  const AttentionDims a = attention_dims(qkv, heads);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
-  auto* scores = static_cast<float*>(workspace(sizeof(float) * static_cast<size_t>(a.scores())));
-  DT_CUBLAS(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  for (int64_t e = 0; e < a.n; ++e) {
-    const ExampleViews x = example_views(qkv.f32(), a, e);
-    head_gemm(cublas_, false, true, a.t, a.t, a.d, scale, x.q, x.k, scores, a.t, a.t * a.t, heads);
-    cuda::attention_softmax(scores, heads, a.t, x.first_row, rate, seed, lse.f32() + x.first_row, stream_);
-    head_gemm(cublas_, false, false, a.t, a.d, a.t, 1.0f, Strided{scores, a.t, a.t * a.t}, x.v,
-              out.f32() + e * a.t * a.c, a.c, a.d, heads);
-  }
+  const auto [n, t, c] = attention_dims(qkv, heads);
+  cuda::attention(qkv.f32(), n, heads, t, c, rate, seed, out.f32(), lse.f32(), stream_);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                      int64_t heads, float rate, uint64_t seed, Tensor dqkv) {
   auto lock = enter();
-  const AttentionDims a = attention_dims(qkv, heads);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
-  auto* p = static_cast<float*>(workspace(2 * sizeof(float) * static_cast<size_t>(a.scores())));
-  float* other = p + a.scores();  // p keep, then dp
-  const Strided p_heads{p, a.t, a.t * a.t}, other_heads{other, a.t, a.t * a.t};
-  DT_CUBLAS(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  for (int64_t e = 0; e < a.n; ++e) {
-    const ExampleViews x = example_views(qkv.f32(), a, e);
-    const float* out_e = out.f32() + e * a.t * a.c;
-    const float* dout_e = dout.f32() + e * a.t * a.c;
-    const Strided dout_heads{dout_e, a.c, a.d};
-    float* dq = dqkv.f32() + e * a.t * 3 * a.c;
-    head_gemm(cublas_, false, true, a.t, a.t, a.d, scale, x.q, x.k, p, a.t, a.t * a.t, heads);
-    cuda::attention_probabilities(p, lse.f32() + x.first_row, heads, a.t, x.first_row, rate, seed, other, stream_);
-    head_gemm(cublas_, true, false, a.t, a.d, a.t, 1.0f, other_heads, dout_heads, dq + 2 * a.c, 3 * a.c, a.d, heads);
-    head_gemm(cublas_, false, true, a.t, a.t, a.d, 1.0f, dout_heads, x.v, other, a.t, a.t * a.t, heads);
-    cuda::attention_score_grad(p, other, out_e, dout_e, heads, a.t, a.c, x.first_row, scale, rate, seed, stream_);
-    head_gemm(cublas_, false, false, a.t, a.d, a.t, 1.0f, p_heads, x.k, dq, 3 * a.c, a.d, heads);
-    head_gemm(cublas_, true, false, a.t, a.d, a.t, 1.0f, p_heads, x.q, dq + a.c, 3 * a.c, a.d, heads);
-  }
+  const auto [n, t, c] = attention_dims(qkv, heads);
+  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, rate, seed, dqkv.f32(),
+                           workspace(cuda::attention_backward_scratch(n, heads, t)), stream_);
 }
 
 std::string CudaBackend::bf16_matmul_unavailable() const { return ""; }

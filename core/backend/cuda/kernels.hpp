@@ -68,21 +68,18 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          cudaStream_t stream);
 void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
-// Causal attention's passes over one example's scores (heads, t, t), rows (h, i) numbered
-// from first_row among the batch's (n h t) for the dropout mask (drawn as dropout() draws):
-//   attention_softmax        scaled scores -> probabilities times the mask, zeros past the
-//                            diagonal; lse (heads, t) = each row's log-sum-exp.
-//   attention_probabilities  recomputed scaled scores -> probabilities (in place) and the
-//                            same times the mask into kept.
-//   attention_score_grad     probabilities -> dscore = p (dp mask - D_i) scale, in place,
-//                            D_i = dout_i . out_i over the head's columns of the example's
-//                            out and dout (t, c).
-void attention_softmax(float* scores, int64_t heads, int64_t t, int64_t first_row, float rate, uint64_t seed,
-                       float* lse, cudaStream_t stream);
-void attention_probabilities(float* scores, const float* lse, int64_t heads, int64_t t, int64_t first_row, float rate,
-                             uint64_t seed, float* kept, cudaStream_t stream);
-void attention_score_grad(float* p, const float* dp, const float* out, const float* dout, int64_t heads, int64_t t,
-                          int64_t c, int64_t first_row, float scale, float rate, uint64_t seed, cudaStream_t stream);
+// --- causal attention in float32 (attention_kernels.cu) ---
+// The largest head dimension the attention kernels take.
+constexpr int64_t kMaxHeadDim = 128;
+// qkv (n, t, 3c) with c / heads <= kMaxHeadDim: out (n, t, c), lse (n, heads, t); dropout
+// of `rate` on the probabilities, the mask drawn as dropout() draws it.
+void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed,
+               float* out, float* lse, cudaStream_t stream);
+size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t);
+// dqkv (n, t, 3c) written whole from dout (n, t, c) and the forward's qkv, out and lse.
+void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
+                        int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed, float* dqkv, void* scratch,
+                        cudaStream_t stream);
 
 // --- bf16 (bf16_kernels.cu): float32's upper 16 bits, rounded to nearest even as the CPU rounds ---
 // y = x rounded (x may be y); packed (bf16) receives the same values at 2 bytes unless null.

@@ -1,6 +1,6 @@
-// The transformer ops' kernels: embedding lookup and its scatter-add, layer norm, GELU and
-// the softmax passes of causal attention (its matrix products are cuBLAS's, in
-// cuda_transformer_ops.cpp), each the CPU twin's formula (core/backend/cpu/transformer_ops.cpp).
+// The transformer ops' kernels but attention (attention_kernels.cu): embedding lookup and
+// its scatter-add, layer norm and GELU, each the CPU twin's formula
+// (core/backend/cpu/transformer_ops.cpp).
 // Nothing uses atomics: every output element is written by one thread in a fixed order,
 // so results do not depend on timing. Row ops give each row to one warp (32 lanes split
 // the row's columns and add their partial sums by butterfly shuffles).
@@ -10,7 +10,6 @@
 
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
-#include "core/base/rng.hpp"
 
 namespace distrain::cuda {
 
@@ -142,67 +141,6 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
   dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v));
 }
 
-// --- causal attention: the softmax passes between the matrix products ---
-// One example's scores s (heads, t, t), already scaled, one warp per row (h, i); columns
-// past i are the causal mask.
-
-// The dropout mask of probability (row, j), the CPU's draw.
-__device__ float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
-  if (rate <= 0.0f) return 1.0f;
-  return uniform_at(seed, static_cast<uint64_t>(row * t + j)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
-}
-
-// s becomes the dropped-out probabilities p keep (zeros past the diagonal); lse (heads, t)
-// receives each row's log-sum-exp. first_row: the example's first (n h t) row, for the mask.
-__global__ void softmax_rows_kernel(float* s, int64_t heads, int64_t t, int64_t first_row, float rate, uint64_t seed,
-                                    float* lse) {
-  const int64_t r = warp_index();  // (h, i)
-  if (r >= heads * t) return;
-  const int64_t i = r % t;
-  float* row = s + r * t;
-  float m = -INFINITY;
-  for (int64_t j = lane(); j <= i; j += kWarp) m = fmaxf(m, row[j]);
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-  float sum = 0.0f;
-  for (int64_t j = lane(); j <= i; j += kWarp) sum += expf(row[j] - m);
-  const float row_lse = m + logf(warp_sum(sum));
-  for (int64_t j = lane(); j < t; j += kWarp)
-    row[j] = j <= i ? expf(row[j] - row_lse) * keep_scale(seed, rate, first_row + r, t, j) : 0.0f;
-  if (lane() == 0) lse[r] = row_lse;
-}
-
-// From the recomputed scores s: p (zeros past the diagonal) into s, p keep into kept.
-__global__ void probabilities_kernel(float* s, const float* lse, int64_t heads, int64_t t, int64_t first_row,
-                                     float rate, uint64_t seed, float* kept) {
-  const int64_t r = warp_index();
-  if (r >= heads * t) return;
-  const int64_t i = r % t;
-  for (int64_t j = lane(); j < t; j += kWarp) {
-    const float p = j <= i ? expf(s[r * t + j] - lse[r]) : 0.0f;
-    s[r * t + j] = p;
-    kept[r * t + j] = p * keep_scale(seed, rate, first_row + r, t, j);
-  }
-}
-
-// dscore = p (dp keep - D_i) scale into p's place, D_i = dout_i . out_i; out and dout are
-// the example's (t, c), head h at [h d, (h + 1) d).
-__global__ void score_grad_kernel(float* p, const float* dp, const float* out, const float* dout, int64_t heads,
-                                  int64_t t, int64_t c, int64_t first_row, float scale, float rate, uint64_t seed) {
-  const int64_t r = warp_index();
-  if (r >= heads * t) return;
-  const int64_t h = r / t, i = r % t, d = c / heads;
-  float partial = 0.0f;
-  for (int64_t e = lane(); e < d; e += kWarp) partial += dout[i * c + h * d + e] * out[i * c + h * d + e];
-  const float big_d = warp_sum(partial);
-  for (int64_t j = lane(); j < t; j += kWarp) {
-    const int64_t at = r * t + j;
-    p[at] = j <= i ? p[at] * (dp[at] * keep_scale(seed, rate, first_row + r, t, j) - big_d) * scale : 0.0f;
-  }
-}
-
-unsigned row_blocks(int64_t heads, int64_t t) { return blocks_for_warps(heads * t); }
-constexpr unsigned kRowThreads = kWarp * kWarpsPerBlock;
-
 }  // namespace
 
 void embedding(const float* table, const int32_t* ids, int64_t n, int64_t c, int64_t rows, int64_t first,
@@ -269,25 +207,6 @@ void gelu(const float* x, float* y, int64_t n, cudaStream_t s) {
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   gelu_backward_kernel<<<blocks_for(n), 256, 0, s>>>(x, dy, dx, n);
-  DT_CUDA_LAUNCHED();
-}
-
-void attention_softmax(float* scores, int64_t heads, int64_t t, int64_t first_row, float rate, uint64_t seed,
-                       float* lse, cudaStream_t s) {
-  softmax_rows_kernel<<<row_blocks(heads, t), kRowThreads, 0, s>>>(scores, heads, t, first_row, rate, seed, lse);
-  DT_CUDA_LAUNCHED();
-}
-
-void attention_probabilities(float* scores, const float* lse, int64_t heads, int64_t t, int64_t first_row, float rate,
-                             uint64_t seed, float* kept, cudaStream_t s) {
-  probabilities_kernel<<<row_blocks(heads, t), kRowThreads, 0, s>>>(scores, lse, heads, t, first_row, rate, seed, kept);
-  DT_CUDA_LAUNCHED();
-}
-
-void attention_score_grad(float* p, const float* dp, const float* out, const float* dout, int64_t heads, int64_t t,
-                          int64_t c, int64_t first_row, float scale, float rate, uint64_t seed, cudaStream_t s) {
-  score_grad_kernel<<<row_blocks(heads, t), kRowThreads, 0, s>>>(p, dp, out, dout, heads, t, c, first_row, scale, rate,
-                                                                  seed);
   DT_CUDA_LAUNCHED();
 }
 
