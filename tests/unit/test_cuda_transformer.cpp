@@ -105,7 +105,7 @@ TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by 
                        doctest::Contains("heads of 256 features"), UserError);
 }
 
-TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit; bf16 products in all four transpose cases") {
+TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf16 products in all four transpose cases") {
   SKIP_WITHOUT_GPU();
   std::vector<float> values = random_vector(4099, 1, -1e3, 1e3);
   values[0] = NAN;

@@ -61,6 +61,17 @@ void column_sums(int64_t rows, int64_t cols, F f, Out out, void* scratch, cudaSt
   DT_CUDA_LAUNCHED();
 }
 
+// The plainest summand and output: a matrix's (r, c) element, added into out[c].
+struct MatrixColumn {
+  const float* m;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return m[r * cols + c]; }
+};
+struct AddTo {
+  float* out;
+  __device__ void operator()(int64_t c, float total) const { out[c] += total; }
+};
+
 // A grid of `threads` threads in blocks of 256, for one-element-per-thread kernels.
 inline unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + 255) / 256); }
 

@@ -1,8 +1,7 @@
 // The transformer ops and bf16 on the CUDA backend: embedding (whole and vocabulary
 // slices), layer norm, GELU (transformer_kernels.cu), causal attention as flash attention
-// (attention_kernels.cu); bf16 rounding
-// (bf16_kernels.cu) and bf16 matrix products through cuBLAS's tensor cores, operands
-// rounded as the CPU rounds them and products accumulated in float32.
+// (attention_kernels.cu); bf16 rounding (bf16_kernels.cu) and bf16 matrix products on
+// cuBLAS's tensor cores, operands rounded as the CPU rounds them, sums in float32.
 #include "core/backend/cuda/cuda_backend.hpp"
 #include "core/backend/cuda/cuda_check.hpp"
 #include "core/backend/cuda/kernels.hpp"

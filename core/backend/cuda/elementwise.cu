@@ -234,16 +234,6 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_
   p[i] = w - alpha * mi / (sqrtf(vi) + eps);
 }
 
-struct MatrixColumn {
-  const float* m;
-  int64_t cols;
-  __device__ float operator()(int64_t r, int64_t c) const { return m[r * cols + c]; }
-};
-struct AddTo {
-  float* out;
-  __device__ void operator()(int64_t c, float total) const { out[c] += total; }
-};
-
 }  // namespace
 
 void fill(float* p, int64_t n, float value, cudaStream_t s) {

@@ -114,15 +114,6 @@ struct DyTimesNorm {
     return dy[r * cols + c] * ((x[r * cols + c] - mean[r]) * rstd[r]);
   }
 };
-struct DyColumn {
-  const float* dy;
-  int64_t cols;
-  __device__ float operator()(int64_t r, int64_t c) const { return dy[r * cols + c]; }
-};
-struct AddInto {
-  float* out;
-  __device__ void operator()(int64_t c, float total) const { out[c] += total; }
-};
 
 // --- GELU (GPT-2's tanh form) ---
 
@@ -164,7 +155,7 @@ void embedding_backward(const int32_t* ids, int64_t n, int64_t c, int64_t rows, 
   auto* positions = static_cast<int32_t*>(scratch);
   int32_t* sorted_ids = positions + n;
   int32_t* sorted_positions = sorted_ids + n;
-  void* sort_scratch = positions + 4 * n;  // at 16 n bytes: aligned for any n
+  void* sort_scratch = positions + 4 * n;  // past the three arrays, at 16 n bytes: aligned for any n
   size_t sort_bytes = embedding_backward_scratch(n) - 4 * sizeof(int32_t) * static_cast<size_t>(n);
   iota_kernel<<<blocks_for(n), 256, 0, s>>>(positions, n);
   DT_CUDA_LAUNCHED();
@@ -190,8 +181,8 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta, void* scratch,
                          cudaStream_t s) {
   if (rows == 0) return;
-  column_sums<float>(rows, c, DyTimesNorm{x, dy, mean, rstd, c}, AddInto{dgamma}, scratch, s);
-  column_sums<float>(rows, c, DyColumn{dy, c}, AddInto{dbeta}, scratch, s);
+  column_sums<float>(rows, c, DyTimesNorm{x, dy, mean, rstd, c}, AddTo{dgamma}, scratch, s);
+  column_sums<float>(rows, c, MatrixColumn{dy, c}, AddTo{dbeta}, scratch, s);
   if (!dx) return;
   layer_norm_dx_kernel<<<blocks_for_warps(rows), kWarp * kWarpsPerBlock, 0, s>>>(x, dy, gamma, mean, rstd, rows, c,
                                                                                   dx);
