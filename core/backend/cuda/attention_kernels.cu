@@ -45,6 +45,37 @@ __device__ void load_tile(float* tile, int64_t first, const HeadGeometry& g, At 
   }
 }
 
+// Keys and values of tokens [first, first + 64) of head nh.
+__device__ void load_keys_values(float* ks, float* vs, const float* qkv, int64_t nh, int64_t first,
+                                 const HeadGeometry& g) {
+  load_tile(ks, first, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
+  load_tile(vs, first, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+}
+
+// Queries and output gradients of tokens [first, first + 64) of head nh.
+__device__ void load_queries_grads(float* qs, float* gs, const float* qkv, const float* dout, int64_t nh,
+                                   int64_t first, const HeadGeometry& g) {
+  load_tile(qs, first, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+  load_tile(gs, first, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+}
+
+// The end of the keys a query tile from q0 attends to (the causal mask's last column).
+__device__ int64_t causal_keys(int64_t q0, const HeadGeometry& g) { return g.t < q0 + kTile ? g.t : q0 + kTile; }
+
+// A thread's rows of a (64, d) result for the tile from `first`, rows past t left out:
+// put(a, row, col, value).
+template <int Cols, typename Put>
+__device__ void store_rows(const float (&acc)[kRows][Cols], int64_t first, const HeadGeometry& g, Put put) {
+#pragma unroll
+  for (int a = 0; a < kRows; ++a) {
+    const int64_t i = first + ty() * kRows + a;
+    if (i >= g.t) continue;
+#pragma unroll
+    for (int b = 0; b < Cols; ++b)
+      if (const int col = tx() + 16 * b; col < g.d) put(a, i, col, acc[a][b]);
+  }
+}
+
 // s[a][b] = row (4 ty + a) of x . row (tx + 16 b) of y, over d.
 __device__ void tile_dots(const float* x, const float* y, const HeadGeometry& g, float (&s)[kRows][4]) {
 #pragma unroll
@@ -113,11 +144,9 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const float
   float m[kRows], l[kRows] = {}, o[kRows][Cols] = {};
 #pragma unroll
   for (int a = 0; a < kRows; ++a) m[a] = -INFINITY;
-  const int64_t keys = g.t < q0 + kTile ? g.t : q0 + kTile;
-  for (int64_t k0 = 0; k0 < keys; k0 += kTile) {
+  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
     __syncthreads();  // the last tile's keys, values and probabilities are used
-    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    load_keys_values(ks, vs, qkv, nh, k0, g);
     __syncthreads();
     float s[kRows][4];
     tile_dots(qs, ks, g, s);
@@ -150,15 +179,10 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const float
     __syncthreads();
     tile_product(ps, vs, g, o);
   }
+  store_rows(o, q0, g, [&](int a, int64_t i, int col, float v) { out[g.out_at(nh, i, col)] = v / l[a]; });
 #pragma unroll
-  for (int a = 0; a < kRows; ++a) {
-    const int64_t i = q0 + ty() * kRows + a;
-    if (i >= g.t) continue;
-#pragma unroll
-    for (int b = 0; b < Cols; ++b)
-      if (const int col = tx() + 16 * b; col < g.d) out[g.out_at(nh, i, col)] = o[a][b] / l[a];
-    if (tx() == 0) lse[nh * g.t + i] = m[a] + logf(l[a]);
-  }
+  for (int a = 0; a < kRows; ++a)
+    if (const int64_t i = q0 + ty() * kRows + a; i < g.t && tx() == 0) lse[nh * g.t + i] = m[a] + logf(l[a]);
 }
 
 // big_d (n heads t) = dout_i . out_i per row and head, a warp a row.
@@ -181,13 +205,11 @@ __global__ void __launch_bounds__(kThreads) attention_dkv_kernel(const float* qk
   float *ks = smem, *vs = ks + kTile * g.ld, *qs = vs + kTile * g.ld, *gs = qs + kTile * g.ld;
   float *pk = gs + kTile * g.ld, *dss = pk + kTile * kScoreLd, *ls = dss + kTile * kScoreLd, *bd = ls + kTile;
   const int64_t nh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-  load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+  load_keys_values(ks, vs, qkv, nh, k0, g);
   float dk[kRows][Cols] = {}, dv[kRows][Cols] = {};
   for (int64_t q0 = k0; q0 < g.t; q0 += kTile) {
     __syncthreads();
-    load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
-    load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+    load_queries_grads(qs, gs, qkv, dout, nh, q0, g);
     for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) {
       const int64_t i = q0 + r;
       ls[r] = i < g.t ? lse[nh * g.t + i] : 0.0f;
@@ -213,17 +235,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkv_kernel(const float* qk
     tile_product(pk, gs, g, dv);
     tile_product(dss, qs, g, dk);
   }
-#pragma unroll
-  for (int a = 0; a < kRows; ++a) {
-    const int64_t j = k0 + ty() * kRows + a;
-    if (j >= g.t) continue;
-#pragma unroll
-    for (int b = 0; b < Cols; ++b)
-      if (const int col = tx() + 16 * b; col < g.d) {
-        dqkv[g.qkv_at(nh, j, 1, col)] = dk[a][b];
-        dqkv[g.qkv_at(nh, j, 2, col)] = dv[a][b];
-      }
-  }
+  store_rows(dk, k0, g, [&](int, int64_t j, int col, float v) { dqkv[g.qkv_at(nh, j, 1, col)] = v; });
+  store_rows(dv, k0, g, [&](int, int64_t j, int col, float v) { dqkv[g.qkv_at(nh, j, 2, col)] = v; });
 }
 
 // dQ for one query tile: rows are queries, columns keys.
@@ -235,8 +248,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(const float* qkv
   float *qs = smem, *gs = qs + kTile * g.ld, *ks = gs + kTile * g.ld, *vs = ks + kTile * g.ld;
   float* dss = vs + kTile * g.ld;
   const int64_t nh = blockIdx.y, q0 = query_tile_first();
-  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
-  load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+  load_queries_grads(qs, gs, qkv, dout, nh, q0, g);
   float row_lse[kRows], row_d[kRows], dq[kRows][Cols] = {};
 #pragma unroll
   for (int a = 0; a < kRows; ++a) {
@@ -244,11 +256,9 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(const float* qkv
     row_lse[a] = i < g.t ? lse[nh * g.t + i] : 0.0f;
     row_d[a] = i < g.t ? big_d[nh * g.t + i] : 0.0f;
   }
-  const int64_t keys = g.t < q0 + kTile ? g.t : q0 + kTile;
-  for (int64_t k0 = 0; k0 < keys; k0 += kTile) {
+  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
     __syncthreads();
-    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    load_keys_values(ks, vs, qkv, nh, k0, g);
     __syncthreads();
     float s[kRows][4], dp[kRows][4];
     tile_dots(qs, ks, g, s);
@@ -266,14 +276,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(const float* qkv
     __syncthreads();
     tile_product(dss, ks, g, dq);
   }
-#pragma unroll
-  for (int a = 0; a < kRows; ++a) {
-    const int64_t i = q0 + ty() * kRows + a;
-    if (i >= g.t) continue;
-#pragma unroll
-    for (int b = 0; b < Cols; ++b)
-      if (const int col = tx() + 16 * b; col < g.d) dqkv[g.qkv_at(nh, i, 0, col)] = dq[a][b];
-  }
+  store_rows(dq, q0, g, [&](int, int64_t i, int col, float v) { dqkv[g.qkv_at(nh, i, 0, col)] = v; });
 }
 
 HeadGeometry geometry(int64_t t, int64_t c, int64_t heads) {

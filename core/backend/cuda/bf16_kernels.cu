@@ -37,12 +37,6 @@ void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStrea
   DT_CUDA_LAUNCHED();
 }
 
-void pack_bf16(const float* x, uint16_t* packed, int64_t n, cudaStream_t s) {
-  if (n == 0) return;
-  round_kernel<<<blocks_for(n), 256, 0, s>>>(x, nullptr, packed, n);
-  DT_CUDA_LAUNCHED();
-}
-
 void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   unpack_kernel<<<blocks_for(n), 256, 0, s>>>(packed, y, n);

@@ -118,7 +118,7 @@ void CudaBackend::rounded_bf16(const Tensor& x, Tensor y) {
   if (y.dtype == DType::f32)
     cuda::round_bf16(x.f32(), y.f32(), nullptr, x.numel(), stream_);
   else
-    cuda::pack_bf16(x.f32(), bf16_data(y), x.numel(), stream_);
+    cuda::round_bf16(x.f32(), nullptr, bf16_data(y), x.numel(), stream_);
 }
 
 void CudaBackend::from_bf16(const Tensor& x, Tensor y) {
@@ -136,8 +136,8 @@ void CudaBackend::gemm_bf16(bool ta, bool tb, const Tensor& a, const Tensor& b, 
   const int64_t a_elements = round_up(a.numel(), 8);
   auto* a16 = static_cast<uint16_t*>(workspace(sizeof(uint16_t) * static_cast<size_t>(a_elements + b.numel())));
   uint16_t* b16 = a16 + a_elements;
-  cuda::pack_bf16(a.f32(), a16, a.numel(), stream_);
-  cuda::pack_bf16(b.f32(), b16, b.numel(), stream_);
+  cuda::round_bf16(a.f32(), nullptr, a16, a.numel(), stream_);
+  cuda::round_bf16(b.f32(), nullptr, b16, b.numel(), stream_);
   const float one = 1.0f;
   DT_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.

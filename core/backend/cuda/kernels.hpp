@@ -82,9 +82,9 @@ void attention_backward(const float* qkv, const float* out, const float* lse, co
                         cudaStream_t stream);
 
 // --- bf16 (bf16_kernels.cu): float32's upper 16 bits, rounded to nearest even as the CPU rounds ---
-// y = x rounded (x may be y); packed (bf16) receives the same values at 2 bytes unless null.
+// y = x rounded (x may be y) unless y is null; packed (bf16) receives the same values at 2
+// bytes unless null.
 void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStream_t stream);
-void pack_bf16(const float* x, uint16_t* packed, int64_t n, cudaStream_t stream);
 void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t stream);
 
 // --- convolution helpers (conv_kernels.cu) ---
