@@ -90,6 +90,15 @@ std::vector<Mesh> Mesh::over_threads(const MeshShape& shape) {
   return meshes;
 }
 
+Mesh Mesh::data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared_ptr<LocalGroup>> local) {
+  const MeshShape shape{data->size(), 1, 1};
+  const int rank = data->rank();
+  auto alone = [] { return std::make_shared<LocalCommunicator>(std::make_shared<LocalGroup>(1), 0); };
+  Axes axes{data, alone(), alone()};  // by Axis: data, tensor, pipeline
+  auto groups = std::make_shared<const std::vector<std::shared_ptr<LocalGroup>>>(std::move(local));
+  return Mesh(shape, rank, std::move(data), std::move(axes), std::move(groups));
+}
+
 void Mesh::abort(const std::string& why) const {
   if (thread_groups_)
     for (const auto& group : *thread_groups_) group->abort(why);

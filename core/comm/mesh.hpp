@@ -6,7 +6,9 @@
 // coordinate, ordered by that coordinate; the mesh owns one communicator per axis, split
 // from the world, and strategies ask it for them rather than building groups of their own.
 // A Mesh is one rank's view; copies share its communicators. The ranks are MPI processes
-// (a job's) or threads of one process (in-process tests of every mesh layout).
+// (a job's), threads of one process (in-process tests of every mesh layout), or the
+// replicas of data-parallel strategies, threads of several processes on the data axis
+// alone (core/strategy/replica_mesh.hpp).
 #pragma once
 #include <array>
 #include <memory>
@@ -54,6 +56,10 @@ class Mesh {
   // A mesh of threads in one process: element r is rank r's view (its communicators are
   // for that rank's thread only).
   static std::vector<Mesh> over_threads(const MeshShape& shape);
+  // A mesh of the data axis alone (tensor = pipeline = 1), as rank `data.rank()` of
+  // `data` sees it: its world is that axis. `local` are the thread groups inside `data`
+  // (owned by its maker, which keeps `data`'s levels alive), aborted by abort().
+  static Mesh data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared_ptr<LocalGroup>> local);
 
   const MeshShape& shape() const { return shape_; }
   int rank() const { return rank_; }

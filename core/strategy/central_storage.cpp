@@ -12,8 +12,8 @@ namespace {
 
 class CentralStorage final : public MultiReplicaStrategy {
  public:
-  explicit CentralStorage(const Recipe& recipe)
-      : MultiReplicaStrategy(recipe, World::none), host_(backend_for(Device{DeviceType::cpu, 0})) {
+  CentralStorage(const Recipe& recipe, ReplicaMesh mesh)
+      : MultiReplicaStrategy(recipe, std::move(mesh)), host_(backend_for(Device{DeviceType::cpu, 0})) {
     const Shape arena = replica(0).model().params().values().shape;
     values_ = Buffer(host_, arena);
     grads_ = Buffer(host_, arena);
@@ -62,6 +62,8 @@ class CentralStorage final : public MultiReplicaStrategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_central_storage(const Recipe& recipe) { return std::make_unique<CentralStorage>(recipe); }
+std::unique_ptr<Strategy> make_central_storage(const Recipe& recipe, ReplicaMesh mesh) {
+  return std::make_unique<CentralStorage>(recipe, std::move(mesh));
+}
 
 }  // namespace distrain

@@ -3,10 +3,12 @@
 // gradients, which are summed onto the host in replica order, applied there by the one
 // optimizer, and the new variables copied back to every replica.
 #pragma once
+#include "core/strategy/replica_mesh.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
-std::unique_ptr<Strategy> make_central_storage(const Recipe& recipe);
+// `mesh`: this process's replicas (one process).
+std::unique_ptr<Strategy> make_central_storage(const Recipe& recipe, ReplicaMesh mesh);
 
 }  // namespace distrain

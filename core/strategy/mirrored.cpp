@@ -15,8 +15,8 @@ ModelSeams all_reduce_at_flush(Communicator& all) { return ModelSeams{nullptr, s
 
 class Mirrored final : public MultiReplicaStrategy {
  public:
-  Mirrored(const Recipe& recipe, bool multi_worker)
-      : MultiReplicaStrategy(recipe, multi_worker ? World::always : World::none, all_reduce_at_flush),
+  Mirrored(const Recipe& recipe, bool multi_worker, ReplicaMesh mesh)
+      : MultiReplicaStrategy(recipe, std::move(mesh), all_reduce_at_flush),
         multi_worker_(multi_worker) {
     for (int r = 0; r < local_replicas(); ++r) updates_.emplace_back(recipe, replica(r).model(), replica(r).backend());
     state_ = std::make_unique<ArenaOptimizerState>(updates_[0].optimizer(), replica(0).backend());
@@ -60,8 +60,8 @@ class Mirrored final : public MultiReplicaStrategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_mirrored(const Recipe& recipe, bool multi_worker) {
-  return std::make_unique<Mirrored>(recipe, multi_worker);
+std::unique_ptr<Strategy> make_mirrored(const Recipe& recipe, bool multi_worker, ReplicaMesh mesh) {
+  return std::make_unique<Mirrored>(recipe, multi_worker, std::move(mesh));
 }
 
 }  // namespace distrain

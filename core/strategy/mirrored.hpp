@@ -7,10 +7,12 @@
 //                          local replicas: local all-reduce, MPI all-reduce between workers
 //                          (on the first replica's thread), local broadcast
 #pragma once
+#include "core/strategy/replica_mesh.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
-std::unique_ptr<Strategy> make_mirrored(const Recipe& recipe, bool multi_worker);
+// `mesh`: this process's replicas, joined with other workers' (multi_worker) or alone.
+std::unique_ptr<Strategy> make_mirrored(const Recipe& recipe, bool multi_worker, ReplicaMesh mesh);
 
 }  // namespace distrain

@@ -4,10 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include <fmt/ranges.h>
-
 #include "core/backend/backend.hpp"
-#include "core/backend/cuda_plugin.hpp"
 #include "core/base/rng.hpp"
 
 namespace distrain {
@@ -40,57 +37,21 @@ double checksum(Model& model) {
 
 }  // namespace
 
-MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams)
-    : spec_(recipe.strategy) {
-  if (world == World::always || (world == World::when_launched && launcher_size() > 1)) {
-    world_ = std::make_unique<MpiCommunicator>(spec_.timeout_seconds);
-    rank_ = world_->rank();
-    workers_ = world_->size();
+MultiReplicaStrategy::MultiReplicaStrategy(const Recipe& recipe, ReplicaMesh mesh, const SeamFactory& seams)
+    : spec_(recipe.strategy), mesh_(std::move(mesh)) {
+  if (world()) {
+    rank_ = world()->rank();
+    workers_ = world()->size();
   }
-  const int n = static_cast<int>(spec_.devices.size());
-  group_ = std::make_shared<LocalGroup>(n);
-  std::vector<Device> devices;
-  std::vector<Backend*> backends;
-  for (const auto& text : spec_.devices) {
-    devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
-    backends.push_back(&backend_for(devices.back()));
-  }
-  // Communicators first: the models' gatherers and reducers are given them.
-  for (int r = 0; r < n; ++r) comms_.push_back(std::make_unique<LocalCommunicator>(group_, r));
-  make_gpu_communicators(devices, backends);
-  make_hierarchies(backends);
+  const int n = mesh_.local_replicas();
   for (int r = 0; r < n; ++r) {
-    const auto i = static_cast<size_t>(r);
-    replicas_.push_back(std::make_unique<Replica>(recipe, *backends[i], seams ? seams(*all_[i]) : ModelSeams{}));
-    ledger().add_source(*backends[i]);
+    Backend& be = mesh_.backend(r);
+    replicas_.push_back(std::make_unique<Replica>(recipe, be, seams ? seams(all_replicas(r)) : ModelSeams{}));
+    ledger().add_source(be);
     if (spec_.sync_batch_norm) replicas_.back()->set_cross_replica_sum([this, r](Tensor values) { sum_over_replicas(r, values); });
   }
   threads_ = std::make_unique<ReplicaThreads>(n, std::max(1, cpu_threads() / n),
-                                              [group = group_](const std::string& why) { group->abort(why); });
-}
-
-void MultiReplicaStrategy::make_hierarchies(const std::vector<Backend*>& backends) {
-  for (size_t i = 0; i < backends.size(); ++i) {
-    CommLevels levels{comms_[i].get(), world_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_world_.get()};
-    Backend& be = *backends[i];
-    HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
-                        [&be](const void* host, Tensor t) { be.upload(host, t); }};
-    all_.push_back(std::make_unique<HierarchicalCommunicator>(levels, std::move(staging)));
-  }
-}
-
-void MultiReplicaStrategy::make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends) {
-  const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
-  const bool shared_gpu = shares_a_gpu(devices);  // with nccl, the recipe was refused (parse_strategy)
-  const std::string& ops = spec_.cross_device_ops;
-  const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
-  // As tf.distribute: NCCL between workers when asked, or by default with one GPU per worker.
-  const bool one_gpu = all_cuda && devices.size() == 1;
-  const bool nccl_world = world_ && (spec_.communication == "nccl" || (spec_.communication == "auto" && one_gpu));
-  DT_USER_CHECK(!nccl_world || one_gpu,
-                "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]", fmt::join(spec_.devices, ", "));
-  if (nccl_local) gpu_local_ = cuda_plugin().nccl_local(backends);
-  if (nccl_world) gpu_world_ = cuda_plugin().nccl_world(*world_, *backends[0]);
+                                              [this](const std::string& why) { mesh_.abort(why); });
 }
 
 void MultiReplicaStrategy::compute_gradients(const Batch& batch, const StepInfo& info) {
@@ -137,7 +98,7 @@ LossStats MultiReplicaStrategy::evaluate(const Batch& batch) {
   } else {
     local = replicas_[0]->evaluate(batch.replicas.at(0));
   }
-  return world_ ? sum_over_workers(local, *world_) : local;
+  return world() ? sum_over_workers(local, *world()) : local;
 }
 
 void MultiReplicaStrategy::prepare_for_read() {
@@ -154,7 +115,7 @@ void MultiReplicaStrategy::maybe_check_consistency() {
   if (spec_.check_every <= 0 || steps_ % spec_.check_every != 0) return;
   std::vector<double> sums(static_cast<size_t>(num_replicas()), 0.0);
   threads_->run([&](int r) { sums[static_cast<size_t>(first_local_replica() + r)] = checksum(replica(r).model()); });
-  if (world_) world_->all_reduce_f64(sums.data(), static_cast<int>(sums.size()));  // each slot has one writer
+  if (world()) world()->all_reduce_f64(sums.data(), static_cast<int>(sums.size()));  // each slot has one writer
   // A non-finite step's update (applied on a GPU until its figures are read) leaves NaN
   // everywhere: that read reports it, naming the step.
   if (!std::all_of(sums.begin(), sums.end(), [](double s) { return std::isfinite(s); })) return;
@@ -167,13 +128,13 @@ void MultiReplicaStrategy::maybe_check_consistency() {
 void MultiReplicaStrategy::copy_from_first(const std::vector<Optimizer*>& optimizers) {
   Replica& first = replica(0);
   ParamArena& p = first.model().params();
-  if (world_) {
-    if (p.values().numel()) broadcast_tensor(first.backend(), p.values(), *world_);
-    if (p.state().numel()) broadcast_tensor(first.backend(), p.state(), *world_);
+  if (MpiCommunicator* workers = world()) {
+    if (p.values().numel()) broadcast_tensor(first.backend(), p.values(), *workers);
+    if (p.state().numel()) broadcast_tensor(first.backend(), p.state(), *workers);
     if (!optimizers.empty()) {
-      for (auto& [name, slot] : optimizers[0]->slots()) broadcast_tensor(first.backend(), slot, *world_);
-      double iterations = world_->rank() == 0 ? static_cast<double>(optimizers[0]->iterations()) : 0.0;
-      world_->all_reduce_f64(&iterations, 1);
+      for (auto& [name, slot] : optimizers[0]->slots()) broadcast_tensor(first.backend(), slot, *workers);
+      double iterations = workers->rank() == 0 ? static_cast<double>(optimizers[0]->iterations()) : 0.0;
+      workers->all_reduce_f64(&iterations, 1);
       optimizers[0]->set_iterations(static_cast<int64_t>(iterations));
     }
   }

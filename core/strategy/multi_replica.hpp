@@ -1,18 +1,16 @@
 // MultiReplicaStrategy: what mirrored, multi_worker_mirrored, central_storage and zero
-// share. This process runs one replica per listed device, each on its own thread with a
-// `local` communicator; under a launcher an MPI world joins the workers. It owns the
-// replicas' forward/backward pass, evaluation, the averaging of batch-norm state, the
-// cross-replica sums (sync_batch_norm) and the consistency check; subclasses decide how
-// gradients are reduced and who updates what.
+// share. They are given a ReplicaMesh (one replica per listed device, each on its own
+// thread, on the data axis with every replica of the job). It owns the replicas'
+// forward/backward pass, evaluation, the averaging of batch-norm state, the cross-replica
+// sums (sync_batch_norm) and the consistency check; subclasses decide how gradients are
+// reduced and who updates what.
 #pragma once
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "core/comm/hierarchical_communicator.hpp"
-#include "core/comm/local_communicator.hpp"
-#include "core/comm/mpi_communicator.hpp"
 #include "core/strategy/replica.hpp"
+#include "core/strategy/replica_mesh.hpp"
 #include "core/strategy/replica_threads.hpp"
 #include "core/strategy/strategy.hpp"
 
@@ -20,10 +18,9 @@ namespace distrain {
 
 class MultiReplicaStrategy : public Strategy {
  public:
-  enum class World { none, when_launched, always };
-  // What replica r's model is given (ZeRO's gatherer and reducer), from the communicator
-  // over every replica of the job as replica r sees it; empty: the defaults.
-  using SeamFactory = std::function<ModelSeams(Communicator& all_replicas)>;
+  // What replica r's model is given (ZeRO's gatherer and reducer), from the data axis as
+  // replica r sees it; empty: the defaults.
+  using SeamFactory = std::function<ModelSeams(Communicator& data_axis)>;
 
   int num_replicas() const override { return local_replicas() * workers_; }
   int rank() const override { return rank_; }
@@ -37,15 +34,15 @@ class MultiReplicaStrategy : public Strategy {
   // gatherer communicates in forward); sums over workers.
   LossStats evaluate(const Batch& batch) override;
   bool keep_data_on_devices(const Dataset& data, DataUse use) override;
-  int max_over_workers(int local) override { return world_ ? max_over(local, *world_) : local; }
+  int max_over_workers(int local) override { return world() ? max_over(local, *world()) : local; }
   void sum_figures_over_workers(std::vector<double>& v) override {
-    if (world_) world_->all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
+    if (world()) world()->all_reduce(host_tensor(v.data(), static_cast<int64_t>(v.size())), ReduceOp::sum);
   }
   Backend& replica_backend(int r) override { return replica(r).backend(); }
-  CommTraffic data_traffic() const override { return all_[0]->traffic(); }
+  CommTraffic data_traffic() const override { return mesh_.replica(0).axis(Axis::data).traffic(); }
 
  protected:
-  MultiReplicaStrategy(const Recipe& recipe, World world, const SeamFactory& seams = {});
+  MultiReplicaStrategy(const Recipe& recipe, ReplicaMesh mesh, const SeamFactory& seams = {});
 
   // Every replica zeroes its gradients and runs forward and backward on its slice.
   void compute_gradients(const Batch& batch, const StepInfo& info) override;
@@ -55,11 +52,11 @@ class MultiReplicaStrategy : public Strategy {
   ReducedGradients reduced_gradients() override;
   bool finite_on_every_worker(bool local) override { return !max_over_workers(local ? 0 : 1); }
   void sum_steps_over_workers(std::vector<StepResult>& steps) override {
-    if (world_) sum_over_workers(steps, *world_);
+    if (world()) sum_over_workers(steps, *world());
   }
   // Every replica of the job, as replica r sees them (rank: its index in the job); call it
   // on replica r's thread.
-  Communicator& all_replicas(int r) { return *all_[static_cast<size_t>(r)]; }
+  Communicator& all_replicas(int r) { return mesh_.replica(r).axis(Axis::data); }
   // Called on replica r's thread for its own tensor t: t becomes the sum over every replica.
   void sum_over_replicas(int r, Tensor t) { all_replicas(r).all_reduce(t, ReduceOp::sum); }
   // Every check_every steps: replicas' parameters must be bitwise equal; throws naming the
@@ -70,26 +67,16 @@ class MultiReplicaStrategy : public Strategy {
   void copy_from_first(const std::vector<Optimizer*>& optimizers);
 
   Replica& replica(int r) { return *replicas_[static_cast<size_t>(r)]; }
-  MpiCommunicator* world() { return world_.get(); }
+  // One rank per process (the main thread's), or null.
+  MpiCommunicator* world() const { return mesh_.workers(); }
   ReplicaThreads& threads() { return *threads_; }
   const StrategySpec& spec() const { return spec_; }
 
  private:
-  void make_gpu_communicators(const std::vector<Device>& devices, const std::vector<Backend*>& backends);
-  void make_hierarchies(const std::vector<Backend*>& backends);
-
   StrategySpec spec_;
-  std::unique_ptr<MpiCommunicator> world_;
-  // For replicas on GPUs: NCCL among this process's replicas (distinct GPUs), or among
-  // all workers (communication = "nccl", one GPU per worker). Without them, GPU tensors
-  // are reduced through host memory (hierarchical_copy, reduce_to_one_device).
-  std::vector<std::unique_ptr<Communicator>> gpu_local_;
-  std::unique_ptr<Communicator> gpu_world_;
-  std::vector<std::unique_ptr<HierarchicalCommunicator>> all_;  // per replica, over the levels above
+  ReplicaMesh mesh_;  // before the replicas: their models' seams use its communicators
   int rank_ = 0, workers_ = 1;
-  std::shared_ptr<LocalGroup> group_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<std::unique_ptr<LocalCommunicator>> comms_;
   std::unique_ptr<ReplicaThreads> threads_;
   int64_t steps_ = 0;
 };

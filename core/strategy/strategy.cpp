@@ -175,11 +175,14 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job
                 recipe.file, name, launcher_size());
   choose_cpu_threads(recipe);
   set_allow_tf32(recipe.train.allow_tf32);
+  // The data-parallel strategies are given their replicas' mesh: this process's alone, or
+  // joined with the other workers'.
+  using Workers = ReplicaMesh::Workers;
   if (name == "one_device") return make_one_device(recipe);
-  if (name == "mirrored") return make_mirrored(recipe, false);
-  if (name == "multi_worker_mirrored") return make_mirrored(recipe, true);
-  if (name == "central_storage") return make_central_storage(recipe);
-  if (name == "zero") return make_zero(recipe);
+  if (name == "mirrored") return make_mirrored(recipe, false, ReplicaMesh(recipe, Workers::none));
+  if (name == "multi_worker_mirrored") return make_mirrored(recipe, true, ReplicaMesh(recipe, Workers::always));
+  if (name == "central_storage") return make_central_storage(recipe, ReplicaMesh(recipe, Workers::none));
+  if (name == "zero") return make_zero(recipe, ReplicaMesh(recipe, Workers::when_launched));
   if (name == "parameter_server") return make_parameter_server(recipe);
   if (name == "mesh") return mesh ? make_mesh_strategy(recipe, *mesh) : make_mesh_strategy(recipe);
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));

@@ -64,8 +64,8 @@ MultiReplicaStrategy::SeamFactory seams_for(const Recipe& recipe) {
 
 class Zero final : public MultiReplicaStrategy {
  public:
-  explicit Zero(const Recipe& recipe)
-      : MultiReplicaStrategy(recipe, World::when_launched, seams_for(recipe)),
+  Zero(const Recipe& recipe, ReplicaMesh mesh)
+      : MultiReplicaStrategy(recipe, std::move(mesh), seams_for(recipe)),
         state_(*this),
         sharded_state_(*this) {
     DT_USER_CHECK(!world() || local_replicas() == 1, "{}: zero under mpirun takes one device per worker (strategy.devices), got {}",
@@ -212,6 +212,8 @@ void ShardedModelState::write(int id, const std::vector<float>& in) {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_zero(const Recipe& recipe) { return std::make_unique<Zero>(recipe); }
+std::unique_ptr<Strategy> make_zero(const Recipe& recipe, ReplicaMesh mesh) {
+  return std::make_unique<Zero>(recipe, std::move(mesh));
+}
 
 }  // namespace distrain

@@ -13,10 +13,12 @@
 // same at every stage. Replicas are the listed devices (threads, `local` communicator) or,
 // under mpirun/srun, one device per worker (`mpi`).
 #pragma once
+#include "core/strategy/replica_mesh.hpp"
 #include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
-std::unique_ptr<Strategy> make_zero(const Recipe& recipe);
+// `mesh`: the replicas (this process's, or one per worker under a launcher).
+std::unique_ptr<Strategy> make_zero(const Recipe& recipe, ReplicaMesh mesh);
 
 }  // namespace distrain

@@ -1,9 +1,12 @@
 // The device mesh: rank layout (tensor innermost, pipeline outermost), axis groups, the
-// degree check, and one communicator per axis whose sums are exactly the group's.
+// degree check, one communicator per axis whose sums are exactly the group's, and the data
+// axis the data-parallel strategies are given.
 #include <thread>
 
 #include "core/comm/local_communicator.hpp"
 #include "core/comm/mesh.hpp"
+#include "core/io/recipe.hpp"
+#include "core/strategy/replica_mesh.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -58,7 +61,6 @@ TEST_CASE("mesh over threads: each axis communicator sums exactly its group") {
     }
 }
 
-}  // namespace
 TEST_CASE("mesh over threads: the world spans every rank, and an abort wakes a rank waiting in any group") {
   const MeshShape shape{2, 1, 2};
   std::vector<Mesh> meshes = Mesh::over_threads(shape);
@@ -88,4 +90,50 @@ TEST_CASE("mesh over threads: the world spans every rank, and an abort wakes a r
   CHECK(caught.find("rank 0 failed") != std::string::npos);
 }
 
+TEST_CASE("replica mesh: the data-parallel strategies' replicas on the data axis alone") {
+  const Recipe recipe = parse_recipe(R"(
+[data]
+dataset = "synthetic"
+image_shape = [4, 4, 1]
+[model]
+input_shape = [4, 4, 1]
+layers = [{ type = "flatten" }, { type = "dense", units = 10 }]
+[strategy]
+name = "mirrored"
+devices = ["cpu:0", "cpu:1", "cpu:2"]
+)", "replicas.toml");
+  const ReplicaMesh replicas(recipe, ReplicaMesh::Workers::none);
+  REQUIRE(replicas.local_replicas() == 3);
+  CHECK(replicas.workers() == nullptr);
+  std::vector<float> sums(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      const Mesh& m = replicas.replica(r);
+      CHECK(m.shape() == MeshShape{3, 1, 1});
+      CHECK(m.coord() == MeshCoord{r, 0, 0});
+      CHECK(&m.world() == &m.axis(Axis::data));  // data parallelism is the whole mesh
+      float v = static_cast<float>(1 << r), alone = 7;
+      m.axis(Axis::data).all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);
+      m.axis(Axis::tensor).all_reduce(Tensor{&alone, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);  // a group of one
+      sums[static_cast<size_t>(r)] = v + alone;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(sums == std::vector<float>{14, 14, 14});
+  // Replica 2 waits for the others, which never come: an abort wakes it.
+  std::string caught;
+  std::thread waiting([&] {
+    float v = 1;
+    try {
+      replicas.replica(2).axis(Axis::data).all_reduce(Tensor{&v, Shape{1}, DType::f32, Device{}}, ReduceOp::sum);
+    } catch (const GroupAborted& e) {
+      caught = e.what();
+    }
+  });
+  replicas.abort("replica 0 failed");
+  waiting.join();
+  CHECK(caught.find("replica 0 failed") != std::string::npos);
+}
+
+}  // namespace
 }  // namespace distrain::test

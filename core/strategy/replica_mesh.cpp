@@ -1,0 +1,47 @@
+#include "core/strategy/replica_mesh.hpp"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/backend/backend.hpp"
+#include "core/backend/cuda_plugin.hpp"
+
+namespace distrain {
+
+ReplicaMesh::ReplicaMesh(const Recipe& recipe, Workers workers) {
+  const StrategySpec& spec = recipe.strategy;
+  if (workers == Workers::always || (workers == Workers::when_launched && launcher_size() > 1))
+    workers_ = std::make_unique<MpiCommunicator>(spec.timeout_seconds);
+  std::vector<Device> devices;
+  for (const auto& text : spec.devices) {
+    devices.push_back(Device::parse(text, recipe.file + ": strategy.devices"));
+    backends_.push_back(&backend_for(devices.back()));
+  }
+  const int n = static_cast<int>(devices.size());
+  auto group = std::make_shared<LocalGroup>(n);
+  for (int r = 0; r < n; ++r) local_.push_back(std::make_unique<LocalCommunicator>(group, r));
+  make_gpu_levels(devices, spec);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    CommLevels levels{local_[i].get(), workers_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_workers_.get()};
+    Backend& be = *backends_[i];
+    HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
+                        [&be](const void* host, Tensor t) { be.upload(host, t); }};
+    meshes_.push_back(Mesh::data_axis(std::make_shared<HierarchicalCommunicator>(levels, std::move(staging)), {group}));
+  }
+}
+
+void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec) {
+  const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+  const bool shared_gpu = shares_a_gpu(devices);  // with nccl, the recipe was refused (parse_strategy)
+  const std::string& ops = spec.cross_device_ops;
+  const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
+  const bool one_gpu = all_cuda && devices.size() == 1;
+  const bool nccl_workers = workers_ && (spec.communication == "nccl" || (spec.communication == "auto" && one_gpu));
+  DT_USER_CHECK(!nccl_workers || one_gpu, "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]",
+                fmt::join(spec.devices, ", "));
+  if (nccl_local) gpu_local_ = cuda_plugin().nccl_local(backends_);
+  if (nccl_workers) gpu_workers_ = cuda_plugin().nccl_world(*workers_, *backends_[0]);
+}
+
+}  // namespace distrain
