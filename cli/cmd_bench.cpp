@@ -190,6 +190,7 @@ void take_update_figures(Strategy& strategy, Measured& m) {
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
 // loop on a synthetic batch.
 Measured measure(const Recipe& recipe, const Args& a, int& rank) {
+  check_zero_fits_host(recipe);
   auto strategy = make_strategy(recipe, a.alone);
   check_memory_fits(recipe, *strategy);
   rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing

@@ -15,6 +15,7 @@
 #include "core/optim/optimizer.hpp"
 #include "core/strategy/ps_protocol.hpp"
 #include "core/strategy/strategy.hpp"
+#include "core/strategy/zero_memory.hpp"
 #include "core/train/preflight.hpp"
 #include "core/train/step_loop.hpp"
 
@@ -103,6 +104,31 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
              recipe.checkpoint.every_epochs, recipe.checkpoint.every_steps, recipe.checkpoint.keep);
 }
 
+void print_memory(const Recipe& recipe, const MemoryUse& mem) {
+  fmt::print("memory      per replica: parameters {}, gradients {}, optimizer {}, activations {}{}; device total {}\n",
+             format_mib(mem.parameters), format_mib(mem.gradients), format_mib(mem.optimizer), format_mib(mem.activations),
+             mem.offloaded ? fmt::format(" (in host memory: {}, {})", format_mib(mem.offloaded), offloaded_what(recipe)) : "",
+             format_mib(mem.device_total()));
+  print_memory_note(recipe);
+}
+
+// zero replicas this host cannot hold in one process (zero_fits_host): the plan from the
+// recipe alone, as one process per device would hold it, without building them.
+void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget) {
+  const int replicas = planned_replicas(recipe);
+  const MemoryUse mem = zero_memory_per_replica(recipe, replicas);
+  const std::string strategy = fmt::format("zero stage {}: {} replica(s), predicted without building them (host below)",
+                                           recipe.strategy.zero_stage, replicas);
+  print_run(recipe, data, strategy, replicas, make_optimizer(recipe.optimizer)->describe(), recipe.step_batch() * replicas);
+  print_memory(recipe, mem);
+  fmt::print("host        this process's {} replica(s) would need {} of host memory, more than is available; train them "
+             "under mpirun, one process per device (strategy.devices one each)\n",
+             recipe.strategy.devices.size(), format_mib(host_bytes_of_replicas(recipe, mem)));
+  const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());
+  fmt::print("model\n{}\n", layout.summary());
+  check_within_budget(recipe, mem.device_total(), budget);
+}
+
 // A mesh's ranks come from the launcher: the plan of each, from models of each rank's part
 // (never the whole model, which the host need not hold), then the run.
 void check_mesh(const Recipe& recipe, const Splits& data) {
@@ -135,17 +161,14 @@ void register_check(CLI::App& app) {
     // check predicts past the budget, rather than stop at the first allocation over it, and
     // then says whether a device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
+    if (!zero_fits_host(recipe)) return check_zero_unbuilt(recipe, data, budget);
     auto strategy = make_strategy(recipe);
     check_memory_fits(recipe, *strategy);
     const int replicas = strategy->num_replicas();
     print_run(recipe, data, strategy->describe(), replicas, strategy->optimizer().describe(),
               strategy->update_batch(recipe.step_batch() * replicas));
     const MemoryUse mem = strategy->memory_per_replica(recipe.strategy.per_replica_batch);
-    fmt::print("memory      per replica: parameters {}, gradients {}, optimizer {}, activations {}{}; device total {}\n",
-               format_mib(mem.parameters), format_mib(mem.gradients), format_mib(mem.optimizer), format_mib(mem.activations),
-               mem.offloaded ? fmt::format(" (in host memory: {}, {})", format_mib(mem.offloaded), offloaded_what(recipe)) : "",
-               format_mib(mem.device_total()));
-    print_memory_note(recipe);
+    print_memory(recipe, mem);
     fmt::print("model\n{}\n", strategy->model().summary());
     check_within_budget(recipe, mem.device_total(), budget);
   });

@@ -13,6 +13,7 @@
 #include "core/base/host_memory.hpp"
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
+#include "core/strategy/zero_memory.hpp"
 
 namespace distrain {
 
@@ -39,15 +40,22 @@ int64_t cpu_replicas(const Recipe& recipe) {
   return n;
 }
 
-[[noreturn]] void too_large(const Recipe& recipe, const std::string& key, int64_t batch, const MemoryUse& m,
-                            int64_t replicas, int64_t total, int64_t available) {
-  throw UserError(fmt::format(
-      "{}: {} = {} needs {} of memory ({} replica(s) x parameters {}, gradients {}, optimizer {}, activations {}) but "
-      "{} are available; lower {}",
-      recipe.file, key, batch, total == kMax ? std::string("more than 8 EiB") : format_bytes(total), replicas,
-      format_bytes(m.parameters), format_bytes(m.gradients), format_bytes(m.optimizer),
-      m.activations == kMax ? std::string("more than 8 EiB") : format_bytes(m.activations), format_bytes(available), key));
+std::string bytes_or_more(int64_t bytes) { return bytes == kMax ? std::string("more than 8 EiB") : format_bytes(bytes); }
+
+// "2 replica(s) x parameters ..., in host memory ...": what one replica holds, and how many.
+std::string replicas_holding(const Recipe& recipe, const MemoryUse& m) {
+  return fmt::format("{} replica(s) x parameters {}, gradients {}, optimizer {}, activations {}{}", recipe.strategy.devices.size(),
+                     format_bytes(m.parameters), format_bytes(m.gradients), format_bytes(m.optimizer),
+                     bytes_or_more(m.activations), m.offloaded ? ", in host memory " + format_bytes(m.offloaded) : "");
 }
+
+[[noreturn]] void too_large(const Recipe& recipe, const std::string& key, int64_t batch, const MemoryUse& m, int64_t total,
+                            int64_t available) {
+  throw UserError(fmt::format("{}: {} = {} needs {} of memory ({}) but {} are available; lower {}", recipe.file, key, batch,
+                              bytes_or_more(total), replicas_holding(recipe, m), format_bytes(available), key));
+}
+
+int64_t available_or_unlimited() { return available_host_memory().value_or(kMax - 1); }
 
 }  // namespace
 
@@ -74,24 +82,41 @@ void check_last_batch(const Recipe& recipe, const Dataset& train) {
                 recipe.file, remainder, replicas);
 }
 
+int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m) {
+  const auto devices = static_cast<int64_t>(recipe.strategy.devices.size());
+  return add(mul(add(fixed_bytes(m), m.activations), cpu_replicas(recipe)), mul(m.offloaded, devices));
+}
+
+bool zero_fits_host(const Recipe& recipe) {
+  if (recipe.strategy.name != "zero") return true;
+  return host_bytes_of_replicas(recipe, zero_memory_per_replica(recipe, planned_replicas(recipe))) <= available_or_unlimited();
+}
+
+void check_zero_fits_host(const Recipe& recipe) {
+  if (zero_fits_host(recipe)) return;
+  const MemoryUse m = zero_memory_per_replica(recipe, planned_replicas(recipe));
+  throw UserError(fmt::format("{}: this process's zero replicas need {} of host memory ({}) but {} are available; run one "
+                              "process per device under mpirun (strategy.devices one each)",
+                              recipe.file, bytes_or_more(host_bytes_of_replicas(recipe, m)), replicas_holding(recipe, m),
+                              format_bytes(available_or_unlimited())));
+}
+
 void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
   const int64_t batch = recipe.strategy.per_replica_batch;  // a micro-batch's activations at once
   DT_USER_CHECK(mul(recipe.step_batch(), strategy.num_replicas()) < kMax,
                 "{}: strategy.per_replica_batch = {} x {} replicas overflows a 64-bit global batch; lower it", recipe.file,
                 recipe.step_batch(), strategy.num_replicas());
   const MemoryUse train = strategy.memory_per_replica(batch);
-  const int64_t replicas = cpu_replicas(recipe);
-  const int64_t train_total = mul(add(fixed_bytes(train), train.activations), replicas);
-  const std::optional<int64_t> available = available_host_memory();
-  const int64_t limit = available.value_or(kMax - 1);
+  const int64_t train_total = host_bytes_of_replicas(recipe, train);
+  const int64_t limit = available_or_unlimited();
   if (train.activations == kMax || train_total > limit)
-    too_large(recipe, "strategy.per_replica_batch", batch, train, replicas, train_total, limit);
+    too_large(recipe, "strategy.per_replica_batch", batch, train, train_total, limit);
   if (!recipe.train.validate) return;
   // Evaluation runs on the first replica, whose activations grow to eval_batch meanwhile.
   const MemoryUse eval = strategy.memory_per_replica(recipe.train.eval_batch);
-  const int64_t eval_total = add(train_total, replicas > 0 ? eval.activations : 0);
+  const int64_t eval_total = add(train_total, cpu_replicas(recipe) > 0 ? eval.activations : 0);
   if (eval.activations == kMax || eval_total > limit)
-    too_large(recipe, "train.eval_batch", recipe.train.eval_batch, eval, replicas, eval_total, limit);
+    too_large(recipe, "train.eval_batch", recipe.train.eval_batch, eval, eval_total, limit);
 }
 
 void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch) {

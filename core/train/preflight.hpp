@@ -19,11 +19,23 @@ void check_data_fits(const Recipe& recipe, const Dataset& train);
 // last partial batch of an epoch must give each replica (planned_replicas) an example.
 void check_last_batch(const Recipe& recipe, const Dataset& train);
 
+// What this process's replicas hold in host memory, `m` being one replica's: the buffers
+// of CPU replicas (their device is host memory) and every replica's offloaded state.
+int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m);
+
 // The global batch and the planned bytes of this process's replicas (parameters,
-// gradients, optimizer slots, activations: MemoryUse) must be countable in 64 bits and,
-// for CPU replicas, fit the machine's available memory. Names strategy.per_replica_batch
-// or train.eval_batch, with the sizes.
+// gradients, optimizer slots, activations: MemoryUse) must be countable in 64 bits and fit
+// the machine's available memory (host_bytes_of_replicas). Names
+// strategy.per_replica_batch or train.eval_batch, with the sizes.
 void check_memory_fits(const Recipe& recipe, Strategy& strategy);
+
+// zero builds every replica of this process before check_memory_fits can count them, and
+// a model too large for the host would end that build in the kernel's OOM killer. From the
+// recipe alone (zero_memory_per_replica, byte for byte the built strategy's figures):
+// whether the host holds them (true for other strategies), and a UserError with the sizes
+// where it does not.
+bool zero_fits_host(const Recipe& recipe);
+void check_zero_fits_host(const Recipe& recipe);
 
 // train.epochs x the batches of an epoch is the planned step count: it must fit 64 bits.
 void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch);

@@ -173,6 +173,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const Splits data = load_dataset(recipe.data, recipe.seed);
   check_data_fits(recipe, data.train);
   check_last_batch(recipe, data.train);
+  check_zero_fits_host(recipe);
   auto strategy = make_strategy(recipe, false, options.mesh);
   check_memory_fits(recipe, *strategy);
   const std::string from = resume_point(recipe, run_dir, options.fresh);

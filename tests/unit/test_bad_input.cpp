@@ -198,6 +198,20 @@ TEST_CASE("preflight: an overflowing or impossible batch is refused before alloc
   CHECK_THROWS_WITH_AS(cpu().allocate(size_t{1} << 62), doctest::Contains("out of memory"), UserError);
 }
 
+TEST_CASE("preflight: zero replicas the host cannot hold are refused before they are built") {
+  std::string text = kTiny;
+  text.replace(text.find("units = 10"), 10, R"(units = 10 }, { type = "dense", units = 400000000)");  // 10.8 billion parameters
+  text += "[strategy]\nname = \"zero\"\nstage = 1\ndevices = [\"cpu:0\", \"cpu:1\"]\n";
+  const Recipe huge = parse_recipe(text, "huge.toml");
+  CHECK_FALSE(zero_fits_host(huge));  // each replica's whole values alone are 43 GB
+  CHECK_THROWS_WITH_AS(train(huge, quiet((std::filesystem::temp_directory_path() / "huge_zero").string())),
+                       doctest::Contains("huge.toml: this process's zero replicas need"), UserError);
+  Recipe tiny = parse_recipe(kTiny, "tiny.toml");
+  tiny.strategy.name = "zero";
+  tiny.strategy.devices = {"cpu:0", "cpu:1"};
+  CHECK(zero_fits_host(tiny));
+}
+
 TEST_CASE("recipe: layer names a checkpoint cannot hold, devices that do not exist, overflowing shapes") {
   const std::string tiny(kTiny);
   for (const std::string name : {"a/b", ".", ""}) {
