@@ -20,6 +20,7 @@
 #include "cli/one_device_profile.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/base/json.hpp"
 #include "core/base/log.hpp"
 #include "core/base/rng.hpp"
@@ -191,8 +192,9 @@ void take_update_figures(Strategy& strategy, Measured& m) {
 // loop on a synthetic batch.
 Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   check_zero_fits_host(recipe);
+  const std::optional<int64_t> host_available = available_host_memory();
   auto strategy = make_strategy(recipe, a.alone);
-  check_memory_fits(recipe, *strategy);
+  check_memory_fits(recipe, *strategy, host_available);
   rank = strategy->serves() ? -1 : strategy->rank();  // a server reports nothing
   if (strategy->serves()) {  // a parameter server's server: serve the workers' steps
     strategy->serve("", "", recipe.seed);

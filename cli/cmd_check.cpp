@@ -162,8 +162,9 @@ void register_check(CLI::App& app) {
     // then says whether a device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
     if (!zero_fits_host(recipe)) return check_zero_unbuilt(recipe, data, budget);
+    const std::optional<int64_t> host_available = available_host_memory();
     auto strategy = make_strategy(recipe);
-    check_memory_fits(recipe, *strategy);
+    check_memory_fits(recipe, *strategy, host_available);
     const int replicas = strategy->num_replicas();
     print_run(recipe, data, strategy->describe(), replicas, strategy->optimizer().describe(),
               strategy->update_batch(recipe.step_batch() * replicas));

@@ -101,14 +101,14 @@ void check_zero_fits_host(const Recipe& recipe) {
                               format_bytes(available_or_unlimited())));
 }
 
-void check_memory_fits(const Recipe& recipe, Strategy& strategy) {
+void check_memory_fits(const Recipe& recipe, Strategy& strategy, std::optional<int64_t> available) {
   const int64_t batch = recipe.strategy.per_replica_batch;  // a micro-batch's activations at once
   DT_USER_CHECK(mul(recipe.step_batch(), strategy.num_replicas()) < kMax,
                 "{}: strategy.per_replica_batch = {} x {} replicas overflows a 64-bit global batch; lower it", recipe.file,
                 recipe.step_batch(), strategy.num_replicas());
   const MemoryUse train = strategy.memory_per_replica(batch);
   const int64_t train_total = host_bytes_of_replicas(recipe, train);
-  const int64_t limit = available_or_unlimited();
+  const int64_t limit = available.value_or(kMax - 1);
   if (train.activations == kMax || train_total > limit)
     too_large(recipe, "strategy.per_replica_batch", batch, train, train_total, limit);
   if (!recipe.train.validate) return;

@@ -3,6 +3,7 @@
 // cannot hold, a run folder that cannot be written. Each throws UserError naming the key
 // or path and what to do. `distrain check` runs the ones that write nothing.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/io/recipe.hpp"
@@ -26,8 +27,10 @@ int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m);
 // The global batch and the planned bytes of this process's replicas (parameters,
 // gradients, optimizer slots, activations: MemoryUse) must be countable in 64 bits and fit
 // the machine's available memory (host_bytes_of_replicas). Names
-// strategy.per_replica_batch or train.eval_batch, with the sizes.
-void check_memory_fits(const Recipe& recipe, Strategy& strategy);
+// strategy.per_replica_batch or train.eval_batch, with the sizes. `available`: the host's
+// available memory (available_host_memory()) taken before the strategy was built, whose
+// replicas' buffers it already holds.
+void check_memory_fits(const Recipe& recipe, Strategy& strategy, std::optional<int64_t> available);
 
 // zero builds every replica of this process before check_memory_fits can count them, and
 // a model too large for the host would end that build in the kernel's OOM killer. From the

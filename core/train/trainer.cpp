@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/base/host_memory.hpp"
 #include "core/base/log.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/optim/lr_schedule.hpp"
@@ -174,8 +175,9 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   check_data_fits(recipe, data.train);
   check_last_batch(recipe, data.train);
   check_zero_fits_host(recipe);
+  const std::optional<int64_t> host_available = available_host_memory();
   auto strategy = make_strategy(recipe, false, options.mesh);
-  check_memory_fits(recipe, *strategy);
+  check_memory_fits(recipe, *strategy, host_available);
   const std::string from = resume_point(recipe, run_dir, options.fresh);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
     TrainSummary summary;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/base/h5_id.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/io/toml_depth.hpp"
@@ -187,14 +188,14 @@ TEST_CASE("preflight: an overflowing or impossible batch is refused before alloc
   Recipe recipe = parse_recipe(kTiny, "tiny.toml");
   auto s = make_strategy(recipe);
   CHECK(s->model().activation_bytes(std::numeric_limits<int64_t>::max()) == std::numeric_limits<int64_t>::max());
-  CHECK_NOTHROW(check_memory_fits(recipe, *s));
+  CHECK_NOTHROW(check_memory_fits(recipe, *s, available_host_memory()));
   for (const int64_t batch : {int64_t{1000000000}, std::numeric_limits<int64_t>::max()}) {
     recipe.strategy.per_replica_batch = batch;
-    CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s), doctest::Contains("strategy.per_replica_batch"), UserError);
+    CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s, available_host_memory()), doctest::Contains("strategy.per_replica_batch"), UserError);
   }
   recipe.strategy.per_replica_batch = 8;
   recipe.train.eval_batch = 1000000000000;
-  CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s), doctest::Contains("train.eval_batch"), UserError);
+  CHECK_THROWS_WITH_AS(check_memory_fits(recipe, *s, available_host_memory()), doctest::Contains("train.eval_batch"), UserError);
   CHECK_THROWS_WITH_AS(cpu().allocate(size_t{1} << 62), doctest::Contains("out of memory"), UserError);
 }
 
