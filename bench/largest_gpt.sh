@@ -3,9 +3,9 @@
 # table), by `distrain check`'s prediction: recipes/gpt_bigger_than_a_device.toml (4 devices
 # of 2 GiB, global batch 4 windows of 64 tokens) with its width and its number of blocks
 # changed, the blocks found by bisection for each layout and width. check exits 0 when every
-# device fits, 2 naming "a device would need" when one does not; anything else (the host
-# cannot hold the model that check builds to count: zero builds its replicas, the mesh only
-# each rank's part) ends the search there, marked ">=".
+# device fits, 2 naming "a device would need" when one does not (it predicts zero replicas
+# the host cannot hold without building them, and a mesh builds only each rank's part);
+# anything else ends the search there, marked ">=".
 #   bench/largest_gpt.sh [BUILD_DIR] [WIDTHS]       (defaults: build "1024 2048")
 #   ONLY="tensor 4" bench/largest_gpt.sh             (the layouts whose names contain it)
 # Prints a markdown table: layout, width, largest number of blocks, its parameters and its
