@@ -45,6 +45,10 @@ Link shard_link(const Links& links, bool across_hosts, int sharing) {
   return l;
 }
 
+// A ring is as fast as its slowest hop: one that passes between ranks of one host and
+// between hosts goes at the slower of the two links.
+Link slower(const Link& a, const Link& b) { return a.bytes_per_s <= b.bytes_per_s ? a : b; }
+
 // A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
 double all_reduce_s(const Link& l, double bytes, int n) {
   return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
@@ -138,6 +142,13 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
   return static_cast<int>(groups.size());
 }
 
+// Whether rank 0's data group has other ranks on its own host besides ranks elsewhere.
+bool data_group_on_both_links(const PlanLayout& l, const Cluster& cluster) {
+  int on_first_host = 0;
+  for (int d = 0; d < l.data; ++d) on_first_host += cluster.host_of(d * l.tensor) == cluster.host_of(0) ? 1 : 0;
+  return on_first_host > 1 && on_first_host < l.data;
+}
+
 }  // namespace
 
 int layers_with_weights(const Model& model) {
@@ -208,8 +219,10 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;
-  e.data_ms = (sharded ? zero_collectives_s(shard_link(links, data_across, sharing), whole, static_cast<double>(rank_value_bytes), l)
-                       : all_reduce_s(link(links, data_across, sharing), static_cast<double>(rank_value_bytes), l.data)) * 1e3;
+  Link data = sharded ? shard_link(links, data_across, sharing) : link(links, data_across, sharing);
+  if (data_group_on_both_links(l, cluster)) data = slower(data, sharded ? shard_link(links, false, 1) : link(links, false));
+  const auto values = static_cast<double>(rank_value_bytes);
+  e.data_ms = (sharded ? zero_collectives_s(data, whole, values, l) : all_reduce_s(data, values, l.data)) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
   e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * compute_scale;
   e.other_ms = times.step_ms * compute_scale;

@@ -184,6 +184,21 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   CHECK(a2.data_ms == doctest::Approx(d2.data_ms));
   CHECK(estimate(PlanLayout{2, 1, 1, 2, false, false, false, false, 2}, two_hosts).data_ms == doctest::Approx(1.5 * z2.data_ms));
   CHECK(estimate(PlanLayout{2, 1, 1, 2, false, false, false, false, 3}, two_hosts).data_ms == doctest::Approx(2 * z3.data_ms));
+  // A ring is as fast as its slowest hop: on 2 hosts of 2 ranks whose host-local link is
+  // the slower (TCP through loopback on shared cores, as --measure found), data 4 passes
+  // both links and goes at the local one's rate; data 2 x tensor 2 crosses hosts only
+  // (its two data groups sharing the host's link).
+  const Cluster two_by_two{4, 2};
+  const Links local_slower = parse_links("intra=0.5GB/s,inter=1GB/s");
+  const auto largest_values = [&](const PlanLayout& l) {
+    int64_t values = 0;
+    for (const RankBytes& b : mesh_rank_bytes(layout_recipe(base, l, 12))) values = std::max(values, b.values);
+    return static_cast<double>(values);
+  };
+  CHECK(estimate(PlanLayout{4}, two_by_two, local_slower).data_ms ==
+        doctest::Approx(2.0 * 3 * (5e-6 + largest_values(PlanLayout{4}) / 4 / 0.5e9) * 1e3));
+  CHECK(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms ==
+        doctest::Approx(2.0 * (50e-6 + largest_values(PlanLayout{2, 2}) / 2 / (1e9 / 2)) * 1e3));
 }
 
 TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
