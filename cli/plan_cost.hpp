@@ -4,10 +4,10 @@
 // (reduce-scatters and all-gathers under sequence parallelism), the pipeline's messages
 // between stages and the data axis's gradient all-reduce, each as latency + bytes over the
 // link it crosses (ring all-reduce: 2(n-1)/n of the bytes, at its slowest hop's rate; the
-// data groups that cross hosts share a host's link; a stage's messages overlap the next micro-batch's work, so a
-// micro-batch takes the longer of the two); the pipeline's bubble ((stages - 1)
-// micro-batch times of the slowest stage); ZeRO-2 and -3's per-layer reduce-scatters and
-// all-gathers; the optimizer update on the rank's share of the weights.
+// data groups that cross hosts share a host's link; a stage's messages overlap the next
+// micro-batch's work, so a micro-batch takes the longer of the two); the pipeline's bubble
+// ((stages - 1) micro-batch times of the slowest stage); ZeRO-2 and -3's per-layer
+// reduce-scatters and all-gathers; the optimizer update on the rank's share of the weights.
 #pragma once
 #include <map>
 #include <string>
