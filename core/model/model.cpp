@@ -324,16 +324,12 @@ void Model::release(size_t i) {
   if (!unrounded_.empty()) arena_.bind_values(0, std::exchange(unrounded_, Tensor{}));
 }
 
-// Nothing to do where the gatherer bound a rounded copy; rounded in place where it bound a
-// float32 copy; else the whole float32 values stay as they are and a rounded copy of the
-// range is bound in their place until release.
+// Nothing to do where the gatherer bound a rounded copy (zero under bf16); else the whole
+// float32 values stay as they are and a rounded copy of the range is bound in their place
+// until release.
 void Model::round_parameters(Range r) {
   if (r.empty()) return;
   if (gatherer_->binding() == Binding::rounded_copy) return;
-  if (gatherer_->binding() == Binding::copy) {
-    backend_.to_bf16(arena_.bound_values(r), Tensor{});
-    return;
-  }
   Buffer& copy = parameter_copy_owner_->parameter_copy_;
   if (copy.empty()) {
     static const std::string kPurpose = "a layer's parameters rounded to bf16";
@@ -341,7 +337,7 @@ void Model::round_parameters(Range r) {
     copy = Buffer(backend_, Shape{largest_rounded_range()});
   }
   unrounded_ = arena_.values();
-  DT_CHECK(!unrounded_.empty(), "under bf16 a gatherer that binds no copies binds the whole values");
+  DT_CHECK(!unrounded_.empty(), "under bf16 a gatherer binds a rounded copy or the whole values");
   const Tensor rounded = copy.view().range(0, r.size());
   backend_.rounded_bf16(unrounded_.range(r.begin, r.size()), rounded);
   arena_.bind_values(r.begin, rounded);

@@ -19,8 +19,8 @@
 //                          still make them (Model::forward_without_examples).
 //   binding()              what gather(i) binds: the values themselves, bound whole (under
 //                          bf16 the model binds a rounded copy in their place); a float32
-//                          copy the model may change until release(i) (under bf16 it rounds
-//                          it in place); or a copy already rounded to bf16.
+//                          copy of layer i's values (zero stage 3 in float32); or a copy
+//                          already rounded to bf16 (zero under bf16).
 //   host_bytes()           bytes of own() kept in host memory (offloaded masters).
 #pragma once
 #include <cstdint>

@@ -342,10 +342,9 @@ TEST_CASE("gpt: offload_optimizer under zero stages 1-3 trains bitwise as on the
 
 
 // train.precision = "bf16" rounds the operands of every dense and attention product: the
-// weights leave float32's by more than summation order would, the loss stays close, and a
-// strategy under bf16 keeps to one_device under bf16 (the same roundings of the same
-// values; the sums' order differs, which a rounding can magnify to a bf16 step).
-TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and zero 3 near one_device in bf16") {
+// weights leave float32's by more than summation order would, and the loss stays close.
+// (Strategies under bf16 against one_device under bf16: the next case, and tests/dist.)
+TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%)") {
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const std::string f32 = "steps = 5\nvalidate = false", bf16 = f32 + "\nprecision = \"bf16\"";
@@ -353,8 +352,6 @@ TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and z
                                       (tmp / "distrain_gpt_f32").string());
   const auto single16 = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, bf16),
                                         (tmp / "distrain_gpt_bf16").string());
-  const auto zero16 = train_from_text(gpt_recipe(text, "zero", cpu_devices(2), 4, "stage = 3", 0.0, bf16),
-                                      (tmp / "distrain_gpt_bf16_zero").string());
   CHECK(single16.loss == doctest::Approx(single.loss).epsilon(0.02));
   CHECK(single16.loss != single.loss);
   double moved = 0, scale = 0;
@@ -364,8 +361,6 @@ TEST_CASE("gpt: train.precision = bf16 stays near float32 (loss within 2%) and z
   }
   INFO("bf16 moved the weights by " << moved / scale << " of the largest");
   CHECK(moved > 1e-5 * scale);  // float32 strategies agree within 1e-5 of the largest weight
-  check_close(single16.weights, zero16.weights, 1e-4);  // 3.3e-6 measured
-  CHECK(zero16.loss == doctest::Approx(single16.loss).epsilon(1e-3));
 }
 
 // Under bf16 zero keeps float32 masters of each shard (in host memory with offload_optimizer)
