@@ -13,6 +13,7 @@
 #include "core/model/no_storage.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/strategy/mesh_strategy.hpp"
 #include "core/strategy/ps_protocol.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/strategy/zero_memory.hpp"
@@ -63,7 +64,7 @@ void print_memory_note(const Recipe& recipe) {
 
 // What strategy.offload_optimizer puts in host memory.
 const char* offloaded_what(const Recipe& recipe) {
-  const bool masters = recipe.strategy.name == "zero" && recipe.train.matmul_dtype == DType::bf16;
+  const bool masters = (recipe.strategy.name == "zero" && recipe.train.matmul_dtype == DType::bf16) || sharded_masters(recipe);
   return masters ? "the optimizer state and the float32 master weights" : "the optimizer state";
 }
 

@@ -15,8 +15,10 @@
 #include "core/model/no_storage.hpp"
 #include "core/model/stage_partition.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/strategy/mesh_strategy.hpp"
 #include "core/strategy/replica.hpp"
 #include "core/strategy/shard_layout.hpp"
+#include "core/strategy/zero_memory.hpp"
 
 namespace distrain::cli {
 
@@ -103,22 +105,28 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
   }
 }
 
-// shard_optimizer: slots for the rank's shard; a shard and one layer's bucket beside the
-// whole values and gradients (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
+// shard_optimizer: slots for the rank's shard; the values as GatherUpdates holds them
+// (sharded_masters: float32 masters of the shard, perhaps in host memory, beside bf16 whole
+// values) and
+// whole gradients with a shard and one layer's bucket (core/strategy/zero_gatherers.hpp,
+// zero_reducers.hpp).
 RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& m, const StagePlace& place) {
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
-  const int64_t values = m.params().trainable_arena_size() * element, state = m.params().state().numel() * element;
-  int64_t updated = values, extra = 0;
+  const int64_t arena = m.params().trainable_arena_size(), values = arena * element;
+  const int64_t state = m.params().state().numel() * element;
+  const bool offload = recipe.strategy.offload_optimizer, masters = sharded_masters(recipe);
+  int64_t updated = values, held = values + m.parameter_copy_bytes(), gradients = values, on_host = 0;
   if (recipe.strategy.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);
     updated = layout.size() * element;
-    extra = (layout.size() + layout.bucket_size()) * element;
+    const GatheredValueBytes g = gather_updates_bytes(m.trainable_ranges(), arena, shape.data, ShardedValues{masters, masters && offload});
+    held = g.device + (masters ? 0 : m.parameter_copy_bytes());  // the masters' bf16 copies are the gatherer's
+    on_host = g.host;
+    gradients += (layout.size() + layout.bucket_size()) * element;
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
-  const bool offload = recipe.strategy.offload_optimizer;
-  return RankBytes{values + state + extra + m.parameter_copy_bytes(), values + extra + m.tied_gradient_bytes(),
-                   offload ? 0 : slots,
-                   stage_activation_bytes(m, place, recipe.strategy.per_replica_batch), offload ? slots : 0, values};
+  return RankBytes{held + state, gradients + m.tied_gradient_bytes(), offload ? 0 : slots,
+                   stage_activation_bytes(m, place, recipe.strategy.per_replica_batch), (offload ? slots : 0) + on_host, values};
 }
 
 // Returns the rank's predicted device total.
@@ -131,7 +139,10 @@ int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape,
              rank, c.data, c.tensor, c.pipeline, format_mib(b.parameters), format_mib(b.gradients), format_mib(b.optimizer),
              format_mib(b.activations), format_mib(b.total()),
              budget > 0 && b.total() > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
-             b.offloaded ? fmt::format(" (optimizer state in host memory: {})", format_mib(b.offloaded)) : "");
+             b.offloaded ? fmt::format(" ({} in host memory: {})",
+                                       sharded_masters(recipe) ? "optimizer state and float32 master weights" : "optimizer state",
+                                       format_mib(b.offloaded))
+                         : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
   return b.total();

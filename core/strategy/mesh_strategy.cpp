@@ -76,10 +76,13 @@ MeshShape shape_of(const Recipe& recipe) {
 
 // Gradients summed over the data axis in one all-reduce; or, with the optimizer state
 // sharded there (ZeRO-1), reduce-scattered, each data rank updating its shard of the
-// values, which are all-gathered back.
-ModelSeams data_axis_seams(bool shard_optimizer, Communicator& data) {
-  if (shard_optimizer) return ModelSeams{std::make_unique<GatherUpdates>(data), std::make_unique<ScatterAtFlush>(data)};
-  return ModelSeams{nullptr, std::make_unique<AllReduceAtFlush>(data)};
+// values, which are all-gathered back. Under bf16 that shard is a float32 master (in host
+// memory with offload_optimizer) and the whole values are its bf16 rounding, as zero's
+// (sharded_masters).
+ModelSeams data_axis_seams(const Recipe& recipe, Communicator& data) {
+  if (!recipe.strategy.shard_optimizer) return ModelSeams{nullptr, std::make_unique<AllReduceAtFlush>(data)};
+  const ShardedValues how{sharded_masters(recipe), sharded_masters(recipe) && recipe.strategy.offload_optimizer};
+  return ModelSeams{std::make_unique<GatherUpdates>(data, how), std::make_unique<ScatterAtFlush>(data)};
 }
 
 class MeshStrategy final : public Strategy {
@@ -96,7 +99,7 @@ class MeshStrategy final : public Strategy {
     find_cross_stage_ties();
     const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.micro_batches),
                            parse_pipe_schedule(spec_.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
-    stage_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(spec_.shard_optimizer, data()),
+    stage_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(recipe, data()),
                                        &tensor(), place);
     stats_ = Buffer(stage_->backend(), Shape{2});
     if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
@@ -157,8 +160,9 @@ class MeshStrategy final : public Strategy {
   CommTraffic data_traffic() const override { return data().traffic(); }
   CommTraffic tensor_traffic() const override { return tensor().traffic(); }
   TrafficTheory traffic_theory() override {
-    return spec_.shard_optimizer ? gradient_traffic("reduce_scatter + all_gather", 2, shape_.data, model())
-                                 : gradient_traffic("all_reduce", 2, shape_.data, model());
+    if (!spec_.shard_optimizer) return gradient_traffic("all_reduce", 2, shape_.data, model());
+    return masters() ? gradient_traffic("reduce_scatter + all_gather in bf16", 1.5, shape_.data, model())
+                     : gradient_traffic("reduce_scatter + all_gather", 2, shape_.data, model());
   }
 
   // Every tensor group starts from data rank 0's values, slots (unless each data rank has
@@ -247,6 +251,18 @@ class MeshStrategy final : public Strategy {
     pipe().broadcast(host_tensor(v, 3), shape_.pipeline - 1);
     return LossStats{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
   }
+  // bf16 under shard_optimizer: the values are float32 masters sharded over the data axis
+  // (the gatherer's own()), not whole values in the arena.
+  bool masters() { return model().gatherer().binding() == Binding::rounded_copy; }
+  // Variable `mine` (of this stage's model) from a tensor sharded over the data axis: the
+  // pieces this data rank owns, zeros elsewhere, summed over the data axis (exact: one
+  // owner per element).
+  std::vector<float> from_data_shards(const Tensor& sharded, const Variable& mine) {
+    std::vector<float> part(static_cast<size_t>(mine.shape.numel()), 0.0f);
+    download_owned(backend_for(sharded.device), *shards_, mesh_.coord().data, sharded, mine, part.data());
+    data().all_reduce(host_tensor(part.data(), mine.shape.numel()), ReduceOp::sum);
+    return part;
+  }
   // The stage holding variable v of the layout, and v in that stage's model (-1 elsewhere).
   int owner_of(const Variable& v) const { return stage_of_layer_.at(v.layer); }
   int local_id(const Variable& v) { return owner_of(v) == stage() ? model().params().find(v.layer, v.name) : -1; }
@@ -306,7 +322,10 @@ void MeshModelState::read(int id, std::vector<float>& out) {
   if (const int local = m_.local_id(v); local >= 0) {
     const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
     std::vector<float> part(static_cast<size_t>(mine.shape.numel()));
-    m_.stage_->backend().download(m_.model().params().value(local), part.data());
+    if (mine.trainable && m_.masters())
+      part = m_.from_data_shards(m_.model().gatherer().own(), mine);
+    else
+      m_.stage_->backend().download(m_.model().params().value(local), part.data());
     out = gather_whole(mine, std::move(part), m_.tensor());
   }
   m_.share_from_owner(v, out);
@@ -317,7 +336,13 @@ void MeshModelState::write(int id, const std::vector<float>& in) {
   const int local = m_.held_id(v);
   if (local < 0) return;  // another stage's
   const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
-  m_.stage_->backend().upload(slice_of(in, mine.full_shape, mine.slice).data(), m_.model().params().value(local));
+  const std::vector<float> part = slice_of(in, mine.full_shape, mine.slice);
+  if (mine.trainable && m_.masters()) {
+    const Tensor masters = m_.model().gatherer().own();
+    upload_owned(backend_for(masters.device), *m_.shards_, m_.mesh_.coord().data, part.data(), masters, mine);
+    return;
+  }
+  m_.stage_->backend().upload(part.data(), m_.model().params().value(local));
 }
 
 std::string MeshOptimizerState::type() const { return m_.optimizer().type(); }
@@ -333,13 +358,10 @@ void MeshOptimizerState::read(const std::string& slot, const Variable& v, std::v
   if (const int local = m_.local_id(v); local >= 0) {
     const Variable& mine = m_.model().params().variables().at(static_cast<size_t>(local));
     std::vector<float> part(static_cast<size_t>(mine.shape.numel()), 0.0f);
-    Backend& be = m_.stage_->backend();
-    if (m_.shards_) {
-      download_owned(be, *m_.shards_, m_.mesh_.coord().data, m_.optimizer().slot(slot), mine, part.data());
-      m_.data().all_reduce(host_tensor(part.data(), mine.shape.numel()), ReduceOp::sum);
-    } else {
-      be.download(m_.optimizer().slot(slot).range(mine.offset, mine.shape.numel()), part.data());
-    }
+    if (m_.shards_)
+      part = m_.from_data_shards(m_.optimizer().slot(slot), mine);
+    else
+      m_.stage_->backend().download(m_.optimizer().slot(slot).range(mine.offset, mine.shape.numel()), part.data());
     out = gather_whole(mine, std::move(part), m_.tensor());
   }
   m_.share_from_owner(v, out);
@@ -358,6 +380,11 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 }
 
 }  // namespace
+
+bool sharded_masters(const Recipe& recipe) {
+  const StrategySpec& s = recipe.strategy;
+  return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16 && s.mesh_pipeline == 1;
+}
 
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {
   check_mesh(shape_of(recipe), launcher_size(), recipe.file);  // before MPI starts

@@ -715,6 +715,13 @@ PY
   zero16=(--set strategy.name=zero --set strategy.per_replica_batch=6 "${bf16[@]}")
   ref=one_bf16 gpt_case zero2_bf16 2 "${zero16[@]}" --set strategy.stage=2
   ref=one_bf16 gpt_case zero3_bf16_offload 2 "${zero16[@]}" --set strategy.stage=3 --set strategy.offload_optimizer=true
+  # The mesh's shard_optimizer under bf16 (no pipeline stages): float32 masters of each data
+  # rank's shard, here in host memory, and bf16 whole weights, as zero stage 1; within a bf16
+  # step of one_device in bf16, as tensor 2 above.
+  shard16=(--set strategy.data=2 --set strategy.tensor=2 --set strategy.per_replica_batch=6 --set strategy.shard_optimizer=true
+    --set strategy.offload_optimizer=true "${bf16[@]}")
+  ref=one_bf16 rtol=1e-3 gpt_case data2xtensor2_shard_optimizer_bf16_offload 4 "${shard16[@]}"
+  mem_case memory_data2xtensor2_shard_optimizer_bf16_offload 4 "${msh[@]}" "${shard16[@]}"
   mem_case memory_one_device_bf16 0 "${bf16[@]}"
   mem_case memory_zero2_bf16_offload 0 "${zero16[@]}" --set strategy.stage=2 --set 'strategy.devices=["cpu:0","cpu:1"]' \
     --set strategy.offload_optimizer=true
@@ -751,6 +758,18 @@ PY
   grep -q "resuming from .*ckpt-000010" "$work/r4b.log" && same_losses "$work/full" "$work/r4" &&
     ok "gpt: data 2 x tensor 2 x pipeline 2 step 10 -> tensor 4: steps 11-20 lose as the uninterrupted run" ||
     bad "gpt 3d -> tensor 4: $(tail -n 3 "$work/r4b.log") losses $(loss_of "$work/full") $(loss_of "$work/r4")"
+  # The same layout resumes from the masters it checkpointed at step 5: steps 6-10 are the
+  # uninterrupted run's, bitwise.
+  "${mpirun[@]}" -np 4 "$distrain" train --progress none "${gpt[@]}" "${every[@]}" "${msh[@]}" "${shard16[@]}" --set train.steps=10 \
+    --run-dir "$work/m16" >"$work/m16.log" 2>&1
+  "${mpirun[@]}" -np 4 "$distrain" train --progress none "${gpt[@]}" "${every[@]}" "${msh[@]}" "${shard16[@]}" --set train.steps=5 \
+    --run-dir "$work/m16r" >"$work/m16r.log" 2>&1
+  "${mpirun[@]}" -np 4 "$distrain" train --progress none "${gpt[@]}" "${every[@]}" "${msh[@]}" "${shard16[@]}" --set train.steps=10 \
+    --run-dir "$work/m16r" >"$work/m16rb.log" 2>&1
+  grep -q "resuming from .*ckpt-000005" "$work/m16rb.log" &&
+    "$distrain" compare "$work/m16/ckpt-000010.h5" "$work/m16r/ckpt-000010.h5" --rtol 0 >"$work/m16.cmp" 2>&1 &&
+    ok "gpt: data 2 x tensor 2, shard_optimizer, bf16 masters offloaded: resumed at step 5, step 10 bitwise the uninterrupted run's" ||
+    bad "gpt bf16 masters resume: $(tail -n 2 "$work/m16rb.log" "$work/m16.cmp")"
   # Layouts the GPT cannot take are refused before training, naming the key.
   "$distrain" check "${gpt[@]}" "${msh[@]}" --set strategy.tensor=8 >"$work/t8.log" 2>&1
   rc=$?
