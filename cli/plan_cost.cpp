@@ -122,15 +122,14 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
 // each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
 // 2) or before each micro-batch's forward and again before its backward (stage 3); each
 // half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth). Under bf16 ZeRO and
-// shard_optimizer without pipeline stages gather the weights in bf16 (zero_gatherers.hpp,
-// sharded_masters): half the bytes.
+// shard_optimizer gather the weights in bf16 (zero_gatherers.hpp): half the bytes.
 double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return 0;
   const auto layers = static_cast<double>(layers_with_weights(whole));
   const auto m = static_cast<double>(layout.micro_batches);
   const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
-  const double gathered = layout.bf16 && (layout.zero_stage > 0 || layout.pipeline == 1) ? 0.5 : 1.0;
+  const double gathered = layout.bf16 ? 0.5 : 1.0;
   const double latency = (scatters + gathers) * layers * l.latency_s;
   return (n - 1) * (latency + (scatters + gathers * gathered) * value_bytes / n / l.bytes_per_s);
 }

@@ -22,8 +22,13 @@
 //                          copy of layer i's values (zero stage 3 in float32); or a copy
 //                          already rounded to bf16 (zero under bf16).
 //   host_bytes()           bytes of own() kept in host memory (offloaded masters).
+//   for_copy()             a gatherer for another copy of the same model on this replica (a
+//                          pipeline's micro-batch in flight, run one at a time with this
+//                          one) that reads what this one holds; null: the copy binds the
+//                          whole values this one bound (the default).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/base/range.hpp"
@@ -47,6 +52,7 @@ class ParamGatherer {
   virtual bool collective() const = 0;
   virtual Binding binding() const { return Binding::values; }
   virtual int64_t host_bytes() const { return 0; }
+  virtual std::unique_ptr<ParamGatherer> for_copy() { return nullptr; }
 };
 
 // Every replica keeps all values, bound once for the whole arena; nothing happens per layer

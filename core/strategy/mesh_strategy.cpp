@@ -383,7 +383,7 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 
 bool sharded_masters(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
-  return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16 && s.mesh_pipeline == 1;
+  return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16;
 }
 
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {

@@ -21,9 +21,8 @@
 namespace distrain {
 
 // Whether shard_optimizer keeps float32 masters of each data rank's shard beside bf16 whole
-// values (under bf16, as zero stage 1), rather than whole float32 values: without pipeline
-// stages only, whose micro-batches in flight run on copies of the model that share its
-// whole float32 values.
+// values (under bf16, as zero stage 1) rather than whole float32 values. A pipeline's
+// micro-batches in flight read each layer unpacked from those bf16 values too.
 bool sharded_masters(const Recipe& recipe);
 
 // This process's rank of a mesh of the job's MPI processes.

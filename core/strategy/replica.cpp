@@ -111,9 +111,10 @@ Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Commu
   const ParamArena& p = copies_[0]->params();
   const int copies = micro_batches_in_flight(place_.schedule, place_.stage, place_.stages, place_.micro_batches);
   for (int c = 1; c < copies; ++c) {
+    std::unique_ptr<ParamGatherer> values = copies_[0]->gatherer().for_copy();
+    if (!values) values = std::make_unique<SharedValues>(p.values());
     copies_.push_back(std::make_unique<Model>(
-        recipe.model(), backend,
-        ModelSeams{std::make_unique<SharedValues>(p.values()), std::make_unique<SharedGradients>(p.grads())}, group,
+        recipe.model(), backend, ModelSeams{std::move(values), std::make_unique<SharedGradients>(p.grads())}, group,
         place_.part));
     copies_.back()->params().share_state(p.state());
     copies_.back()->share_parameter_copy(*copies_[0]);

@@ -80,15 +80,57 @@ int64_t GatherUpdates::bytes() const {
   return bytes_of({&values_, &packed_, &staging_, &unpacked_, &shard_}) - host_bytes();
 }
 
-// bf16: the layer's values unpacked while it runs (after sharing the masters if they changed).
+// bf16: the layer's values unpacked while it runs.
 void GatherUpdates::gather(size_t layer) {
   if (!how_.bf16) return;
+  const Tensor values = unpacked(layer);
+  if (!values.empty()) arena_->bind_values(layers_.at(layer).begin, values);
+}
+
+Tensor GatherUpdates::unpacked(size_t layer) {
   if (stale_) share_packed();
   const Range r = layers_.at(layer);
-  if (r.empty()) return;
+  if (r.empty()) return Tensor{};
   const Tensor values = unpacked_.view().range(0, r.size());
   backend_->from_bf16(packed_.view().range(r.begin, r.size()), values);
-  arena_->bind_values(r.begin, values);
+  return values;
+}
+
+namespace {
+
+// A pipeline copy of a model whose values a GatherUpdates holds in bf16: each layer's,
+// unpacked by that gatherer, bound in the copy's arena while it runs. The copy updates
+// nothing and holds nothing of its own.
+class UnpackedCopy final : public ParamGatherer {
+ public:
+  explicit UnpackedCopy(GatherUpdates& first) : first_(first) {}
+  void attach(ParamArena& arena, const std::vector<Range>& layers) override {
+    arena_ = &arena;
+    layers_ = layers;
+    arena.bind_values(0, Tensor{});
+  }
+  void gather(size_t layer) override {
+    const Tensor values = first_.unpacked(layer);
+    if (!values.empty()) arena_->bind_values(layers_.at(layer).begin, values);
+  }
+  void release(size_t) override { arena_->bind_values(0, Tensor{}); }
+  void before_update() override {}
+  void after_update() override {}
+  Tensor own() const override { return first_.own(); }
+  int64_t bytes() const override { return 0; }
+  bool collective() const override { return true; }  // a step's first gather may share
+  Binding binding() const override { return Binding::rounded_copy; }
+
+ private:
+  GatherUpdates& first_;
+  ParamArena* arena_ = nullptr;
+  std::vector<Range> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParamGatherer> GatherUpdates::for_copy() {
+  return how_.bf16 ? std::make_unique<UnpackedCopy>(*this) : nullptr;
 }
 
 void GatherUpdates::release(size_t) {

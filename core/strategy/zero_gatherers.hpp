@@ -47,6 +47,12 @@ class GatherUpdates final : public ParamGatherer {
   bool collective() const override { return how_.bf16; }  // a step's first gather may share
   Binding binding() const override { return how_.bf16 ? Binding::rounded_copy : Binding::values; }
   int64_t host_bytes() const override { return host_bytes_of(shard_); }
+  // bf16: a pipeline copy reads each layer unpacked into the same buffer (the copies run
+  // one at a time); float32: the whole values, as any.
+  std::unique_ptr<ParamGatherer> for_copy() override;
+  // bf16: layer `layer`'s values unpacked to float32 (after sharing the masters if they
+  // changed), valid until the next layer is unpacked; empty for a layer without values.
+  Tensor unpacked(size_t layer);
 
  private:
   // bf16: every layer's chunks of the masters, rounded, all-gathered into packed_. At a

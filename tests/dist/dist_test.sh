@@ -623,7 +623,7 @@ gpt_mesh)
     if timeout 300 "${mpirun[@]}" -np "$np" "$distrain" train --progress none "${gpt[@]}" "${msh[@]}" --set train.steps=5 "$@" --run-dir "$work/$name" \
       >"$work/$name.log" 2>&1 &&
       "$distrain" compare "$work/${ref:-one}/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol "${rtol:-1e-5}" --scale model >"$work/$name.cmp"; then
-      ok "gpt $name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
+      ok "gpt $name matches ${ref:-one} ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
     else
       bad "gpt $name: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
     fi
@@ -715,13 +715,23 @@ PY
   zero16=(--set strategy.name=zero --set strategy.per_replica_batch=6 "${bf16[@]}")
   ref=one_bf16 gpt_case zero2_bf16 2 "${zero16[@]}" --set strategy.stage=2
   ref=one_bf16 gpt_case zero3_bf16_offload 2 "${zero16[@]}" --set strategy.stage=3 --set strategy.offload_optimizer=true
-  # The mesh's shard_optimizer under bf16 (no pipeline stages): float32 masters of each data
-  # rank's shard, here in host memory, and bf16 whole weights, as zero stage 1; within a bf16
-  # step of one_device in bf16, as tensor 2 above.
+  # The mesh's shard_optimizer under bf16: float32 masters of each data rank's shard, here in
+  # host memory, and bf16 whole weights, as zero stage 1; with tensor 2 within a bf16 step
+  # of one_device in bf16, as above.
   shard16=(--set strategy.data=2 --set strategy.tensor=2 --set strategy.per_replica_batch=6 --set strategy.shard_optimizer=true
     --set strategy.offload_optimizer=true "${bf16[@]}")
   ref=one_bf16 rtol=1e-3 gpt_case data2xtensor2_shard_optimizer_bf16_offload 4 "${shard16[@]}"
   mem_case memory_data2xtensor2_shard_optimizer_bf16_offload 4 "${msh[@]}" "${shard16[@]}"
+  # With pipeline stages the micro-batches in flight unpack the same bf16 weights: bitwise
+  # the layout without shard_optimizer (whose float32 weights each layer reads rounded),
+  # which is within a bf16 step of one_device (its micro-batches' gradients add up in
+  # another order than one whole batch's).
+  pipe16=(--set strategy.data=2 --set strategy.pipeline=2 --set strategy.micro_batches=3 --set strategy.per_replica_batch=6
+    "${bf16[@]}")
+  ref=one_bf16 rtol=1e-3 gpt_case data2xpipeline2_bf16 4 "${pipe16[@]}"
+  pipe16+=(--set strategy.shard_optimizer=true)
+  ref=data2xpipeline2_bf16 rtol=0 gpt_case data2xpipeline2_shard_optimizer_bf16 4 "${pipe16[@]}"
+  mem_case memory_data2xpipeline2_shard_optimizer_bf16 4 "${msh[@]}" "${pipe16[@]}"
   mem_case memory_one_device_bf16 0 "${bf16[@]}"
   mem_case memory_zero2_bf16_offload 0 "${zero16[@]}" --set strategy.stage=2 --set 'strategy.devices=["cpu:0","cpu:1"]' \
     --set strategy.offload_optimizer=true

@@ -478,20 +478,22 @@ TEST_CASE("gpt: the mesh on threads (tensor, sequence parallel, pipeline, ZeRO-1
   }
 }
 
-// Under bf16 the mesh's shard_optimizer (without pipeline stages) keeps float32 masters of
-// each data rank's shard (in host memory with offload_optimizer) beside bf16 whole values,
-// as zero stage 1 does: it keeps to one_device in bf16, and offloaded masters update bitwise
-// as on the device. The checkpoint (read from the masters, gathered over the tensor axis)
-// holds the weights compared; micro_batches = 2 accumulates on the one model.
+// Under bf16 the mesh's shard_optimizer keeps float32 masters of each data rank's shard (in
+// host memory with offload_optimizer) beside bf16 whole values, as zero stage 1 does: it
+// keeps to one_device in bf16, and offloaded masters update bitwise as on the device. The
+// checkpoint (read from the masters, gathered over the tensor axis) holds the weights
+// compared. micro_batches = 2: accumulated on the one model, or (pipeline 2) two
+// micro-batches in flight on copies that unpack the same bf16 values.
 TEST_CASE("gpt: the mesh's shard_optimizer under bf16 keeps float32 masters: near one_device, offload bitwise") {
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const std::string bf16 = "steps = 5\nvalidate = false\nprecision = \"bf16\"";
   const auto single = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, bf16),
                                       (tmp / "distrain_gpt_mesh_bf16_one").string());
-  for (const MeshShape shape : {MeshShape{2, 1, 1}, MeshShape{2, 2, 1}}) {
+  for (const MeshShape shape : {MeshShape{2, 1, 1}, MeshShape{2, 2, 1}, MeshShape{2, 1, 2}}) {
     INFO(shape.str());
-    const std::string keys = fmt::format("data = {}\ntensor = {}\nmicro_batches = 2\nshard_optimizer = true", shape.data, shape.tensor);
+    const std::string keys = fmt::format("data = {}\ntensor = {}\npipeline = {}\nmicro_batches = 2\nshard_optimizer = true",
+                                         shape.data, shape.tensor, shape.pipeline);
     const auto mesh = [&](const std::string& more) {
       return train_on_thread_mesh(gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / shape.data, keys + more, 0.0, bf16),
                                   (tmp / "distrain_gpt_mesh_bf16").string(), shape);
@@ -510,11 +512,12 @@ TEST_CASE("gpt: the mesh's shard_optimizer under bf16 keeps float32 masters: nea
 // values, or bf16 ones beside float32 masters on the device or in host memory.
 TEST_CASE("gpt: check's bytes per mesh rank under shard_optimizer are the built strategy's") {
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
-  const MeshShape shape{2, 2, 1};
+  for (const MeshShape shape : {MeshShape{2, 2, 1}, MeshShape{2, 1, 2}})
   for (const char* precision : {"float32", "bf16"})
     for (const char* offload : {"false", "true"}) {
-      INFO(precision << ", offload " << offload);
-      const std::string keys = fmt::format("data = 2\ntensor = 2\nshard_optimizer = true\noffload_optimizer = {}", offload);
+      INFO(shape.str() << ", " << precision << ", offload " << offload);
+      const std::string keys = fmt::format("data = 2\ntensor = {}\npipeline = {}\nmicro_batches = 2\nshard_optimizer = true\n"
+                                           "offload_optimizer = {}", shape.tensor, shape.pipeline, offload);
       const std::string train = fmt::format("steps = 5\nprecision = \"{}\"", precision);
       const Recipe recipe = parse_recipe(gpt_recipe(text, "mesh", "\"cpu:0\"", 4, keys, 0.0, train), "m.toml");
       const std::vector<cli::RankBytes> predicted = cli::mesh_rank_bytes(recipe);
