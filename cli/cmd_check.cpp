@@ -64,7 +64,8 @@ void print_memory_note(const Recipe& recipe) {
 
 // What strategy.offload_optimizer puts in host memory.
 const char* offloaded_what(const Recipe& recipe) {
-  const bool masters = (recipe.strategy.name == "zero" && recipe.train.matmul_dtype == DType::bf16) || sharded_masters(recipe);
+  const bool zero_bf16 = recipe.strategy.name == "zero" && recipe.train.matmul_dtype == DType::bf16;
+  const bool masters = zero_bf16 || sharded_masters(recipe);
   return masters ? "the optimizer state and the float32 master weights" : "the optimizer state";
 }
 

@@ -107,9 +107,8 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
 
 // shard_optimizer: slots for the rank's shard; the values as GatherUpdates holds them
 // (sharded_masters: float32 masters of the shard, perhaps in host memory, beside bf16 whole
-// values) and
-// whole gradients with a shard and one layer's bucket (core/strategy/zero_gatherers.hpp,
-// zero_reducers.hpp).
+// values) and whole gradients with a shard and one layer's bucket
+// (core/strategy/zero_gatherers.hpp, zero_reducers.hpp).
 RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& m, const StagePlace& place) {
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const int64_t arena = m.params().trainable_arena_size(), values = arena * element;
@@ -119,14 +118,20 @@ RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& 
   if (recipe.strategy.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);
     updated = layout.size() * element;
-    const GatheredValueBytes g = gather_updates_bytes(m.trainable_ranges(), arena, shape.data, ShardedValues{masters, masters && offload});
+    const ShardedValues how{masters, masters && offload};
+    const GatheredValueBytes g = gather_updates_bytes(m.trainable_ranges(), arena, shape.data, how);
     held = g.device + (masters ? 0 : m.parameter_copy_bytes());  // the masters' bf16 copies are the gatherer's
     on_host = g.host;
     gradients += (layout.size() + layout.bucket_size()) * element;
   }
   const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size()) * updated;
-  return RankBytes{held + state, gradients + m.tied_gradient_bytes(), offload ? 0 : slots,
-                   stage_activation_bytes(m, place, recipe.strategy.per_replica_batch), (offload ? slots : 0) + on_host, values};
+  const int64_t activations = stage_activation_bytes(m, place, recipe.strategy.per_replica_batch);
+  return RankBytes{held + state, gradients + m.tied_gradient_bytes(), offload ? 0 : slots, activations,
+                   (offload ? slots : 0) + on_host, values};
+}
+
+const char* offloaded_state(const Recipe& recipe) {
+  return sharded_masters(recipe) ? "optimizer state and float32 master weights" : "optimizer state";
 }
 
 // Returns the rank's predicted device total.
@@ -139,10 +144,7 @@ int64_t print_rank(std::FILE* out, const Recipe& recipe, const MeshShape& shape,
              rank, c.data, c.tensor, c.pipeline, format_mib(b.parameters), format_mib(b.gradients), format_mib(b.optimizer),
              format_mib(b.activations), format_mib(b.total()),
              budget > 0 && b.total() > budget ? fmt::format(", over strategy.device_memory = {}", format_bytes(budget)) : "",
-             b.offloaded ? fmt::format(" ({} in host memory: {})",
-                                       sharded_masters(recipe) ? "optimizer state and float32 master weights" : "optimizer state",
-                                       format_mib(b.offloaded))
-                         : "");
+             b.offloaded ? fmt::format(" ({} in host memory: {})", offloaded_state(recipe), format_mib(b.offloaded)) : "");
   for (const Variable& v : m.params().variables())
     if (v.slice.sliced()) fmt::print(out, "            {}/{} {} of {}\n", v.layer, v.name, slice_text(v), v.full_shape.str());
   return b.total();

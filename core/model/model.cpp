@@ -324,7 +324,7 @@ void Model::release(size_t i) {
   if (!unrounded_.empty()) arena_.bind_values(0, std::exchange(unrounded_, Tensor{}));
 }
 
-// Nothing to do where the gatherer bound a rounded copy (zero under bf16); else the whole
+// Nothing to do where the gatherer bound a rounded copy (zero, shard_optimizer); else the whole
 // float32 values stay as they are and a rounded copy of the range is bound in their place
 // until release.
 void Model::round_parameters(Range r) {

@@ -20,7 +20,8 @@
 //   binding()              what gather(i) binds: the values themselves, bound whole (under
 //                          bf16 the model binds a rounded copy in their place); a float32
 //                          copy of layer i's values (zero stage 3 in float32); or a copy
-//                          already rounded to bf16 (zero under bf16).
+//                          already rounded to bf16 (zero and the mesh's shard_optimizer
+//                          under bf16).
 //   host_bytes()           bytes of own() kept in host memory (offloaded masters).
 //   for_copy()             a gatherer for another copy of the same model on this replica (a
 //                          pipeline's micro-batch in flight, run one at a time with this

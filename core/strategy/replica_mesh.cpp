@@ -23,7 +23,8 @@ ReplicaMesh::ReplicaMesh(const Recipe& recipe, Workers workers) {
   for (int r = 0; r < n; ++r) local_.push_back(std::make_unique<LocalCommunicator>(group, r));
   make_gpu_levels(devices, spec);
   for (size_t i = 0; i < devices.size(); ++i) {
-    CommLevels levels{local_[i].get(), workers_.get(), gpu_local_.empty() ? nullptr : gpu_local_[i].get(), gpu_workers_.get()};
+    Communicator* gpu_local = gpu_local_.empty() ? nullptr : gpu_local_[i].get();
+    CommLevels levels{local_[i].get(), workers_.get(), gpu_local, gpu_workers_.get()};
     Backend& be = *backends_[i];
     HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
                         [&be](const void* host, Tensor t) { be.upload(host, t); }};

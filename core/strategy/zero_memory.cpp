@@ -8,7 +8,8 @@
 
 namespace distrain {
 
-GatheredValueBytes gather_updates_bytes(const std::vector<Range>& layers, int64_t arena, int replicas, const ShardedValues& how) {
+GatheredValueBytes gather_updates_bytes(const std::vector<Range>& layers, int64_t arena, int replicas,
+                                        const ShardedValues& how) {
   const ShardLayout layout(layers, replicas);
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const auto half = static_cast<int64_t>(dtype_size(DType::bf16));
@@ -16,7 +17,8 @@ GatheredValueBytes gather_updates_bytes(const std::vector<Range>& layers, int64_
   // a chunk's staging, the running layer unpacked, and the shard as float32 masters.
   const int64_t whole = arena + ParamArena::kAlign * replicas, shard = layout.size() * element;
   if (!how.bf16) return {whole * element + shard, 0};
-  const int64_t copies = layout.bucket_size() / std::max(1, replicas) * half + whole * half + unpacked_size(layers) * element;
+  const int64_t staging = layout.bucket_size() / std::max(1, replicas) * half;
+  const int64_t copies = staging + whole * half + unpacked_size(layers) * element;
   return how.master_on_host ? GatheredValueBytes{copies, shard} : GatheredValueBytes{copies + shard, 0};
 }
 

@@ -17,6 +17,7 @@ MemoryUse zero_memory_per_replica(const Recipe& recipe, int replicas);
 struct GatheredValueBytes {
   int64_t device = 0, host = 0;
 };
-GatheredValueBytes gather_updates_bytes(const std::vector<Range>& layers, int64_t arena, int replicas, const ShardedValues& how);
+GatheredValueBytes gather_updates_bytes(const std::vector<Range>& layers, int64_t arena, int replicas,
+                                        const ShardedValues& how);
 
 }  // namespace distrain

@@ -42,11 +42,14 @@ int64_t cpu_replicas(const Recipe& recipe) {
 
 std::string bytes_or_more(int64_t bytes) { return bytes == kMax ? std::string("more than 8 EiB") : format_bytes(bytes); }
 
-// "2 replica(s) x parameters ..., in host memory ...": what one replica holds, and how many.
+// "2 CPU replica(s) x parameters ...; 2 x ... offloaded": what the host holds of each
+// replica (all of a CPU replica's, a GPU replica's offloaded state), and how many.
 std::string replicas_holding(const Recipe& recipe, const MemoryUse& m) {
-  return fmt::format("{} replica(s) x parameters {}, gradients {}, optimizer {}, activations {}{}", recipe.strategy.devices.size(),
+  const std::string offloaded =
+      m.offloaded ? fmt::format("; {} x {} offloaded", recipe.strategy.devices.size(), format_bytes(m.offloaded)) : "";
+  return fmt::format("{} CPU replica(s) x parameters {}, gradients {}, optimizer {}, activations {}{}", cpu_replicas(recipe),
                      format_bytes(m.parameters), format_bytes(m.gradients), format_bytes(m.optimizer),
-                     bytes_or_more(m.activations), m.offloaded ? ", in host memory " + format_bytes(m.offloaded) : "");
+                     bytes_or_more(m.activations), offloaded);
 }
 
 [[noreturn]] void too_large(const Recipe& recipe, const std::string& key, int64_t batch, const MemoryUse& m, int64_t total,
@@ -95,10 +98,16 @@ bool zero_fits_host(const Recipe& recipe) {
 void check_zero_fits_host(const Recipe& recipe) {
   if (zero_fits_host(recipe)) return;
   const MemoryUse m = zero_memory_per_replica(recipe, planned_replicas(recipe));
-  throw UserError(fmt::format("{}: this process's zero replicas need {} of host memory ({}) but {} are available; run one "
-                              "process per device under mpirun (strategy.devices one each)",
+  const int64_t available = available_or_unlimited();
+  Recipe alone = recipe;  // one replica per process, as under mpirun
+  alone.strategy.devices.resize(1);
+  const int64_t one = host_bytes_of_replicas(alone, m);
+  const std::string advice = one <= available ? "run one process per device under mpirun (strategy.devices one each)"
+                                              : fmt::format("one replica alone needs {}: shard over more replicas, or lower "
+                                                            "strategy.per_replica_batch or the model's size", bytes_or_more(one));
+  throw UserError(fmt::format("{}: this process's zero replicas need {} of host memory ({}) but {} are available; {}",
                               recipe.file, bytes_or_more(host_bytes_of_replicas(recipe, m)), replicas_holding(recipe, m),
-                              format_bytes(available_or_unlimited())));
+                              format_bytes(available), advice));
 }
 
 void check_memory_fits(const Recipe& recipe, Strategy& strategy, std::optional<int64_t> available) {
