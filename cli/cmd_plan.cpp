@@ -249,20 +249,9 @@ std::vector<bool> precisions(const Recipe& base, const std::string& choice) {
   return chosen;
 }
 
-void run_plan(const PlanArgs& a) {
-  std::vector<std::string> overrides = a.overrides;
-  if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
-  const Recipe base = load_recipe(a.recipe, overrides);
-  DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
-                "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
-  const Cluster cluster{a.ranks, a.hosts};
-  Links links = a.links.empty() ? Links{} : parse_links(a.links);
-  const int64_t global_batch = recipe_global_batch(base, a.ranks);
-  if (a.measure) {  // its large messages of the model's gradients' size
-    links = measure_links(cluster, links, model_value_bytes(base, global_batch),
-                          layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
-    if (launcher_rank() != 0) return;  // rank 0 profiles and prints
-  }
+// Weighs every layout, prints them (or their JSON) and writes the chosen recipe.
+void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluster, const Links& links,
+                    int64_t global_batch) {
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));
   drop_needless_accumulation(all);
   weigh_time(base, a, cluster, links, global_batch, all);
@@ -282,6 +271,26 @@ void run_plan(const PlanArgs& a) {
       << "\n" << layout_recipe(base, all.front().layout, global_batch).resolved_text() << "\n";
   DT_USER_CHECK(out.good(), "plan --write {}: could not write the file", a.write);
   if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
+}
+
+void run_plan(const PlanArgs& a) {
+  std::vector<std::string> overrides = a.overrides;
+  if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
+  const Recipe base = load_recipe(a.recipe, overrides);
+  DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
+                "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
+  const Cluster cluster{a.ranks, a.hosts};
+  Links links = a.links.empty() ? Links{} : parse_links(a.links);
+  const int64_t global_batch = recipe_global_batch(base, a.ranks);
+  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch);
+  MpiCommunicator world(60.0);
+  links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // messages of the gradients' size
+                        layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
+  // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
+  // MPI's finalize on the cores it profiles on; the profile may take minutes.
+  world.set_timeout(0);
+  if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch);
+  world.barrier();
 }
 
 }  // namespace

@@ -45,9 +45,15 @@ Link shard_link(const Links& links, bool across_hosts, int sharing) {
   return l;
 }
 
-// A ring is as fast as its slowest hop: one that passes between ranks of one host and
-// between hosts goes at the slower of the two links.
-Link slower(const Link& a, const Link& b) { return a.bytes_per_s <= b.bytes_per_s ? a : b; }
+// A ring that passes between ranks of one host and between hosts: as measured on the
+// whole job, else as fast as its slowest hop.
+Link ring_on_both_links(const Links& links, bool sharded, int sharing) {
+  const double measured = sharded ? links.both_shard_bytes_per_s : links.both_bytes_per_s;
+  if (measured > 0) return Link{measured, links.both_latency_s};
+  const Link across = sharded ? shard_link(links, true, sharing) : link(links, true, sharing);
+  const Link local = sharded ? shard_link(links, false, 1) : link(links, false);
+  return across.bytes_per_s <= local.bytes_per_s ? across : local;
+}
 
 // A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
 double all_reduce_s(const Link& l, double bytes, int n) {
@@ -163,10 +169,13 @@ std::string Links::str() const {
     if (shard > 0) s += fmt::format("{}reduce-scatter + all-gather {:.3g} GB/s", s.empty() ? " (" : ", ", shard / 1e9);
     return s.empty() ? s : s + ")";
   };
-  return fmt::format("intra-host {:.3g} GB/s{} and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s){} and {:.3g} us",
+  const std::string both = both_bytes_per_s <= 0 ? ""
+      : fmt::format(", a ring through both {:.3g} GB/s (reduce-scatter + all-gather {:.3g} GB/s) and {:.3g} us",
+                    both_bytes_per_s / 1e9, both_shard_bytes_per_s / 1e9, both_latency_s * 1e6);
+  return fmt::format("intra-host {:.3g} GB/s{} and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s){} and {:.3g} us{}",
                      intra_bytes_per_s / 1e9, measured(intra_message_bytes_per_s, intra_shard_bytes_per_s),
                      intra_latency_s * 1e6, inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9,
-                     measured(inter_message_bytes_per_s, inter_shard_bytes_per_s), inter_latency_s * 1e6);
+                     measured(inter_message_bytes_per_s, inter_shard_bytes_per_s), inter_latency_s * 1e6, both);
 }
 
 Links parse_links(const std::string& text) {
@@ -212,15 +221,20 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.tensor_ms = slowest.tensor_s * 1e3 * m;
   e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
   // The bubble: a pipeline's critical path is M + P - 1 slots, of which each rank works M.
-  // Ranks that share cores (compute_scale > 1) compute at full speed while others wait in
-  // it, so the step takes the longer of that path at full speed and the ranks' shared work.
-  const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
+  // Ranks that share a host's cores (compute_scale > 1) compute faster while ranks of the
+  // host's other stages wait in it, so the step takes the longer of that path at that speed
+  // and the ranks' shared work. A host that holds one stage has no other ranks to give
+  // its cores to: its bubble is idle, (P - 1) slots at the shared speed.
+  const int stages_on_a_host = std::clamp(cluster.per_host() / (l.tensor * l.data), 1, l.pipeline);
+  const double bubble_scale = std::max(1.0, compute_scale / stages_on_a_host);
+  const double alone = std::max(slowest.compute_s / compute_scale * bubble_scale + slowest.tensor_s, slowest.pipe_s);
   e.bubble_ms = std::max(0.0, (m + l.pipeline - 1) * alone - m * slowest.total()) * 1e3;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;
-  Link data = sharded ? shard_link(links, data_across, sharing) : link(links, data_across, sharing);
-  if (data_group_on_both_links(l, cluster)) data = slower(data, sharded ? shard_link(links, false, 1) : link(links, false));
+  const Link data = data_group_on_both_links(l, cluster) ? ring_on_both_links(links, sharded, sharing)
+                    : sharded ? shard_link(links, data_across, sharing)
+                              : link(links, data_across, sharing);
   const auto values = static_cast<double>(rank_value_bytes);
   e.data_ms = (sharded ? zero_collectives_s(data, whole, values, l) : all_reduce_s(data, values, l.data)) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));

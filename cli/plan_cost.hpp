@@ -3,10 +3,11 @@
 // divided over the tensor ranks where the layer is split; the tensor axis's all-reduces
 // (reduce-scatters and all-gathers under sequence parallelism), the pipeline's messages
 // between stages and the data axis's gradient all-reduce, each as latency + bytes over the
-// link it crosses (ring all-reduce: 2(n-1)/n of the bytes, at its slowest hop's rate; the
-// data groups that cross hosts share a host's link; a stage's messages overlap the next
-// micro-batch's work, so a micro-batch takes the longer of the two); the pipeline's bubble
-// ((stages - 1) micro-batch times of the slowest stage); ZeRO-2 and -3's per-layer
+// link it crosses (ring all-reduce: 2(n-1)/n of the bytes; one through both links at the rate
+// measured on the whole job, else its slowest hop's; the data groups that cross hosts share
+// a host's link; a stage's messages overlap the next micro-batch's work, so a micro-batch
+// takes the longer of the two); the pipeline's bubble ((stages - 1) micro-batch times of
+// the slowest stage, less where ranks of other stages share its host's cores); ZeRO-2 and -3's per-layer
 // reduce-scatters and all-gathers; the optimizer update on the rank's share of the weights.
 #pragma once
 #include <map>
@@ -28,6 +29,10 @@ struct Links {
   // The rate of a reduce-scatter and all-gather pair (ZeRO's collectives), as a ring
   // all-reduce's, where measured (--measure; MPI picks other algorithms for them), else 0.
   double intra_shard_bytes_per_s = 0, inter_shard_bytes_per_s = 0;
+  // A ring through both links (ranks of one host and of others), all-reduce's and ZeRO's
+  // rates and its latency, where measured on the whole job (--measure; on shared cores a
+  // host's ranks move both links' bytes at once), else 0: its slower link's.
+  double both_bytes_per_s = 0, both_shard_bytes_per_s = 0, both_latency_s = 0;
   std::string str() const;
 };
 

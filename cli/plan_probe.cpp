@@ -75,9 +75,8 @@ double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
 
 }  // namespace
 
-Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes, int layers) {
+Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers) {
   const int64_t floats = std::max<int64_t>(bytes / 4, 1 << 14);
-  MpiCommunicator world(60.0);
   DT_USER_CHECK(world.size() == cluster.ranks, "plan --measure runs on the cluster it plans: launch it with mpirun -np {} "
                 "(--ranks), one process per rank (this job has {})", cluster.ranks, world.size());
   Links links = given;
@@ -94,6 +93,10 @@ Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes, i
     links.inter_shard_bytes_per_s = shard_bytes_per_s(*across, floats, layers, links.inter_latency_s);
     links.inter_bytes_per_s *= cluster.per_host();  // every rank of a host sent over its link at once
     links.inter_shard_bytes_per_s *= cluster.per_host();
+  }
+  if (cluster.hosts > 1 && cluster.per_host() > 1) {  // a ring through both links: the whole job's
+    fit(world, floats, links.both_bytes_per_s, links.both_latency_s);
+    links.both_shard_bytes_per_s = shard_bytes_per_s(world, floats, layers, links.both_latency_s);
   }
   return links;
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
+#include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {
 
@@ -13,8 +14,10 @@ namespace distrain::cli {
 // medians of 10), and the rate of messages of `bytes` sent round the group at once
 // (pipeline stages' messages), and ZeRO's rate: `bytes` cut into `layers` equal parts, each
 // reduce-scattered and all-gathered, as a step sends a model of that many layers with
-// weights. A link the cluster lacks (one host, one rank per host) keeps `given`'s figures.
-// Throws UserError when the job's size is not cluster.ranks.
-Links measure_links(const Cluster& cluster, const Links& given, int64_t bytes, int layers);
+// weights. With several hosts of several ranks, the same all-reduce and ZeRO rates of the
+// whole job: a ring through both links. A link the cluster lacks (one host, one rank per
+// host) keeps `given`'s figures.
+// Throws UserError when `world`'s size is not cluster.ranks.
+Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers);
 
 }  // namespace distrain::cli

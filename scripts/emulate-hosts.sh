@@ -5,7 +5,9 @@
 # scripts/netns-agent.sh, its remote-shell agent.
 #
 #   scripts/emulate-hosts.sh up H [RATE]   H hosts, each link RATE (tc units: 10gbit,
-#                                          100mbit; default unlimited), prints the hostfile
+#                                          100mbit; default unlimited), prints the hostfile;
+#                                          each host its own CORES cores (default: this
+#                                          machine's divided by H; 0: shared by all)
 #   scripts/emulate-hosts.sh rate RATE     change every host's link rate
 #   scripts/emulate-hosts.sh cut I         take host I's link down (a fault)
 #   scripts/emulate-hosts.sh down          remove the hosts and the bridge
@@ -15,7 +17,9 @@
 # Host I is namespace dt-hostI with address 10.77.0.(I+1) on its eth0; the bridge
 # dtbr0 (10.77.0.254) in the root namespace carries mpirun's control traffic. Ranks on one
 # host talk over its loopback (TCP): shared memory (vader) names its files by hostname,
-# which the namespaces share, so two hosts' segments would collide.
+# which the namespaces share, so two hosts' segments would collide. A host's processes
+# run on its own cores (taskset through the agent), as on separate machines: unpinned,
+# a rank waiting for its host's peer may hold the core that peer needs.
 # Needs root (CAP_NET_ADMIN); exits 77 with the reason where namespaces cannot be made.
 set -euo pipefail
 
@@ -61,6 +65,11 @@ up() {
     command -v ip >/dev/null && command -v tc >/dev/null || unavailable "no ip or tc (apt-get install iproute2)"
     ip netns add "${kPrefix}probe" 2>/dev/null || unavailable "ip netns add failed"
     ip netns del "${kPrefix}probe"
+    local cpus cores
+    cpus=$(nproc)
+    cores=${CORES:-$((cpus / n))}
+    [[ "$cores" =~ ^[0-9]+$ ]] || die "CORES wants a count of cores per host, got '$cores'"
+    [ $((cores * n)) -le "$cpus" ] || die "CORES=$cores for $n hosts needs $((cores * n)) cores; this machine has $cpus"
     mkdir -p "$kState"
     ip link add "$kBridge" type bridge
     ip addr add "$kSubnet.254/24" dev "$kBridge"
@@ -72,12 +81,18 @@ up() {
         ip netns exec "$kPrefix$i" ip addr add "$kSubnet.$((i + 1))/24" dev eth0
         ip netns exec "$kPrefix$i" ip link set eth0 up
         ip netns exec "$kPrefix$i" ip link set lo up
-        echo "$kSubnet.$((i + 1)) $kPrefix$i" >> "$kState/map"
+        echo "$kSubnet.$((i + 1)) $kPrefix$i $(core_list "$i" "$cores")" >> "$kState/map"
     done
     echo "$n" > "$kState/hosts"
     set_rate "$rate"
     write_hostfile "$n"
-    echo "emulate-hosts: $n hosts, link $rate each, hostfile $kState/hostfile"
+    echo "emulate-hosts: $n hosts, link $rate each, $( [ "$cores" -gt 0 ] && echo "$cores core(s)" || echo "the cores shared" ) each, hostfile $kState/hostfile"
+}
+
+# Host I's cores as a taskset list (I*C to I*C+C-1), or "all" when C is 0.
+core_list() {
+    local i=$1 c=$2
+    [ "$c" -gt 0 ] && echo "$((i * c))-$((i * c + c - 1))" || echo all
 }
 
 write_hostfile() {

@@ -5,9 +5,12 @@
 set -euo pipefail
 host=$1
 shift
-ns=$(awk -v h="$host" '$1 == h { print $2 }' /run/distrain-emulated-hosts/map 2>/dev/null)
+read -r ns cores < <(awk -v h="$host" '$1 == h { print $2, $3 }' /run/distrain-emulated-hosts/map 2>/dev/null) || true
 [ -n "$ns" ] || { echo "netns-agent: $host is not an emulated host" >&2; exit 255; }
 # Each host its own Open MPI session folder: the hosts share a hostname and /tmp, and
 # two daemons writing one hwloc topology file (or shared-memory segments) crash.
 mkdir -p "/tmp/$ns"
-exec ip netns exec "$ns" env OMPI_MCA_orte_tmpdir_base="/tmp/$ns" /bin/sh -c "$*"
+# The host's own cores (emulate-hosts.sh CORES): its daemon and ranks inherit them.
+pin=()
+[ -n "$cores" ] && [ "$cores" != all ] && pin=(taskset -c "$cores")
+exec ip netns exec "$ns" "${pin[@]}" env OMPI_MCA_orte_tmpdir_base="/tmp/$ns" /bin/sh -c "$*"

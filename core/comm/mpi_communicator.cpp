@@ -151,9 +151,10 @@ bool all_on_one_node(MPI_Comm comm, int size) {
 
 void publish(int64_t* slot, int64_t value) { std::atomic_ref<int64_t>(*slot).store(value, std::memory_order_release); }
 
-// Waits for `req`: busy-polls for a short while (collectives among ranks in step finish in
-// microseconds), then sleeps between tests, backing off to `max_nap` so that ranks waiting
-// for a slow one leave the cores to it. Returns false at the deadline (none when
+// Waits for `req`: polls for a short while (collectives among ranks in step finish in
+// microseconds), yielding the core between tests so that a peer sharing it (more ranks than
+// cores) runs instead of waiting out this rank's spin; then sleeps between tests, backing
+// off to `max_nap` so that ranks waiting for a slow one leave the cores to it. Returns false at the deadline (none when
 // timeout_s <= 0). Messages between pipeline stages wait with short naps: each one that
 // oversleeps delays a whole stage.
 bool wait_until(MPI_Request& req, double timeout_s, const char* what,
@@ -168,7 +169,10 @@ bool wait_until(MPI_Request& req, double timeout_s, const char* what,
     if (done) return true;
     const auto now = clock::now();
     if (timeout_s > 0 && now >= deadline) return false;
-    if (now - t0 < std::chrono::milliseconds(2)) continue;
+    if (now - t0 < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, max_nap);
   }

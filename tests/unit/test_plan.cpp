@@ -161,6 +161,12 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   const StepEstimate p4 = shared(PlanLayout{1, 1, 4, 1});
   CHECK(p4.bubble_ms == doctest::Approx(p4.compute_ms).epsilon(0.01));
   CHECK(shared(PlanLayout{1, 1, 4, 4}).bubble_ms == 0);
+  // Two stages on two hosts of one core each, two tensor ranks a stage: each host holds
+  // one stage, whose cores idle in the bubble, so it is the whole (P - 1) slots.
+  const Recipe t2p2 = layout_recipe(base, PlanLayout{1, 2, 2, 4}, 12);
+  const StepEstimate apart = estimate_step(t2p2, PlanLayout{1, 2, 2, 4}, Cluster{4, 2}, links, times,
+                                           mesh_rank_bytes(t2p2).at(0).values, 2.0);
+  CHECK(apart.bubble_ms == doctest::Approx((apart.compute_ms + apart.tensor_ms) / 4).epsilon(0.01));
   // recompute: each block layer's forward again.
   CHECK(estimate(PlanLayout{2, 1, 1, 1, false, false, true}, one_host).compute_ms > d2.compute_ms);
   // ZeRO-1: the update on half the weights.
@@ -199,6 +205,22 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
         doctest::Approx(2.0 * 3 * (5e-6 + largest_values(PlanLayout{4}) / 4 / 0.5e9) * 1e3));
   CHECK(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms ==
         doctest::Approx(2.0 * (50e-6 + largest_values(PlanLayout{2, 2}) / 2 / (1e9 / 2)) * 1e3));
+  // Where --measure timed a ring of the whole job, data 4 goes at its rate and latency,
+  // ZeRO's collectives at its reduce-scatter + all-gather rate; data 2 x tensor 2 does not
+  // pass both links.
+  Links measured = local_slower;
+  measured.both_bytes_per_s = 0.2e9;
+  measured.both_shard_bytes_per_s = 0.25e9;
+  measured.both_latency_s = 100e-6;
+  CHECK(estimate(PlanLayout{4}, two_by_two, measured).data_ms ==
+        doctest::Approx(2.0 * 3 * (100e-6 + largest_values(PlanLayout{4}) / 4 / 0.2e9) * 1e3));
+  const PlanLayout zero1{4, 1, 1, 1, true};
+  Links faster_shards = measured;
+  faster_shards.both_shard_bytes_per_s = 0.5e9;  // a reduce-scatter and an all-gather, (n - 1) / n of the bytes each
+  CHECK(estimate(zero1, two_by_two, measured).data_ms - estimate(zero1, two_by_two, faster_shards).data_ms ==
+        doctest::Approx(3.0 * 2 * largest_values(zero1) / 4 * (1 / 0.25e9 - 1 / 0.5e9) * 1e3));
+  CHECK(estimate(PlanLayout{2, 2}, two_by_two, measured).data_ms ==
+        doctest::Approx(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms));
 }
 
 TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
