@@ -221,14 +221,15 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.tensor_ms = slowest.tensor_s * 1e3 * m;
   e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
   // The bubble: a pipeline's critical path is M + P - 1 slots, of which each rank works M.
-  // Ranks that share a host's cores (compute_scale > 1) compute faster while ranks of the
-  // host's other stages wait in it, so the step takes the longer of that path at that speed
-  // and the ranks' shared work. A host that holds one stage has no other ranks to give
-  // its cores to: its bubble is idle, (P - 1) slots at the shared speed.
+  // Ranks that share cores (compute_scale > 1) compute at full speed while others wait in
+  // it, so the step takes the longer of that path at full speed and the ranks' shared work.
+  // But only ranks of one host share its cores: a host holding K stages is one stage of a
+  // pipeline of P / K hosts, busy while any of its stages works, idle in (P / K - 1) slots.
+  const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
+  const double on_shared_cores = (m + l.pipeline - 1) * alone - m * slowest.total();
   const int stages_on_a_host = std::clamp(cluster.per_host() / (l.tensor * l.data), 1, l.pipeline);
-  const double bubble_scale = std::max(1.0, compute_scale / stages_on_a_host);
-  const double alone = std::max(slowest.compute_s / compute_scale * bubble_scale + slowest.tensor_s, slowest.pipe_s);
-  e.bubble_ms = std::max(0.0, (m + l.pipeline - 1) * alone - m * slowest.total()) * 1e3;
+  const double across_hosts = (l.pipeline / stages_on_a_host - 1) * slowest.total();
+  e.bubble_ms = std::max({0.0, on_shared_cores, across_hosts}) * 1e3;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;
