@@ -114,11 +114,10 @@ void print_memory(const Recipe& recipe, const MemoryUse& mem) {
   print_memory_note(recipe);
 }
 
-// zero replicas this host cannot hold in one process (zero_fits_host): the plan from the
-// recipe alone, as one process per device would hold it, without building them.
-void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget) {
+// zero replicas this host cannot hold in one process (zero_over_host, `mem` each): the plan
+// from the recipe alone, as one process per device would hold it, without building them.
+void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget, const MemoryUse& mem) {
   const int replicas = planned_replicas(recipe);
-  const MemoryUse mem = zero_memory_per_replica(recipe, replicas);
   const std::string strategy = fmt::format("zero stage {}: {} replica(s), predicted without building them (host below)",
                                            recipe.strategy.zero_stage, replicas);
   print_run(recipe, data, strategy, replicas, make_optimizer(recipe.optimizer)->describe(), recipe.step_batch() * replicas);
@@ -163,7 +162,7 @@ void register_check(CLI::App& app) {
     // check predicts past the budget, rather than stop at the first allocation over it, and
     // then says whether a device is over.
     const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
-    if (!zero_fits_host(recipe)) return check_zero_unbuilt(recipe, data, budget);
+    if (const std::optional<MemoryUse> over = zero_over_host(recipe)) return check_zero_unbuilt(recipe, data, budget, *over);
     const std::optional<int64_t> host_available = available_host_memory();
     auto strategy = make_strategy(recipe);
     check_memory_fits(recipe, *strategy, host_available);

@@ -384,7 +384,8 @@ void MpiCommunicator::wait_send(int64_t id) {
   if (it == handle_->sends.end()) return;
   Handle::Started started = std::move(it->second);
   handle_->sends.erase(it);
-  if (!wait_until(started.req, timeout_s_, "MPI_Isend", kMessageNap)) message_timed_out(fmt::format("sending {}", started.what), started.peer);
+  if (!wait_until(started.req, timeout_s_, "MPI_Isend", kMessageNap))
+    message_timed_out(fmt::format("sending {}", started.what), started.peer);
 }
 
 void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {

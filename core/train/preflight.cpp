@@ -90,14 +90,17 @@ int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m) {
   return add(mul(add(fixed_bytes(m), m.activations), cpu_replicas(recipe)), mul(m.offloaded, devices));
 }
 
-bool zero_fits_host(const Recipe& recipe) {
-  if (recipe.strategy.name != "zero") return true;
-  return host_bytes_of_replicas(recipe, zero_memory_per_replica(recipe, planned_replicas(recipe))) <= available_or_unlimited();
+std::optional<MemoryUse> zero_over_host(const Recipe& recipe) {
+  if (recipe.strategy.name != "zero") return std::nullopt;
+  const MemoryUse m = zero_memory_per_replica(recipe, planned_replicas(recipe));
+  if (host_bytes_of_replicas(recipe, m) <= available_or_unlimited()) return std::nullopt;
+  return m;
 }
 
 void check_zero_fits_host(const Recipe& recipe) {
-  if (zero_fits_host(recipe)) return;
-  const MemoryUse m = zero_memory_per_replica(recipe, planned_replicas(recipe));
+  const std::optional<MemoryUse> over = zero_over_host(recipe);
+  if (!over) return;
+  const MemoryUse& m = *over;
   const int64_t available = available_or_unlimited();
   Recipe alone = recipe;  // one replica per process, as under mpirun
   alone.strategy.devices.resize(1);

@@ -34,10 +34,10 @@ void check_memory_fits(const Recipe& recipe, Strategy& strategy, std::optional<i
 
 // zero builds every replica of this process before check_memory_fits can count them, and
 // a model too large for the host would end that build in the kernel's OOM killer. From the
-// recipe alone (zero_memory_per_replica, byte for byte the built strategy's figures):
-// whether the host holds them (true for other strategies), and a UserError with the sizes
-// where it does not.
-bool zero_fits_host(const Recipe& recipe);
+// recipe alone (zero_memory_per_replica, byte for byte the built strategy's figures): a
+// replica's figures where the host cannot hold them (nullopt where it can, and for other
+// strategies), and a UserError with the sizes.
+std::optional<MemoryUse> zero_over_host(const Recipe& recipe);
 void check_zero_fits_host(const Recipe& recipe);
 
 // train.epochs x the batches of an epoch is the planned step count: it must fit 64 bits.
