@@ -228,7 +228,8 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
   const double on_shared_cores = (m + l.pipeline - 1) * alone - m * slowest.total();
   const int stages_on_a_host = std::clamp(cluster.per_host() / (l.tensor * l.data), 1, l.pipeline);
-  const double across_hosts = (l.pipeline / stages_on_a_host - 1) * slowest.total();
+  const int hosts_in_the_pipeline = (l.pipeline + stages_on_a_host - 1) / stages_on_a_host;
+  const double across_hosts = (hosts_in_the_pipeline - 1) * slowest.total();
   e.bubble_ms = std::max({0.0, on_shared_cores, across_hosts}) * 1e3;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);

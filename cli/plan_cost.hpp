@@ -7,8 +7,9 @@
 // measured on the whole job, else its slowest hop's; the data groups that cross hosts share
 // a host's link; a stage's messages overlap the next micro-batch's work, so a micro-batch
 // takes the longer of the two); the pipeline's bubble ((stages - 1) micro-batch times of
-// the slowest stage, less where ranks of other stages share its host's cores); ZeRO-2 and -3's per-layer
-// reduce-scatters and all-gathers; the optimizer update on the rank's share of the weights.
+// the slowest stage, less where ranks of other stages share its host's cores); ZeRO-2 and
+// -3's per-layer reduce-scatters and all-gathers; the optimizer update on the rank's share
+// of the weights.
 #pragma once
 #include <map>
 #include <string>

@@ -154,8 +154,8 @@ void publish(int64_t* slot, int64_t value) { std::atomic_ref<int64_t>(*slot).sto
 // Waits for `req`: polls for a short while (collectives among ranks in step finish in
 // microseconds), yielding the core between tests so that a peer sharing it (more ranks than
 // cores) runs instead of waiting out this rank's spin; then sleeps between tests, backing
-// off to `max_nap` so that ranks waiting for a slow one leave the cores to it. Returns false at the deadline (none when
-// timeout_s <= 0). Messages between pipeline stages wait with short naps: each one that
+// off to `max_nap` so that ranks waiting for a slow one leave the cores to it. Returns
+// false at the deadline (none when timeout_s <= 0). Messages between pipeline stages wait with short naps: each one that
 // oversleeps delays a whole stage.
 bool wait_until(MPI_Request& req, double timeout_s, const char* what,
                 std::chrono::microseconds max_nap = std::chrono::microseconds(1000)) {
