@@ -24,6 +24,7 @@
 #             and GPT-2 124M at batch 4 and 16 x 1024 (random token ids); GPT-2's layers
 #             at 16 x 1024 profiled (profile.txt)
 #   gpt_refs  PyTorch eager at the same GPT-2 points, torch.compile at 16 x 1024
+# PRECISIONS (default "float32 bf16") limits gpt and gpt_refs to those train.precision values.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: gpu_session.sh prepare | run OUTDIR [PART...]}
@@ -57,6 +58,7 @@ data="$PWD/.gpu/data"
 recipe=recipes/fashion_mnist_cnn.toml
 on_gpu=(--set 'strategy.devices=["cuda:0"]' --set "data.path=\"$data\"")
 batches="64 512 4096"
+precisions=${PRECISIONS:-float32 bf16}
 results="$out/results.jsonl" errors="$out/errors.txt"
 stamp() { echo "== $(date -u +%T) $*" | tee -a "$out/progress.txt"; }
 
@@ -132,7 +134,7 @@ gpt2_on_gpu=(--set 'strategy.devices=["cuda:0"]' --set "data.train_file=\"$work/
 part_gpt() {
   python3 -c "import random, array, sys; random.seed(1)
 array.array('H', (random.randrange(50257) for _ in range(1 << 21))).tofile(open(sys.argv[1], 'wb'))" "$work/gpt2.bin"
-  for precision in float32 bf16; do
+  for precision in $precisions; do
     timeout 60 "$exe" bench recipes/shakespeare_char_gpt.toml --set 'strategy.devices=["cuda:0"]' \
       --set "data.path=\"$PWD/data/tiny_shakespeare.txt\"" --set "train.precision=\"$precision\"" \
       --steps 100 --warmup 10 --json >>"$results" 2>>"$errors"
@@ -141,12 +143,14 @@ array.array('H', (random.randrange(50257) for _ in range(1 << 21))).tofile(open(
         --set "train.precision=\"$precision\"" --steps 20 --warmup 5 --json >>"$results" 2>>"$errors"
     done
   done
-  echo "== GPT-2 124M, 16 x 1024, float32" >>"$out/profile.txt"
-  timeout 90 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" --set strategy.per_replica_batch=16 \
-    --steps 5 --warmup 2 --profile >>"$out/profile.txt" 2>>"$errors"
+  for precision in $precisions; do
+    echo "== GPT-2 124M, 16 x 1024, $precision" >>"$out/profile.txt"
+    timeout 90 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" --set strategy.per_replica_batch=16 \
+      --set "train.precision=\"$precision\"" --steps 5 --warmup 2 --profile >>"$out/profile.txt" 2>>"$errors"
+  done
 }
 part_gpt_refs() {
-  for precision in float32 bf16; do
+  for precision in $precisions; do
     for batch in 4 16; do
       timeout 90 python3 bench/gpt_pytorch_reference.py --device cuda --size gpt2_124m --seq 1024 --batch $batch \
         --precision $precision --steps 20 --warmup 5 >>"$results" 2>>"$errors"

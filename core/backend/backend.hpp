@@ -167,11 +167,15 @@ class Backend {
   // at [h*D, (h+1)*D) of each C; out (N, T, C) = softmax(q k^T / sqrt(D), causal) v per
   // head, with dropout of `rate` on the probabilities (mask drawn from seed, as dropout());
   // lse (N, H, T) receives each row's log-sum-exp for the backward. Never holds more than
-  // a tile of a head's (T, T) scores (flash attention).
-  virtual void attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) = 0;
+  // a tile of a head's (T, T) scores (flash attention). Operands bf16 (train.precision):
+  // every product's operands are bf16 values, as tensor cores take them: qkv is already
+  // rounded (the attention layer rounds it), the probabilities, output gradients and score
+  // gradients are rounded as they enter a product; sums, softmax and results stay float32.
+  virtual void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
+                         Tensor lse) = 0;
   // dqkv (N, T, 3C) written from dout (N, T, C) and the forward's qkv, out and lse.
   virtual void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                  int64_t heads, float rate, uint64_t seed, Tensor dqkv) = 0;
+                                  int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) = 0;
 
   // Per-example losses of a batch, and their gradient times grad_scale (1 / global batch).
   // stats (2,) receives {sum of losses, number of correct argmax predictions}.

@@ -75,7 +75,7 @@ class Attention final : public Layer {
     matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value());
     round_and_keep(ctx, qkv, qkv_);
-    ctx.backend.attention(qkv, local_heads_, training_rate(ctx), seed(ctx), mixed, lse_.view());
+    ctx.backend.attention(qkv, local_heads_, matmul_dtype(), training_rate(ctx), seed(ctx), mixed, lse_.view());
     round_and_keep(ctx, mixed, mixed_);
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
@@ -99,7 +99,8 @@ class Attention final : public Layer {
     matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
     ctx.backend.bias_grad(dy, proj_bias_.grad());
     matmul(ctx, false, true, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
-    ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, training_rate(ctx), seed(ctx), dqkv);
+    ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, matmul_dtype(), training_rate(ctx),
+                                   seed(ctx), dqkv);
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, true, false, x.view.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
     ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());

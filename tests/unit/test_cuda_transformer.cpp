@@ -73,35 +73,44 @@ TEST_CASE("cuda parity: layer norm forward and backward (with and without the in
   check_pair(dy, "gelu_backward in place");
 }
 
-// Head dimensions 32, 48 (a tile's columns partly idle), 64 and 128; sequences of one tile
-// and past two (the last tiles partly empty); with and without dropout on the
-// probabilities (the same mask drawn on both).
-TEST_CASE("cuda parity: causal attention forward and backward, with and without dropout") {
+// Head dimensions 20 and 48 (padded: a tile's columns partly idle), 32, 64 and 128;
+// sequences of one tile and past two (the last tiles partly empty); with and without
+// dropout on the probabilities (the same mask drawn on both). Float32 operands within 1e-5;
+// bf16 operands (tensor cores) within 1e-3: the same rounded operands, but a score summed
+// in another order can round its probability to the neighbouring bf16 value (2^-8 of it).
+TEST_CASE("cuda parity: causal attention forward and backward, with and without dropout, float32 and bf16") {
   SKIP_WITHOUT_GPU();
   struct Case {
     int64_t d, t;
     float rate;
   };
-  for (const Case k : {Case{32, 64, 0.0f}, Case{48, 75, 0.2f}, Case{64, 150, 0.0f}, Case{64, 150, 0.2f},
-                       Case{128, 70, 0.1f}}) {
-    INFO("head dimension " << k.d << ", sequence " << k.t << ", dropout " << k.rate);
-    const int64_t n = 2, heads = 3, c = heads * k.d;
-    Pair qkv(Shape{n, k.t, 3 * c}, 1, -2, 2), out(Shape{n, k.t, c}, 2), lse(Shape{n, heads, k.t}, 3);
-    Pair dout(Shape{n, k.t, c}, 4), dqkv(Shape{n, k.t, 3 * c}, 5);
-    cpu().attention(qkv.cv(), heads, k.rate, 77, out.cv(), lse.cv());
-    gpu().attention(qkv.gv(), heads, k.rate, 77, out.gv(), lse.gv());
-    check_pair(out, "attention out");
-    check_pair(lse, "attention lse");
-    cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, k.rate, 77, dqkv.cv());
-    gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, k.rate, 77, dqkv.gv());
-    check_pair(dqkv, "attention dqkv");
-  }
+  for (const DType operands : {DType::f32, DType::bf16})
+    for (const Case k : {Case{32, 64, 0.0f}, Case{48, 75, 0.2f}, Case{64, 150, 0.0f}, Case{64, 150, 0.2f},
+                         Case{128, 70, 0.1f}, Case{20, 130, 0.0f}}) {
+      INFO("head dimension " << k.d << ", sequence " << k.t << ", dropout " << k.rate << ", operands "
+                             << dtype_name(operands));
+      const int64_t n = 2, heads = 3, c = heads * k.d;
+      const double tol = operands == DType::bf16 ? 1e-3 : 1e-5;
+      Pair qkv(Shape{n, k.t, 3 * c}, 1, -2, 2), out(Shape{n, k.t, c}, 2), lse(Shape{n, heads, k.t}, 3);
+      Pair dout(Shape{n, k.t, c}, 4), dqkv(Shape{n, k.t, 3 * c}, 5);
+      if (operands == DType::bf16) {  // as the attention layer passes them
+        cpu().to_bf16(qkv.cv(), Tensor{});
+        gpu().to_bf16(qkv.gv(), Tensor{});
+      }
+      cpu().attention(qkv.cv(), heads, operands, k.rate, 77, out.cv(), lse.cv());
+      gpu().attention(qkv.gv(), heads, operands, k.rate, 77, out.gv(), lse.gv());
+      check_pair(out, "attention out", tol);
+      check_pair(lse, "attention lse", tol);
+      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, operands, k.rate, 77, dqkv.cv());
+      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, operands, k.rate, 77, dqkv.gv());
+      check_pair(dqkv, "attention dqkv", tol);
+    }
 }
 
 TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by name") {
   SKIP_WITHOUT_GPU();
   Pair qkv(Shape{1, 4, 3 * 256}, 1), out(Shape{1, 4, 256}, 2), lse(Shape{1, 1, 4}, 3);
-  CHECK_THROWS_WITH_AS(gpu().attention(qkv.gv(), 1, 0.0f, 1, out.gv(), lse.gv()),
+  CHECK_THROWS_WITH_AS(gpu().attention(qkv.gv(), 1, DType::f32, 0.0f, 1, out.gv(), lse.gv()),
                        doctest::Contains("heads of 256 features"), UserError);
 }
 

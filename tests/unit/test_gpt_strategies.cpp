@@ -499,9 +499,11 @@ TEST_CASE("gpt: the mesh's shard_optimizer under bf16 keeps float32 masters: nea
                                   (tmp / "distrain_gpt_mesh_bf16").string(), shape);
     };
     const auto device = mesh(""), host = mesh("\noffload_optimizer = true");
-    // With tensor 2 the sums' order differs from one_device's, which a rounding can carry
-    // to a bf16 step (tests/dist takes 1e-3 there too).
-    check_close(single.weights, device.weights, shape.tensor > 1 ? 1e-3 : 1e-5);
+    // The gradients are summed in another order than one_device's (over data ranks, and with
+    // tensor 2 over heads too): an ulp there can carry a bf16 rounding of a probability or
+    // score gradient (attention's operands) or of a product to the next bf16 step (tests/dist
+    // takes 1e-3 with tensor 2 too).
+    check_close(single.weights, device.weights, shape.tensor > 1 ? 1e-3 : 1e-4);
     CHECK(device.loss == doctest::Approx(single.loss).epsilon(1e-3));
     CHECK(device.weights == host.weights);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
@@ -225,6 +226,54 @@ TEST_CASE("gelu: the vectorised tanh form is within float rounding of the exact 
   }
   CHECK(worst < 3e-7);
   CHECK(worst_slope < 3e-7);
+}
+
+namespace {
+float bf16_value(double x) { return from_bf16_bits(to_bf16_bits(static_cast<float>(x))); }
+}  // namespace
+
+// Under bf16 operands the CPU rounds what the GPU's tensor cores take: one head of 40
+// positions (a single tile of keys, so the online softmax's maximum is the row's) against
+// softmax(q k^T / sqrt(d)) v summed with each probability rounded to bf16; and backward
+// within bf16's reach of float32's, yet not equal to it.
+TEST_CASE("attention: bf16 operands round the probabilities and gradients, float32 sums") {
+  Backend& be = cpu();
+  const int64_t t = 40, d = 16;
+  std::vector<float> qkv_values = random_vector(static_cast<size_t>(t * 3 * d), 3, -2, 2);
+  for (float& v : qkv_values) v = bf16_value(v);
+  Buffer qkv(be, Shape{1, t, 3 * d}), out(be, Shape{1, t, d}), lse(be, Shape{1, 1, t});
+  from_host(qkv_values, qkv.view());
+  be.attention(qkv.view(), 1, DType::bf16, 0.0f, 1, out.view(), lse.view());
+  const std::vector<float> got = to_host(out.view());
+  const auto at = [&](int64_t i, int part, int64_t e) { return double{qkv_values[(i * 3 + part) * d + e]}; };
+  std::vector<float> want(static_cast<size_t>(t * d));
+  for (int64_t i = 0; i < t; ++i) {
+    std::vector<double> s(static_cast<size_t>(i + 1));
+    for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t e = 0; e < d; ++e) s[j] += at(i, 0, e) * at(j, 1, e);
+      s[j] /= std::sqrt(double(d));
+    }
+    const double top = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (int64_t j = 0; j <= i; ++j) sum += std::exp(s[j] - top);
+    for (int64_t e = 0; e < d; ++e) {
+      double o = 0;
+      for (int64_t j = 0; j <= i; ++j) o += bf16_value(std::exp(s[j] - top)) * at(j, 2, e);
+      want[i * d + e] = static_cast<float>(o / sum);
+    }
+  }
+  check_close(want, got, 1e-5);
+
+  Buffer out32(be, out.view().shape), dout(be, out.view().shape), dqkv(be, qkv.view().shape), dqkv32(be, qkv.view().shape);
+  from_host(random_vector(static_cast<size_t>(t * d), 4), dout.view());
+  be.attention(qkv.view(), 1, DType::f32, 0.0f, 1, out32.view(), lse.view());
+  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, DType::f32, 0.0f, 1, dqkv32.view());
+  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, DType::bf16, 0.0f, 1, dqkv.view());
+  const std::vector<float> g32 = to_host(dqkv32.view()), g16 = to_host(dqkv.view());
+  check_close(g32, g16, 2e-2);
+  double largest_change = 0;
+  for (size_t i = 0; i < g32.size(); ++i) largest_change = std::max(largest_change, double(std::abs(g32[i] - g16[i])));
+  CHECK(largest_change > 1e-5);
 }
 
 TEST_CASE("gpt: weight decay applies to kernels only, and an optimizer decays just the ranges it is given") {

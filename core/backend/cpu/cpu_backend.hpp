@@ -60,9 +60,10 @@ class CpuBackend final : public Backend {
                            Tensor dx, Tensor dgamma, Tensor dbeta) override;
   void gelu(const Tensor& x, Tensor y) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
-  void attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) override;
+  void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
+                 Tensor lse) override;
   void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t heads,
-                          float rate, uint64_t seed, Tensor dqkv) override;
+                          DType operands, float rate, uint64_t seed, Tensor dqkv) override;
 
   void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
                             Tensor dlogits, Tensor stats) override;

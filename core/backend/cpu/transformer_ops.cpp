@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
+#include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/base/rng.hpp"
 
 namespace distrain {
@@ -193,9 +194,18 @@ void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
   }
 }
 
+namespace {
+// x as a product's operand: rounded to bf16 under those operands (Backend::attention).
+float attention_operand(DType operands, float x) {
+  return operands == DType::bf16 ? from_bf16_bits(to_bf16_bits(x)) : x;
+}
+}  // namespace
+
 // Each query row scores the keys up to itself a tile at a time with an online softmax
-// (running maximum and sum, the output rescaled as the maximum grows).
-void CpuBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) {
+// (running maximum and sum, the output rescaled as the maximum grows): the GPU's tiles of
+// 64 keys, so that bf16 probabilities are rounded from the same values.
+void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
+                           Tensor lse) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
   DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
   const float* pqkv = qkv.f32();
@@ -224,7 +234,7 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_
         for (int64_t j = j0; j < j1; ++j) {
           const float p = std::exp(scores[j - j0] - tile_max);
           sum += p;
-          add_scaled(o, p * keep_scale(seed, rate, nh * t + i, t, j), pqkv + hv.v(j), d);
+          add_scaled(o, attention_operand(operands, p * keep_scale(seed, rate, nh * t + i, t, j)), pqkv + hv.v(j), d);
         }
         running_max = tile_max;
       }
@@ -238,7 +248,7 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_
 // D_i = dout_i . out_i, dscore_ij = p_ij (dp_ij - D_i). Threads own whole (example, head)
 // pairs, so dK and dV accumulate without races.
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                    int64_t heads, float rate, uint64_t seed, Tensor dqkv) {
+                                    int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
   const float *pqkv = qkv.f32(), *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
   float* pd = dqkv.f32();
@@ -247,6 +257,7 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const 
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
     const HeadView hv{t, c, d, b * t * 3 * c + h * d};
+    std::vector<float> dout_operand(static_cast<size_t>(d));
     for (int64_t i = 0; i < t; ++i) {
       std::fill(pd + hv.q(i), pd + hv.q(i) + d, 0.0f);
       std::fill(pd + hv.k(i), pd + hv.k(i) + d, 0.0f);
@@ -257,11 +268,13 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const 
       const float* dout_i = pdo + (b * t + i) * c + h * d;
       const float big_d = dot(dout_i, po + (b * t + i) * c + h * d, d);
       const float row_lse = plse[nh * t + i];
+      for (int64_t e = 0; e < d; ++e) dout_operand[e] = attention_operand(operands, dout_i[e]);
       for (int64_t j = 0; j <= i; ++j) {
         const float p = std::exp(dot(q, pqkv + hv.k(j), d) * scale - row_lse);
         const float keep = keep_scale(seed, rate, nh * t + i, t, j);
-        add_scaled(pd + hv.v(j), p * keep, dout_i, d);
-        const float ds = p * (dot(dout_i, pqkv + hv.v(j), d) * keep - big_d) * scale;
+        add_scaled(pd + hv.v(j), attention_operand(operands, p * keep), dout_operand.data(), d);
+        const float ds =
+            attention_operand(operands, p * (dot(dout_operand.data(), pqkv + hv.v(j), d) * keep - big_d) * scale);
         add_scaled(pd + hv.q(i), ds, pqkv + hv.k(j), d);
         add_scaled(pd + hv.k(j), ds, q, d);
       }

@@ -11,26 +11,14 @@
 // (b < d / 16). A row's 16 threads share a half-warp, so row sums are butterfly shuffles.
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
-#include "core/base/rng.hpp"
+#include "core/backend/cuda/attention_geometry.cuh"
 
 namespace distrain::cuda {
 
 namespace {
 
-constexpr int kTile = 64, kThreads = 256, kRows = 4;
+constexpr int kThreads = 256, kRows = 4;
 constexpr int kScoreLd = kTile + 1;  // padded rows: a column read by 16 threads hits 16 banks
-
-struct HeadGeometry {
-  int64_t t, c, heads;
-  int d;
-  int ld;  // shared-memory row stride of a (64, d) tile: d + 1
-  __device__ int64_t example(int64_t nh) const { return nh / heads; }
-  // qkv element of (token i, part 0/1/2 = q/k/v, column e) of head nh; out's (i, e).
-  __device__ int64_t qkv_at(int64_t nh, int64_t i, int part, int e) const {
-    return (example(nh) * t + i) * 3 * c + part * c + (nh % heads) * d + e;
-  }
-  __device__ int64_t out_at(int64_t nh, int64_t i, int e) const { return (example(nh) * t + i) * c + (nh % heads) * d + e; }
-};
 
 __device__ int ty() { return static_cast<int>(threadIdx.x) / 16; }
 __device__ int tx() { return static_cast<int>(threadIdx.x) % 16; }
@@ -58,9 +46,6 @@ __device__ void load_queries_grads(float* qs, float* gs, const float* qkv, const
   load_tile(qs, first, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
   load_tile(gs, first, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
 }
-
-// The end of the keys a query tile from q0 attends to (the causal mask's last column).
-__device__ int64_t causal_keys(int64_t q0, const HeadGeometry& g) { return g.t < q0 + kTile ? g.t : q0 + kTile; }
 
 // A thread's rows of a (64, d) result for the tile from `first`, rows past t left out:
 // put(a, row, col, value).
@@ -124,15 +109,6 @@ __device__ float half_warp_max(float v) {
   for (int offset = 8; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
-
-// The dropout mask of probability (row, j), the CPU's draw.
-__device__ float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
-  if (rate <= 0.0f) return 1.0f;
-  return uniform_at(seed, static_cast<uint64_t>(row * t + j)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
-}
-
-// Query tiles in reverse, so the longest (last) tiles start first.
-__device__ int64_t query_tile_first() { return static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kTile; }
 
 template <int Cols>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const float* qkv, HeadGeometry g, float scale,
@@ -279,23 +255,9 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(const float* qkv
   store_rows(dq, q0, g, [&](int, int64_t i, int col, float v) { dqkv[g.qkv_at(nh, i, 0, col)] = v; });
 }
 
-HeadGeometry geometry(int64_t t, int64_t c, int64_t heads) {
-  const int d = static_cast<int>(c / heads);
-  return HeadGeometry{t, c, heads, d, d + 1};
-}
-
 // Shared bytes of `tiles` (64, d) tiles, `score_tiles` (64, 64) ones and `rows` rows of floats.
 size_t shared_bytes(const HeadGeometry& g, int tiles, int score_tiles, int rows) {
   return sizeof(float) * static_cast<size_t>(tiles * kTile * g.ld + score_tiles * kTile * kScoreLd + rows * kTile);
-}
-
-template <typename Kernel>
-void allow_shared(Kernel kernel, size_t bytes) {
-  DT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
-dim3 tile_grid(int64_t n, const HeadGeometry& g) {
-  return dim3(static_cast<unsigned>((g.t + kTile - 1) / kTile), static_cast<unsigned>(n * g.heads));
 }
 
 template <int Cols>
@@ -325,12 +287,15 @@ void backward(const float* qkv, const float* dout, const float* lse, const float
 
 }  // namespace
 
-// Heads of up to 64 features hold 4 columns a thread, wider ones 8.
-void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed,
-               float* out, float* lse, cudaStream_t s) {
+// Heads of up to 64 features hold 4 columns a thread, wider ones 8; bf16 operands take the
+// tensor-core kernels.
+void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
+               uint64_t seed, float* out, float* lse, cudaStream_t s) {
   if (n * heads * t == 0) return;
-  const HeadGeometry g = geometry(t, c, heads);
-  if (g.d <= 64)
+  const HeadGeometry g = head_geometry(t, c, heads);
+  if (bf16)
+    attention_bf16(qkv, n, g, rate, seed, out, lse, s);
+  else if (g.d <= 64)
     forward<4>(qkv, n, g, rate, seed, out, lse, s);
   else
     forward<kMaxHeadDim / 16>(qkv, n, g, rate, seed, out, lse, s);
@@ -341,15 +306,17 @@ size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t) {
 }
 
 void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
-                        int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed, float* dqkv, void* scratch,
-                        cudaStream_t s) {
+                        int64_t heads, int64_t t, int64_t c, bool bf16, float rate, uint64_t seed, float* dqkv,
+                        void* scratch, cudaStream_t s) {
   const int64_t rows = n * heads * t;
   if (rows == 0) return;
-  const HeadGeometry g = geometry(t, c, heads);
+  const HeadGeometry g = head_geometry(t, c, heads);
   auto* big_d = static_cast<float*>(scratch);
   row_dot_kernel<<<blocks_for(rows * 32), 256, 0, s>>>(out, dout, rows, g, big_d);
   DT_CUDA_LAUNCHED();
-  if (g.d <= 64)
+  if (bf16)
+    attention_backward_bf16(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+  else if (g.d <= 64)
     backward<4>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
   else
     backward<kMaxHeadDim / 16>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);

@@ -90,17 +90,19 @@ AttentionDims attention_dims(const Tensor& qkv, int64_t heads) {
 }
 }  // namespace
 
-void CudaBackend::attention(const Tensor& qkv, int64_t heads, float rate, uint64_t seed, Tensor out, Tensor lse) {
+void CudaBackend::attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
+                            Tensor lse) {
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
-  cuda::attention(qkv.f32(), n, heads, t, c, rate, seed, out.f32(), lse.f32(), stream_);
+  cuda::attention(qkv.f32(), n, heads, t, c, operands == DType::bf16, rate, seed, out.f32(), lse.f32(), stream_);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                     int64_t heads, float rate, uint64_t seed, Tensor dqkv) {
+                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
-  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, rate, seed, dqkv.f32(),
+  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, operands == DType::bf16, rate,
+                           seed, dqkv.f32(),
                            workspace(cuda::attention_backward_scratch(n, heads, t)), stream_);
 }
 

@@ -68,18 +68,19 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          cudaStream_t stream);
 void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
-// --- causal attention in float32 (attention_kernels.cu) ---
+// --- causal attention (attention_kernels.cu; bf16 operands: attention_bf16_kernels.cu) ---
 // The largest head dimension the attention kernels take.
 constexpr int64_t kMaxHeadDim = 128;
 // qkv (n, t, 3c) with c / heads <= kMaxHeadDim: out (n, t, c), lse (n, heads, t); dropout
-// of `rate` on the probabilities, the mask drawn as dropout() draws it.
-void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed,
-               float* out, float* lse, cudaStream_t stream);
+// of `rate` on the probabilities, the mask drawn as dropout() draws it; bf16: the products'
+// operands rounded to bf16 (Backend::attention).
+void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
+               uint64_t seed, float* out, float* lse, cudaStream_t stream);
 size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t);
 // dqkv (n, t, 3c) written whole from dout (n, t, c) and the forward's qkv, out and lse.
 void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
-                        int64_t heads, int64_t t, int64_t c, float rate, uint64_t seed, float* dqkv, void* scratch,
-                        cudaStream_t stream);
+                        int64_t heads, int64_t t, int64_t c, bool bf16, float rate, uint64_t seed, float* dqkv,
+                        void* scratch, cudaStream_t stream);
 
 // --- bf16 (bf16_kernels.cu): float32's upper 16 bits, rounded to nearest even as the CPU rounds ---
 // y = x rounded (x may be y) unless y is null; packed (bf16) receives the same values at 2

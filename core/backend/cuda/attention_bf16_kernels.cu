@@ -1,0 +1,303 @@
+// Causal attention with bf16 operands on tensor cores (train.precision = "bf16"): the
+// float32 kernels' tiling (attention_kernels.cu: 64 queries or keys a block, the causal
+// half skipped, the log-sum-exp kept, no (T, T) scores), with every product an mma.sync of
+// bf16 operands summed in float32. Queries, keys, values and output gradients are rounded
+// to bf16 as they are loaded, probabilities and score gradients as they become an operand;
+// the softmax and the results stay float32. The CPU twin rounds at the same places.
+//
+// 4 warps a block, each owning 16 rows of the block's tile, in m16n8k16 fragments (the PTX
+// ISA's layout: lane = 4 group + quad; a thread holds rows group and group + 8 of a
+// fragment, columns 2 quad and 2 quad + 1, and those + 8 in the second half of k). A
+// result's accumulators are, as they stand, the A operand of the next product. Tiles sit in
+// shared memory as bf16 rows of D + 8 (D: the head dimension rounded up to 32, 64 or 128,
+// zeros past it), so that a fragment's 32-bit reads hit 32 distinct banks.
+#include <cuda_bf16.h>
+
+#include "core/backend/cuda/attention_geometry.cuh"
+#include "core/backend/cuda/kernels.hpp"
+
+namespace distrain::cuda {
+
+namespace {
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kPad = 8;
+constexpr int kKeyFrags = kTile / 8;  // a (16, 64) score tile: 8 fragments of 8 columns
+
+__device__ int warp() { return static_cast<int>(threadIdx.x) / 32; }
+__device__ int group() { return static_cast<int>(threadIdx.x) % 32 / 4; }
+__device__ int quad() { return static_cast<int>(threadIdx.x) % 4; }
+
+__device__ uint32_t pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// c (16 x 8) += a (16 x 16) b (16 x 8).
+__device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A (64, D) tile of bf16 in shared memory.
+template <int D>
+struct Tile {
+  static constexpr int ld = D + kPad;
+  __nv_bfloat16* p;
+  // (r, c) and (r, c + 1), c even: one 32-bit read.
+  __device__ uint32_t row_pair(int r, int c) const { return *reinterpret_cast<const uint32_t*>(p + r * ld + c); }
+  // (r, c) and (r + 1, c).
+  __device__ uint32_t column_pair(int r, int c) const {
+    return uint32_t{__bfloat16_as_ushort(p[r * ld + c])} | uint32_t{__bfloat16_as_ushort(p[(r + 1) * ld + c])} << 16;
+  }
+};
+template <int D>
+constexpr size_t tile_bytes() {
+  return sizeof(__nv_bfloat16) * kTile * Tile<D>::ld;
+}
+
+// Rows [first, first + 64) of a (t, d) matrix, rounded to bf16, zeros past t and d.
+template <int D, typename At>
+__device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, At at) {
+  for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D; idx += kThreads) {
+    const int r = idx / D, e = idx % D;
+    const int64_t i = first + r;
+    tile.p[r * Tile<D>::ld + e] = __float2bfloat16_rn(i < g.t && e < g.d ? at(i, e) : 0.0f);
+  }
+}
+
+// s (16, 64) = rows [r0, r0 + 16) of x times all 64 rows of y, transposed, over D.
+template <int D>
+__device__ void row_dots(Tile<D> x, int r0, Tile<D> y, float (&s)[kKeyFrags][4]) {
+#pragma unroll
+  for (int f = 0; f < kKeyFrags; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < D; k += 16) {
+    const int r = r0 + group(), c = k + 2 * quad();
+    const uint32_t a[4] = {x.row_pair(r, c), x.row_pair(r + 8, c), x.row_pair(r, c + 8), x.row_pair(r + 8, c + 8)};
+#pragma unroll
+    for (int f = 0; f < kKeyFrags; ++f) mma(s[f], a, y.row_pair(8 * f + group(), c), y.row_pair(8 * f + group(), c + 8));
+  }
+}
+
+// acc (16, D) += w (16, 64; accumulators, rounded to bf16 here) times all of m (64, D).
+template <int D>
+__device__ void accumulate(const float (&w)[kKeyFrags][4], Tile<D> m, float (&acc)[D / 8][4]) {
+#pragma unroll
+  for (int k = 0; k < kTile / 16; ++k) {
+    const uint32_t a[4] = {pack(w[2 * k][0], w[2 * k][1]), pack(w[2 * k][2], w[2 * k][3]),
+                           pack(w[2 * k + 1][0], w[2 * k + 1][1]), pack(w[2 * k + 1][2], w[2 * k + 1][3])};
+    const int r = 16 * k + 2 * quad();
+#pragma unroll
+    for (int f = 0; f < D / 8; ++f) mma(acc[f], a, m.column_pair(r, 8 * f + group()), m.column_pair(r + 8, 8 * f + group()));
+  }
+}
+
+// For each of a thread's elements of a (16, 64) tile whose rows start at row0 and columns at
+// col0: fn(f, h, c, row, col) for accumulator [f][2 h + c].
+template <typename Fn>
+__device__ void each_element(int64_t row0, int64_t col0, Fn fn) {
+#pragma unroll
+  for (int f = 0; f < kKeyFrags; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) fn(f, h, c, row0 + group() + 8 * h, col0 + 8 * f + 2 * quad() + c);
+}
+
+// A thread's rows of a (16, D) result from row0, rows past t and columns past d left out.
+template <int D, typename Put>
+__device__ void store_rows(const float (&acc)[D / 8][4], int64_t row0, const HeadGeometry& g, Put put) {
+#pragma unroll
+  for (int f = 0; f < D / 8; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int64_t i = row0 + group() + 8 * h;
+        if (const int e = 8 * f + 2 * quad() + c; i < g.t && e < g.d) put(h, i, e, acc[f][2 * h + c]);
+      }
+}
+
+__device__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, HeadGeometry g, float scale, float rate,
+                                                           uint64_t seed, float* out, float* lse) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, ks{qs.p + kTile * Tile<D>::ld},
+      vs{ks.p + kTile * Tile<D>::ld};
+  const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
+  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+  float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {};
+  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
+    __syncthreads();  // the last tile's keys and values are used
+    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
+    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    __syncthreads();
+    float s[kKeyFrags][4];
+    row_dots(qs, 16 * warp(), ks, s);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    each_element(row0, k0, [&](int f, int h, int c, int64_t i, int64_t j) {
+      float& v = s[f][2 * h + c];
+      v = j <= i && i < g.t ? v * scale : -INFINITY;
+      tile_max[h] = fmaxf(tile_max[h], v);
+    });
+    float shift[2], rescale[2], sum[2] = {};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float new_max = fmaxf(m[h], quad_max(tile_max[h]));
+      shift[h] = new_max == -INFINITY ? 0.0f : new_max;  // a row past t has no keys
+      rescale[h] = expf(m[h] - shift[h]);
+      m[h] = new_max;
+    }
+    each_element(row0, k0, [&](int f, int h, int c, int64_t i, int64_t j) {
+      const float p = expf(s[f][2 * h + c] - shift[h]);
+      sum[h] += p;
+      s[f][2 * h + c] = p * keep_scale(seed, rate, nh * g.t + i, g.t, j);
+    });
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] = l[h] * rescale[h] + quad_sum(sum[h]);
+#pragma unroll
+      for (int f = 0; f < D / 8; ++f) o[f][2 * h] *= rescale[h], o[f][2 * h + 1] *= rescale[h];
+    }
+    accumulate(s, vs, o);
+  }
+  store_rows<D>(o, row0, g, [&](int h, int64_t i, int e, float v) { out[g.out_at(nh, i, e)] = v / l[h]; });
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    if (const int64_t i = row0 + group() + 8 * h; i < g.t && quad() == 0) lse[nh * g.t + i] = m[h] + logf(l[h]);
+}
+
+// dK and dV for one key tile: a warp's rows are keys, its columns queries.
+template <int D>
+__global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const float* dout, const float* lse,
+                                                       const float* big_d, HeadGeometry g, float scale, float rate,
+                                                       uint64_t seed, float* dqkv) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Tile<D> ks{reinterpret_cast<__nv_bfloat16*>(smem)}, vs{ks.p + kTile * Tile<D>::ld},
+      qs{vs.p + kTile * Tile<D>::ld}, gs{qs.p + kTile * Tile<D>::ld};
+  float *ls = reinterpret_cast<float*>(gs.p + kTile * Tile<D>::ld), *bd = ls + kTile;
+  const int64_t nh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kTile, row0 = k0 + 16 * warp();
+  load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
+  load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int64_t q0 = k0; q0 < g.t; q0 += kTile) {
+    __syncthreads();
+    load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+    load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+    for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) {
+      const int64_t i = q0 + r;
+      ls[r] = i < g.t ? lse[nh * g.t + i] : 0.0f;
+      bd[r] = i < g.t ? big_d[nh * g.t + i] : 0.0f;
+    }
+    __syncthreads();
+    float s[kKeyFrags][4], dp[kKeyFrags][4];
+    row_dots(ks, 16 * warp(), qs, s);
+    row_dots(vs, 16 * warp(), gs, dp);
+    each_element(row0, q0, [&](int f, int h, int c, int64_t j, int64_t i) {
+      const int il = static_cast<int>(i - q0);
+      const float p = j <= i && i < g.t ? expf(s[f][2 * h + c] * scale - ls[il]) : 0.0f;
+      const float keep = keep_scale(seed, rate, nh * g.t + i, g.t, j);
+      s[f][2 * h + c] = p * keep;
+      dp[f][2 * h + c] = p * (dp[f][2 * h + c] * keep - bd[il]) * scale;
+    });
+    accumulate(s, gs, dv);
+    accumulate(dp, qs, dk);
+  }
+  store_rows<D>(dk, row0, g, [&](int, int64_t j, int e, float v) { dqkv[g.qkv_at(nh, j, 1, e)] = v; });
+  store_rows<D>(dv, row0, g, [&](int, int64_t j, int e, float v) { dqkv[g.qkv_at(nh, j, 2, e)] = v; });
+}
+
+// dQ for one query tile: a warp's rows are queries, its columns keys.
+template <int D>
+__global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const float* dout, const float* lse,
+                                                      const float* big_d, HeadGeometry g, float scale, float rate,
+                                                      uint64_t seed, float* dqkv) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, gs{qs.p + kTile * Tile<D>::ld},
+      ks{gs.p + kTile * Tile<D>::ld}, vs{ks.p + kTile * Tile<D>::ld};
+  const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
+  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+  load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+  float row_lse[2], row_d[2], dq[D / 8][4] = {};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t i = row0 + group() + 8 * h;
+    row_lse[h] = i < g.t ? lse[nh * g.t + i] : 0.0f;
+    row_d[h] = i < g.t ? big_d[nh * g.t + i] : 0.0f;
+  }
+  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
+    __syncthreads();
+    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
+    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    __syncthreads();
+    float s[kKeyFrags][4], dp[kKeyFrags][4];
+    row_dots(qs, 16 * warp(), ks, s);
+    row_dots(gs, 16 * warp(), vs, dp);
+    each_element(row0, k0, [&](int f, int h, int c, int64_t i, int64_t j) {
+      const float p = j <= i && i < g.t ? expf(s[f][2 * h + c] * scale - row_lse[h]) : 0.0f;
+      const float keep = keep_scale(seed, rate, nh * g.t + i, g.t, j);
+      dp[f][2 * h + c] = p * (dp[f][2 * h + c] * keep - row_d[h]) * scale;
+    });
+    accumulate(dp, ks, dq);
+  }
+  store_rows<D>(dq, row0, g, [&](int, int64_t i, int e, float v) { dqkv[g.qkv_at(nh, i, 0, e)] = v; });
+}
+
+template <int D>
+void forward(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out, float* lse,
+             cudaStream_t s) {
+  const size_t bytes = 3 * tile_bytes<D>();
+  allow_shared(forward_kernel<D>, bytes);
+  const float scale = 1.0f / sqrtf(static_cast<float>(g.d));
+  forward_kernel<D><<<tile_grid(n, g), kThreads, bytes, s>>>(qkv, g, scale, rate, seed, out, lse);
+  DT_CUDA_LAUNCHED();
+}
+
+template <int D>
+void backward(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
+              const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
+  const float scale = 1.0f / sqrtf(static_cast<float>(g.d));
+  const size_t dkv_bytes = 4 * tile_bytes<D>() + 2 * kTile * sizeof(float), dq_bytes = 4 * tile_bytes<D>();
+  allow_shared(dkv_kernel<D>, dkv_bytes);
+  allow_shared(dq_kernel<D>, dq_bytes);
+  dkv_kernel<D><<<tile_grid(n, g), kThreads, dkv_bytes, s>>>(qkv, dout, lse, big_d, g, scale, rate, seed, dqkv);
+  DT_CUDA_LAUNCHED();
+  dq_kernel<D><<<tile_grid(n, g), kThreads, dq_bytes, s>>>(qkv, dout, lse, big_d, g, scale, rate, seed, dqkv);
+  DT_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+// Heads of up to 32, 64 and 128 features, padded with zeros to that width.
+void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out,
+                    float* lse, cudaStream_t s) {
+  if (g.d <= 32)
+    forward<32>(qkv, n, g, rate, seed, out, lse, s);
+  else if (g.d <= 64)
+    forward<64>(qkv, n, g, rate, seed, out, lse, s);
+  else
+    forward<128>(qkv, n, g, rate, seed, out, lse, s);
+}
+
+void attention_backward_bf16(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
+                             const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
+  if (g.d <= 32)
+    backward<32>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+  else if (g.d <= 64)
+    backward<64>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+  else
+    backward<128>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+}
+
+}  // namespace distrain::cuda
