@@ -57,13 +57,23 @@ constexpr size_t tile_bytes() {
   return sizeof(__nv_bfloat16) * kTile * Tile<D>::ld;
 }
 
-// Rows [first, first + 64) of a (t, d) matrix, rounded to bf16, zeros past t and d.
-template <int D, typename At>
-__device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, At at) {
+// Rows [first, first + 64) of a head's (t, d) rows, rounded to bf16, zeros past t and d;
+// 4 floats a read where the rows allow it.
+template <int D>
+__device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, HeadRows<const float> rows) {
+  if (g.vectors) {
+    for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D / 4; idx += kThreads) {
+      const int r = idx / (D / 4), e = idx % (D / 4) * 4;
+      const int64_t i = first + r;
+      const float4 v = i < g.t && e < g.d ? *reinterpret_cast<const float4*>(&rows(i, e)) : float4{};
+      *reinterpret_cast<uint2*>(tile.p + r * Tile<D>::ld + e) = uint2{pack(v.x, v.y), pack(v.z, v.w)};
+    }
+    return;
+  }
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D; idx += kThreads) {
     const int r = idx / D, e = idx % D;
     const int64_t i = first + r;
-    tile.p[r * Tile<D>::ld + e] = __float2bfloat16_rn(i < g.t && e < g.d ? at(i, e) : 0.0f);
+    tile.p[r * Tile<D>::ld + e] = __float2bfloat16_rn(i < g.t && e < g.d ? rows(i, e) : 0.0f);
   }
 }
 
@@ -136,12 +146,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, Hea
   const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, ks{qs.p + kTile * Tile<D>::ld},
       vs{ks.p + kTile * Tile<D>::ld};
   const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
-  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+  load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
   float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {};
   for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
     __syncthreads();  // the last tile's keys and values are used
-    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
+    load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
     __syncthreads();
     float s[kKeyFrags][4];
     row_dots(qs, 16 * warp(), ks, s);
@@ -172,7 +182,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, Hea
     }
     accumulate(s, vs, o);
   }
-  store_rows<D>(o, row0, g, [&](int h, int64_t i, int e, float v) { out[g.out_at(nh, i, e)] = v / l[h]; });
+  const HeadRows<float> outs = out_rows(out, nh, g);
+  store_rows<D>(o, row0, g, [&](int h, int64_t i, int e, float v) { outs(i, e) = v / l[h]; });
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     if (const int64_t i = row0 + group() + 8 * h; i < g.t && quad() == 0) lse[nh * g.t + i] = m[h] + logf(l[h]);
@@ -188,13 +199,13 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const f
       qs{vs.p + kTile * Tile<D>::ld}, gs{qs.p + kTile * Tile<D>::ld};
   float *ls = reinterpret_cast<float*>(gs.p + kTile * Tile<D>::ld), *bd = ls + kTile;
   const int64_t nh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kTile, row0 = k0 + 16 * warp();
-  load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-  load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+  load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
+  load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int64_t q0 = k0; q0 < g.t; q0 += kTile) {
     __syncthreads();
-    load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
-    load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+    load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
+    load_tile(gs, q0, g, out_rows(dout, nh, g));
     for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) {
       const int64_t i = q0 + r;
       ls[r] = i < g.t ? lse[nh * g.t + i] : 0.0f;
@@ -214,8 +225,9 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const f
     accumulate(s, gs, dv);
     accumulate(dp, qs, dk);
   }
-  store_rows<D>(dk, row0, g, [&](int, int64_t j, int e, float v) { dqkv[g.qkv_at(nh, j, 1, e)] = v; });
-  store_rows<D>(dv, row0, g, [&](int, int64_t j, int e, float v) { dqkv[g.qkv_at(nh, j, 2, e)] = v; });
+  const HeadRows<float> dks = qkv_rows(dqkv, nh, 1, g), dvs = qkv_rows(dqkv, nh, 2, g);
+  store_rows<D>(dk, row0, g, [&](int, int64_t j, int e, float v) { dks(j, e) = v; });
+  store_rows<D>(dv, row0, g, [&](int, int64_t j, int e, float v) { dvs(j, e) = v; });
 }
 
 // dQ for one query tile: a warp's rows are queries, its columns keys.
@@ -227,8 +239,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const fl
   const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, gs{qs.p + kTile * Tile<D>::ld},
       ks{gs.p + kTile * Tile<D>::ld}, vs{ks.p + kTile * Tile<D>::ld};
   const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
-  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
-  load_tile(gs, q0, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+  load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
+  load_tile(gs, q0, g, out_rows(dout, nh, g));
   float row_lse[2], row_d[2], dq[D / 8][4] = {};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -238,8 +250,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const fl
   }
   for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
     __syncthreads();
-    load_tile(ks, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-    load_tile(vs, k0, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+    load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
+    load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
     __syncthreads();
     float s[kKeyFrags][4], dp[kKeyFrags][4];
     row_dots(qs, 16 * warp(), ks, s);
@@ -251,7 +263,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const fl
     });
     accumulate(dp, ks, dq);
   }
-  store_rows<D>(dq, row0, g, [&](int, int64_t i, int e, float v) { dqkv[g.qkv_at(nh, i, 0, e)] = v; });
+  const HeadRows<float> dqs = qkv_rows(dqkv, nh, 0, g);
+  store_rows<D>(dq, row0, g, [&](int, int64_t i, int e, float v) { dqs(i, e) = v; });
 }
 
 template <int D>
@@ -280,8 +293,10 @@ void backward(const float* qkv, const float* dout, const float* lse, const float
 }  // namespace
 
 // Heads of up to 32, 64 and 128 features, padded with zeros to that width.
-void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out,
+void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& geometry, float rate, uint64_t seed, float* out,
                     float* lse, cudaStream_t s) {
+  HeadGeometry g = geometry;
+  g.vectors = vector_reads(g, {qkv});
   if (g.d <= 32)
     forward<32>(qkv, n, g, rate, seed, out, lse, s);
   else if (g.d <= 64)
@@ -291,7 +306,9 @@ void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& g, float ra
 }
 
 void attention_backward_bf16(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
-                             const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
+                             const HeadGeometry& geometry, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
+  HeadGeometry g = geometry;
+  g.vectors = vector_reads(g, {qkv, dout});
   if (g.d <= 32)
     backward<32>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
   else if (g.d <= 64)

@@ -2,6 +2,7 @@
 // head's rows lie in qkv and out, the dropout draw, and the order of the query tiles.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/backend/cuda/cuda_check.hpp"
 #include "core/base/rng.hpp"
@@ -13,18 +14,37 @@ constexpr int kTile = 64;
 struct HeadGeometry {
   int64_t t, c, heads;
   int d;
-  int ld;  // the float32 kernels' shared-memory row stride of a (64, d) tile: d + 1
-  __device__ int64_t example(int64_t nh) const { return nh / heads; }
-  // qkv element of (token i, part 0/1/2 = q/k/v, column e) of head nh; out's (i, e).
-  __device__ int64_t qkv_at(int64_t nh, int64_t i, int part, int e) const {
-    return (example(nh) * t + i) * 3 * c + part * c + (nh % heads) * d + e;
-  }
-  __device__ int64_t out_at(int64_t nh, int64_t i, int e) const { return (example(nh) * t + i) * c + (nh % heads) * d + e; }
+  int ld;        // the float32 kernels' shared-memory row stride of a (64, d) tile: d + 1
+  bool vectors;  // rows may be read 4 floats at a time: 16-byte aligned (vector_reads)
 };
 
 inline HeadGeometry head_geometry(int64_t t, int64_t c, int64_t heads) {
   const int d = static_cast<int>(c / heads);
-  return HeadGeometry{t, c, heads, d, d + 1};
+  return HeadGeometry{t, c, heads, d, d + 1, false};
+}
+
+// Whether every head's rows of these (n, t, k c) tensors start at a 16-byte boundary.
+inline bool vector_reads(const HeadGeometry& g, std::initializer_list<const float*> tensors) {
+  bool aligned = g.c % 4 == 0 && g.d % 4 == 0;
+  for (const float* p : tensors) aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return aligned;
+}
+
+// One head's rows of one part of qkv (0, 1, 2: queries, keys, values) or of out: row i's
+// column e at p[i * stride + e]. Found once a block, not per element (64-bit divisions).
+template <typename T>
+struct HeadRows {
+  T* p;
+  int64_t stride;
+  __device__ T& operator()(int64_t i, int e) const { return p[i * stride + e]; }
+};
+template <typename T>
+__device__ HeadRows<T> qkv_rows(T* qkv, int64_t nh, int part, const HeadGeometry& g) {
+  return {qkv + (nh / g.heads * g.t * 3 + part) * g.c + nh % g.heads * g.d, 3 * g.c};
+}
+template <typename T>
+__device__ HeadRows<T> out_rows(T* out, int64_t nh, const HeadGeometry& g) {
+  return {out + nh / g.heads * g.t * g.c + nh % g.heads * g.d, g.c};
 }
 
 // The end of the keys a query tile from q0 attends to (the causal mask's last column).

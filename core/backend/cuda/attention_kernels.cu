@@ -23,28 +23,27 @@ constexpr int kScoreLd = kTile + 1;  // padded rows: a column read by 16 threads
 __device__ int ty() { return static_cast<int>(threadIdx.x) / 16; }
 __device__ int tx() { return static_cast<int>(threadIdx.x) % 16; }
 
-// Rows [first, first + 64) of a (t, d) matrix into shared memory, zeros past t.
-template <typename At>
-__device__ void load_tile(float* tile, int64_t first, const HeadGeometry& g, At at) {
+// Rows [first, first + 64) of a head's (t, d) rows into shared memory, zeros past t.
+__device__ void load_tile(float* tile, int64_t first, const HeadGeometry& g, HeadRows<const float> rows) {
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * g.d; idx += kThreads) {
     const int r = idx / g.d, e = idx % g.d;
     const int64_t i = first + r;
-    tile[r * g.ld + e] = i < g.t ? at(i, e) : 0.0f;
+    tile[r * g.ld + e] = i < g.t ? rows(i, e) : 0.0f;
   }
 }
 
 // Keys and values of tokens [first, first + 64) of head nh.
 __device__ void load_keys_values(float* ks, float* vs, const float* qkv, int64_t nh, int64_t first,
                                  const HeadGeometry& g) {
-  load_tile(ks, first, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 1, e)]; });
-  load_tile(vs, first, g, [&](int64_t j, int e) { return qkv[g.qkv_at(nh, j, 2, e)]; });
+  load_tile(ks, first, g, qkv_rows(qkv, nh, 1, g));
+  load_tile(vs, first, g, qkv_rows(qkv, nh, 2, g));
 }
 
 // Queries and output gradients of tokens [first, first + 64) of head nh.
 __device__ void load_queries_grads(float* qs, float* gs, const float* qkv, const float* dout, int64_t nh,
                                    int64_t first, const HeadGeometry& g) {
-  load_tile(qs, first, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
-  load_tile(gs, first, g, [&](int64_t i, int e) { return dout[g.out_at(nh, i, e)]; });
+  load_tile(qs, first, g, qkv_rows(qkv, nh, 0, g));
+  load_tile(gs, first, g, out_rows(dout, nh, g));
 }
 
 // A thread's rows of a (64, d) result for the tile from `first`, rows past t left out:
@@ -116,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const float
   extern __shared__ float smem[];
   float *qs = smem, *ks = qs + kTile * g.ld, *vs = ks + kTile * g.ld, *ps = vs + kTile * g.ld;
   const int64_t nh = blockIdx.y, q0 = query_tile_first();
-  load_tile(qs, q0, g, [&](int64_t i, int e) { return qkv[g.qkv_at(nh, i, 0, e)]; });
+  load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
   float m[kRows], l[kRows] = {}, o[kRows][Cols] = {};
 #pragma unroll
   for (int a = 0; a < kRows; ++a) m[a] = -INFINITY;
@@ -155,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const float
     __syncthreads();
     tile_product(ps, vs, g, o);
   }
-  store_rows(o, q0, g, [&](int a, int64_t i, int col, float v) { out[g.out_at(nh, i, col)] = v / l[a]; });
+  const HeadRows<float> outs = out_rows(out, nh, g);
+  store_rows(o, q0, g, [&](int a, int64_t i, int col, float v) { outs(i, col) = v / l[a]; });
 #pragma unroll
   for (int a = 0; a < kRows; ++a)
     if (const int64_t i = q0 + ty() * kRows + a; i < g.t && tx() == 0) lse[nh * g.t + i] = m[a] + logf(l[a]);
@@ -167,7 +167,8 @@ __global__ void row_dot_kernel(const float* out, const float* dout, int64_t rows
   if (row >= rows) return;
   const int64_t nh = row / g.t, i = row % g.t;
   float s = 0.0f;
-  for (int e = static_cast<int>(threadIdx.x % 32); e < g.d; e += 32) s += dout[g.out_at(nh, i, e)] * out[g.out_at(nh, i, e)];
+  const HeadRows<const float> outs = out_rows(out, nh, g), douts = out_rows(dout, nh, g);
+  for (int e = static_cast<int>(threadIdx.x % 32); e < g.d; e += 32) s += douts(i, e) * outs(i, e);
   for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
   if (threadIdx.x % 32 == 0) big_d[row] = s;
 }
@@ -211,8 +212,9 @@ __global__ void __launch_bounds__(kThreads) attention_dkv_kernel(const float* qk
     tile_product(pk, gs, g, dv);
     tile_product(dss, qs, g, dk);
   }
-  store_rows(dk, k0, g, [&](int, int64_t j, int col, float v) { dqkv[g.qkv_at(nh, j, 1, col)] = v; });
-  store_rows(dv, k0, g, [&](int, int64_t j, int col, float v) { dqkv[g.qkv_at(nh, j, 2, col)] = v; });
+  const HeadRows<float> dks = qkv_rows(dqkv, nh, 1, g), dvs = qkv_rows(dqkv, nh, 2, g);
+  store_rows(dk, k0, g, [&](int, int64_t j, int col, float v) { dks(j, col) = v; });
+  store_rows(dv, k0, g, [&](int, int64_t j, int col, float v) { dvs(j, col) = v; });
 }
 
 // dQ for one query tile: rows are queries, columns keys.
@@ -252,7 +254,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(const float* qkv
     __syncthreads();
     tile_product(dss, ks, g, dq);
   }
-  store_rows(dq, q0, g, [&](int, int64_t i, int col, float v) { dqkv[g.qkv_at(nh, i, 0, col)] = v; });
+  const HeadRows<float> dqs = qkv_rows(dqkv, nh, 0, g);
+  store_rows(dq, q0, g, [&](int, int64_t i, int col, float v) { dqs(i, col) = v; });
 }
 
 // Shared bytes of `tiles` (64, d) tiles, `score_tiles` (64, 64) ones and `rows` rows of floats.

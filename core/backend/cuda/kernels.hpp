@@ -87,6 +87,9 @@ void attention_backward(const float* qkv, const float* out, const float* lse, co
 // bytes unless null.
 void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStream_t stream);
 void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t stream);
+// x (rows, cols) rounded into packed, whose rows start ld >= cols apart (tensor-core
+// products read rows at 16-byte boundaries); the padding left as it was.
+void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* packed, cudaStream_t stream);
 
 // --- convolution helpers (conv_kernels.cu) ---
 // Keras kernels (kh, kw, in, out) <-> cuDNN NHWC filters (out, kh, kw, in).
