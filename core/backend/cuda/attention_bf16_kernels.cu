@@ -40,16 +40,33 @@ __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8 x 8 blocks of bf16 from shared memory, lane l naming row l % 8 of block l / 8; each
+// lane receives, of block b, elements (group, 2 quad) and (group, 2 quad + 1) in x[b], or
+// transposed, (2 quad, group) and (2 quad + 1, group): a fragment's registers.
+template <bool Transposed>
+__device__ void load_blocks(uint32_t (&x)[4], const __nv_bfloat16* row) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (Transposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(address));
+}
+
 // A (64, D) tile of bf16 in shared memory.
 template <int D>
 struct Tile {
   static constexpr int ld = D + kPad;
   __nv_bfloat16* p;
-  // (r, c) and (r, c + 1), c even: one 32-bit read.
-  __device__ uint32_t row_pair(int r, int c) const { return *reinterpret_cast<const uint32_t*>(p + r * ld + c); }
-  // (r, c) and (r + 1, c).
-  __device__ uint32_t column_pair(int r, int c) const {
-    return uint32_t{__bfloat16_as_ushort(p[r * ld + c])} | uint32_t{__bfloat16_as_ushort(p[(r + 1) * ld + c])} << 16;
+  // The row this lane names to load_blocks for four 8 x 8 blocks from (r, c): one bit of
+  // block b moves it 8 rows down, the other 8 columns right (down_first: bit 0 moves down).
+  __device__ const __nv_bfloat16* block_row(int r, int c, bool down_first) const {
+    const int lane = static_cast<int>(threadIdx.x) % 32, b = lane / 8;
+    const int down = down_first ? b & 1 : b >> 1, right = down_first ? b >> 1 : b & 1;
+    return p + (r + 8 * down + lane % 8) * ld + c + 8 * right;
   }
 };
 template <int D>
@@ -78,16 +95,23 @@ __device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, He
 }
 
 // s (16, 64) = rows [r0, r0 + 16) of x times all 64 rows of y, transposed, over D.
+// The A fragment (rows, then columns, in 8 x 8 blocks: down first) and two B fragments of
+// rows 8 f and 8 f + 8 (right first: each fragment's two halves of k) per load_blocks.
 template <int D>
 __device__ void row_dots(Tile<D> x, int r0, Tile<D> y, float (&s)[kKeyFrags][4]) {
 #pragma unroll
   for (int f = 0; f < kKeyFrags; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
 #pragma unroll
   for (int k = 0; k < D; k += 16) {
-    const int r = r0 + group(), c = k + 2 * quad();
-    const uint32_t a[4] = {x.row_pair(r, c), x.row_pair(r + 8, c), x.row_pair(r, c + 8), x.row_pair(r + 8, c + 8)};
+    uint32_t a[4];
+    load_blocks<false>(a, x.block_row(r0, k, true));
 #pragma unroll
-    for (int f = 0; f < kKeyFrags; ++f) mma(s[f], a, y.row_pair(8 * f + group(), c), y.row_pair(8 * f + group(), c + 8));
+    for (int f = 0; f < kKeyFrags; f += 2) {
+      uint32_t b[4];
+      load_blocks<false>(b, y.block_row(8 * f, k, false));
+      mma(s[f], a, b[0], b[1]);
+      mma(s[f + 1], a, b[2], b[3]);
+    }
   }
 }
 
@@ -98,9 +122,13 @@ __device__ void accumulate(const float (&w)[kKeyFrags][4], Tile<D> m, float (&ac
   for (int k = 0; k < kTile / 16; ++k) {
     const uint32_t a[4] = {pack(w[2 * k][0], w[2 * k][1]), pack(w[2 * k][2], w[2 * k][3]),
                            pack(w[2 * k + 1][0], w[2 * k + 1][1]), pack(w[2 * k + 1][2], w[2 * k + 1][3])};
-    const int r = 16 * k + 2 * quad();
 #pragma unroll
-    for (int f = 0; f < D / 8; ++f) mma(acc[f], a, m.column_pair(r, 8 * f + group()), m.column_pair(r + 8, 8 * f + group()));
+    for (int f = 0; f < D / 8; f += 2) {  // m's rows 16 k .. 16 k + 15 are k, its columns n: transposed
+      uint32_t b[4];
+      load_blocks<true>(b, m.block_row(16 * k, 8 * f, true));
+      mma(acc[f], a, b[0], b[1]);
+      mma(acc[f + 1], a, b[2], b[3]);
+    }
   }
 }
 
