@@ -710,11 +710,14 @@ PY
   # same: pipeline 2 in bf16 is one_device in bf16 (bitwise, measured).
   ref=one_bf16 rtol=1e-6 gpt_case pipeline2_bf16 2 --set strategy.pipeline=2 "${bf16[@]}"
   # ZeRO under bf16 over MPI: float32 masters, their bf16 rounding all-gathered as 16-bit
-  # words; stage 3's masters in host memory. Every layout reads the same rounded weights
-  # and sums as one_device in bf16: within 1e-5 of its largest weight (7e-9 measured).
+  # words; stage 3's masters in host memory. Every layout reads the same rounded weights as
+  # one_device in bf16, but the two ranks' gradients are summed in another order: an ulp
+  # there can carry one of attention's bf16 operands (a probability, a score gradient) to
+  # the next bf16 value. Within 1e-4 of the largest weight (9e-6 measured; 7e-9 while
+  # attention's products were float32).
   zero16=(--set strategy.name=zero --set strategy.per_replica_batch=6 "${bf16[@]}")
-  ref=one_bf16 gpt_case zero2_bf16 2 "${zero16[@]}" --set strategy.stage=2
-  ref=one_bf16 gpt_case zero3_bf16_offload 2 "${zero16[@]}" --set strategy.stage=3 --set strategy.offload_optimizer=true
+  ref=one_bf16 rtol=1e-4 gpt_case zero2_bf16 2 "${zero16[@]}" --set strategy.stage=2
+  ref=one_bf16 rtol=1e-4 gpt_case zero3_bf16_offload 2 "${zero16[@]}" --set strategy.stage=3 --set strategy.offload_optimizer=true
   # The mesh's shard_optimizer under bf16: float32 masters of each data rank's shard, here in
   # host memory, and bf16 whole weights, as zero stage 1; with tensor 2 within a bf16 step
   # of one_device in bf16, as above.
