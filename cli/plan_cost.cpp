@@ -45,13 +45,18 @@ Link shard_link(const Links& links, bool across_hosts, int sharing) {
   return l;
 }
 
+// The link a data group's collectives run over: reduce-scatters and all-gathers where its
+// optimizer is sharded, else all-reduces.
+Link data_link(const Links& links, bool sharded, bool across_hosts, int sharing) {
+  return sharded ? shard_link(links, across_hosts, sharing) : link(links, across_hosts, sharing);
+}
+
 // A ring that passes between ranks of one host and between hosts: as measured on the
 // whole job, else as fast as its slowest hop.
 Link ring_on_both_links(const Links& links, bool sharded, int sharing) {
   const double measured = sharded ? links.both_shard_bytes_per_s : links.both_bytes_per_s;
   if (measured > 0) return Link{measured, links.both_latency_s};
-  const Link across = sharded ? shard_link(links, true, sharing) : link(links, true, sharing);
-  const Link local = sharded ? shard_link(links, false, 1) : link(links, false);
+  const Link across = data_link(links, sharded, true, sharing), local = data_link(links, sharded, false, 1);
   return across.bytes_per_s <= local.bytes_per_s ? across : local;
 }
 
@@ -235,8 +240,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;
   const Link data = data_group_on_both_links(l, cluster) ? ring_on_both_links(links, sharded, sharing)
-                    : sharded ? shard_link(links, data_across, sharing)
-                              : link(links, data_across, sharing);
+                                                         : data_link(links, sharded, data_across, sharing);
   const auto values = static_cast<double>(rank_value_bytes);
   e.data_ms = (sharded ? zero_collectives_s(data, whole, values, l) : all_reduce_s(data, values, l.data)) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));

@@ -154,24 +154,20 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   // Four stages on two cores (each rank computing at half speed while all four work): with
   // one micro-batch only one rank works at a time, at full speed, so the bubble is one
   // slot, not three; with four, the ranks' shared work outlasts the critical path.
-  const auto shared = [&](const PlanLayout& l) {
+  const auto shared = [&](const PlanLayout& l, const Cluster& cluster = Cluster{4, 1}) {
     const Recipe r = layout_recipe(base, l, 12);
-    return estimate_step(r, l, Cluster{4, 1}, links, times, mesh_rank_bytes(r).at(0).values, 2.0);
+    return estimate_step(r, l, cluster, links, times, mesh_rank_bytes(r).at(0).values, 2.0);
   };
   const StepEstimate p4 = shared(PlanLayout{1, 1, 4, 1});
   CHECK(p4.bubble_ms == doctest::Approx(p4.compute_ms).epsilon(0.01));
   CHECK(shared(PlanLayout{1, 1, 4, 4}).bubble_ms == 0);
   // Two stages on two hosts of one core each, two tensor ranks a stage: each host holds
   // one stage, whose cores idle in the bubble, so it is the whole (P - 1) slots.
-  const Recipe t2p2 = layout_recipe(base, PlanLayout{1, 2, 2, 4}, 12);
-  const StepEstimate apart = estimate_step(t2p2, PlanLayout{1, 2, 2, 4}, Cluster{4, 2}, links, times,
-                                           mesh_rank_bytes(t2p2).at(0).values, 2.0);
+  const StepEstimate apart = shared(PlanLayout{1, 2, 2, 4}, Cluster{4, 2});
   CHECK(apart.bubble_ms == doctest::Approx((apart.compute_ms + apart.tensor_ms) / 4).epsilon(0.01));
   // Four stages on two such hosts, two a host: each host is a stage of a 2-host pipeline,
   // idle for one of its slots (a micro-batch through both its stages at the shared speed).
-  const Recipe p4r = layout_recipe(base, PlanLayout{1, 1, 4, 4}, 12);
-  const StepEstimate p4_two_hosts = estimate_step(p4r, PlanLayout{1, 1, 4, 4}, Cluster{4, 2}, links, times,
-                                                  mesh_rank_bytes(p4r).at(0).values, 2.0);
+  const StepEstimate p4_two_hosts = shared(PlanLayout{1, 1, 4, 4}, Cluster{4, 2});
   CHECK(p4_two_hosts.bubble_ms == doctest::Approx(p4_two_hosts.compute_ms / 4).epsilon(0.01));
   // recompute: each block layer's forward again.
   CHECK(estimate(PlanLayout{2, 1, 1, 1, false, false, true}, one_host).compute_ms > d2.compute_ms);
