@@ -23,6 +23,9 @@ inline HeadGeometry head_geometry(int64_t t, int64_t c, int64_t heads) {
   return HeadGeometry{t, c, heads, d, d + 1, false};
 }
 
+// Scores are q . k / sqrt(d).
+inline float score_scale(const HeadGeometry& g) { return 1.0f / sqrtf(static_cast<float>(g.d)); }
+
 // Whether every head's rows of these (n, t, k c) tensors start at a 16-byte boundary.
 inline bool vector_reads(const HeadGeometry& g, std::initializer_list<const float*> tensors) {
   bool aligned = g.c % 4 == 0 && g.d % 4 == 0;

@@ -9,6 +9,8 @@
 // 256 threads as a 16 x 16 grid: thread (ty, tx) holds rows 4 ty .. 4 ty + 3 of the tile
 // and, of a score tile, columns tx + 16 b (b < 4); of a (64, d) tile, columns tx + 16 b
 // (b < d / 16). A row's 16 threads share a half-warp, so row sums are butterfly shuffles.
+// Under bf16 operands attention() and attention_backward() take the tensor-core kernels
+// of attention_bf16_kernels.cu instead.
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
 #include "core/backend/cuda/attention_geometry.cuh"
@@ -268,7 +270,7 @@ void forward(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uin
              cudaStream_t s) {
   const size_t bytes = shared_bytes(g, 3, 1, 0);
   allow_shared(attention_forward_kernel<Cols>, bytes);
-  const float scale = 1.0f / sqrtf(static_cast<float>(g.d));
+  const float scale = score_scale(g);
   attention_forward_kernel<Cols><<<tile_grid(n, g), kThreads, bytes, s>>>(qkv, g, scale, rate, seed, out, lse);
   DT_CUDA_LAUNCHED();
 }
@@ -276,7 +278,7 @@ void forward(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uin
 template <int Cols>
 void backward(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
               const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
-  const float scale = 1.0f / sqrtf(static_cast<float>(g.d));
+  const float scale = score_scale(g);
   const size_t dkv_bytes = shared_bytes(g, 4, 2, 2), dq_bytes = shared_bytes(g, 4, 1, 0);
   allow_shared(attention_dkv_kernel<Cols>, dkv_bytes);
   allow_shared(attention_dq_kernel<Cols>, dq_bytes);
