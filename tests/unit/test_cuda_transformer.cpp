@@ -73,10 +73,10 @@ TEST_CASE("cuda parity: layer norm forward and backward (with and without the in
   check_pair(dy, "gelu_backward in place");
 }
 
-// Head dimensions 18, 20 and 48 (padded: a tile's columns partly idle; 18 is read a float
-// at a time, the others 4 under bf16), 32, 64 and 128;
-// sequences of one tile and past two (the last tiles partly empty); with and without
-// dropout on the probabilities (the same mask drawn on both). Float32 operands within 1e-5;
+// Head dimensions 18, 20 and 48 (padded: a tile's columns partly idle; under bf16 18 is
+// read a float at a time, the others 4), 32, 64 and 128; sequences of one tile and past
+// two (the last tiles partly empty); with and without dropout on the probabilities (the
+// same mask drawn on both). Float32 operands within 1e-5;
 // bf16 operands (tensor cores) within 1e-3: the same rounded operands, but a score summed
 // in another order can round its probability to the neighbouring bf16 value (2^-8 of it).
 TEST_CASE("cuda parity: causal attention forward and backward, with and without dropout, float32 and bf16") {

@@ -102,8 +102,7 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
   cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, operands == DType::bf16, rate,
-                           seed, dqkv.f32(),
-                           workspace(cuda::attention_backward_scratch(n, heads, t)), stream_);
+                           seed, dqkv.f32(), workspace(cuda::attention_backward_scratch(n, heads, t)), stream_);
 }
 
 std::string CudaBackend::bf16_matmul_unavailable() const { return ""; }
