@@ -177,6 +177,34 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
   return devices;
 }
 
+// Keys that one strategy reads: under another, an error naming the one that reads it.
+struct SingleStrategyKey {
+  const char* key;
+  const char* reader;
+  const char* hint = "";
+};
+const SingleStrategyKey kSingleStrategyKeys[] = {
+    {"cross_device_ops", "mirrored"},
+    {"communication", "multi_worker_mirrored"},
+    {"data", "mesh"},
+    {"tensor", "mesh"},
+    {"pipeline", "mesh"},
+    {"micro_batches", "mesh"},
+    {"schedule", "mesh"},
+    {"stage_boundaries", "mesh"},
+    {"shard_optimizer", "mesh", " (zero shards by its stage)"},
+    {"sequence_parallel", "mesh"},
+    {"vocab_parallel", "mesh"},
+    {"stage", "zero"},
+    {"num_ps", "parameter_server"},
+    {"staleness", "parameter_server"},
+};
+
+void check_single_strategy_keys(ConfigTable& c, const StrategySpec& s) {
+  for (const SingleStrategyKey& k : kSingleStrategyKeys)
+    if (c.has(k.key) && s.name != k.reader) c.fail(k.key, fmt::format("applies to strategy \"{}\" only{}", k.reader, k.hint));
+}
+
 // How replicas on these devices exchange gradients: cross_device_ops (mirrored) and
 // communication (multi_worker_mirrored), and what the devices allow.
 void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Device>& devices) {
@@ -185,10 +213,7 @@ void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Devi
     c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
                                   "multi_worker_mirrored or central_storage", s.name));
   s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
-  if (c.has("cross_device_ops") && s.name != "mirrored") c.fail("cross_device_ops", "applies to strategy \"mirrored\" only");
   s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
-  if (c.has("communication") && s.name != "multi_worker_mirrored")
-    c.fail("communication", "applies to strategy \"multi_worker_mirrored\" only");
   if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
   if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
   if (shares_a_gpu(devices) && s.cross_device_ops == "nccl")
@@ -198,8 +223,6 @@ void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Devi
 
 // mesh, pipeline axis: micro-batches per step, the schedule and where stages begin.
 void parse_pipeline(ConfigTable& c, StrategySpec& s) {
-  for (const char* key : {"micro_batches", "schedule", "stage_boundaries"})
-    if (c.has(key) && s.name != "mesh") c.fail(key, "applies to strategy \"mesh\" only");
   s.micro_batches = c.get_int("micro_batches", 1);
   if (s.micro_batches < 1 || s.micro_batches > 4096) c.fail("micro_batches", fmt::format("must be in [1, 4096], got {}", s.micro_batches));
   s.schedule = c.get_choice("schedule", "1f1b", {"gpipe", "1f1b"});
@@ -215,22 +238,18 @@ void parse_pipeline(ConfigTable& c, StrategySpec& s) {
 void parse_mesh(ConfigTable& c, StrategySpec& s) {
   for (const auto& [key, degree] : {std::pair{"data", &s.mesh_data}, {"tensor", &s.mesh_tensor}, {"pipeline", &s.mesh_pipeline}}) {
     *degree = c.get_int(key, 1);
-    if (c.has(key) && s.name != "mesh") c.fail(key, "applies to strategy \"mesh\" only");
     if (*degree < 1 || *degree > 4096) c.fail(key, fmt::format("must be in [1, 4096], got {}", *degree));
   }
   s.shard_optimizer = c.get_bool("shard_optimizer", false);
-  if (c.has("shard_optimizer") && s.name != "mesh") c.fail("shard_optimizer", "applies to strategy \"mesh\" only (zero shards by its stage)");
   if (s.shard_optimizer && s.mesh_data == 1)
     c.fail("shard_optimizer", "shards the optimizer state over the data axis, and data = 1 leaves nothing to shard over; "
            "set strategy.data > 1 or leave shard_optimizer out");
   s.sequence_parallel = c.get_bool("sequence_parallel", false);
-  if (c.has("sequence_parallel") && s.name != "mesh") c.fail("sequence_parallel", "applies to strategy \"mesh\" only");
   if (s.sequence_parallel && s.mesh_tensor == 1)
     c.fail("sequence_parallel", "shards sequences over the tensor axis, and tensor = 1 leaves nothing to shard over; set "
            "strategy.tensor > 1 or leave sequence_parallel out");
   if (c.has("vocab_parallel")) {
     s.vocab_parallel = c.get_bool("vocab_parallel", true);
-    if (s.name != "mesh") c.fail("vocab_parallel", "applies to strategy \"mesh\" only");
     if (*s.vocab_parallel && s.mesh_tensor == 1)
       c.fail("vocab_parallel", "splits the vocabulary over the tensor axis, and tensor = 1 leaves nothing to split; set "
              "strategy.tensor > 1 or leave vocab_parallel out");
@@ -244,16 +263,13 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
 void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
   parse_mesh(c, s);
   s.zero_stage = c.get_int("stage", 1);
-  if (c.has("stage") && s.name != "zero") c.fail("stage", "applies to strategy \"zero\" only");
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
   s.offload_optimizer = c.get_bool("offload_optimizer", false);
   if (s.offload_optimizer && s.name != "zero" && s.name != "mesh")
     c.fail("offload_optimizer", "moves the optimizer state of strategy \"zero\" or \"mesh\" to host memory; use one of them");
   s.num_ps = c.get_int("num_ps", 1);
-  if (c.has("num_ps") && s.name != "parameter_server") c.fail("num_ps", "applies to strategy \"parameter_server\" only");
   if (s.num_ps < 1) c.fail("num_ps", "must be at least 1");
   if (c.has("staleness")) {
-    if (s.name != "parameter_server") c.fail("staleness", "applies to strategy \"parameter_server\" only");
     s.staleness = c.get_int("staleness");
     if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
   }
@@ -272,6 +288,7 @@ void parse_device_memory(ConfigTable& c, StrategySpec& s) {
 
 void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.name = c.get_choice("name", "one_device", kStrategies);
+  check_single_strategy_keys(c, s);
   parse_communication(c, s, parse_devices(c, s));
   parse_strategy_specifics(c, s);
   s.check_every = c.get_int("check_every", 100);

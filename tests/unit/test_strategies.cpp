@@ -383,6 +383,27 @@ TEST_CASE("strategy options are checked") {
         "reduce_to_one_device");
 }
 
+// Each key one strategy reads, set under mirrored, is an error naming the key and its reader.
+TEST_CASE("strategy keys of one strategy are refused under another, naming it") {
+  const std::pair<const char*, const char*> keys[] = {
+      {"communication = \"ring\"", "multi_worker_mirrored"}, {"data = 2", "mesh"}, {"tensor = 2", "mesh"},
+      {"pipeline = 2", "mesh"}, {"micro_batches = 2", "mesh"}, {"schedule = \"gpipe\"", "mesh"},
+      {"stage_boundaries = [\"d\"]", "mesh"}, {"shard_optimizer = true", "mesh"}, {"sequence_parallel = true", "mesh"},
+      {"vocab_parallel = true", "mesh"}, {"stage = 2", "zero"}, {"num_ps = 2", "parameter_server"},
+      {"staleness = 1", "parameter_server"}};
+  for (const auto& [line, reader] : keys) {
+    INFO(line);
+    std::string t = recipe_text("mirrored", "\"cpu:0\", \"cpu:1\"", 8);
+    t.replace(t.find("check_every = 1"), 15, fmt::format("check_every = 1\n{}", line));
+    const std::string key = std::string(line).substr(0, std::string(line).find(' '));
+    const std::string want = fmt::format("strategy.{}: applies to strategy \"{}\" only", key, reader);
+    CHECK_THROWS_WITH_AS(parse_recipe(t, "x.toml"), doctest::Contains(want.c_str()), UserError);
+  }
+  std::string t = recipe_text("one_device", "\"cpu:0\"", 8);
+  t.replace(t.find("check_every = 1"), 15, "check_every = 1\ncross_device_ops = \"auto\"");
+  CHECK_THROWS_WITH_AS(parse_recipe(t, "x.toml"), doctest::Contains("applies to strategy \"mirrored\" only"), UserError);
+}
+
 // The dataset kept on the devices and gathered there from indices trains exactly as
 // batches built on the host do (shuffled, with a partial last batch: 320 = 3 x 96 + 32),
 // and validates alike (one_device and mirrored keep the test split there too; 32 = 12 + 12 + 8).
