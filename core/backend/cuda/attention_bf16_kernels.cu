@@ -16,6 +16,8 @@
 // float32, and a block has 4 warps.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "core/backend/cuda/attention_geometry.cuh"
 #include "core/backend/cuda/kernels.hpp"
 
@@ -321,31 +323,32 @@ void backward(const float* qkv, const float* dout, const float* lse, const float
   DT_CUDA_LAUNCHED();
 }
 
+// run(width) with heads of d features padded with zeros to 32, 64 or 128 (width(): that
+// width, a compile-time constant).
+template <typename Run>
+void at_padded_width(int d, Run run) {
+  if (d <= 32)
+    run(std::integral_constant<int, 32>{});
+  else if (d <= 64)
+    run(std::integral_constant<int, 64>{});
+  else
+    run(std::integral_constant<int, 128>{});
+}
+
 }  // namespace
 
-// Heads of up to 32, 64 and 128 features, padded with zeros to that width.
 void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& geometry, float rate, uint64_t seed, float* out,
                     float* lse, cudaStream_t s) {
   HeadGeometry g = geometry;
   g.vectors = vector_reads(g, {qkv});
-  if (g.d <= 32)
-    forward<32>(qkv, n, g, rate, seed, out, lse, s);
-  else if (g.d <= 64)
-    forward<64>(qkv, n, g, rate, seed, out, lse, s);
-  else
-    forward<128>(qkv, n, g, rate, seed, out, lse, s);
+  at_padded_width(g.d, [&](auto width) { forward<width()>(qkv, n, g, rate, seed, out, lse, s); });
 }
 
 void attention_backward_bf16(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
                              const HeadGeometry& geometry, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
   HeadGeometry g = geometry;
   g.vectors = vector_reads(g, {qkv, dout});
-  if (g.d <= 32)
-    backward<32>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
-  else if (g.d <= 64)
-    backward<64>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
-  else
-    backward<128>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+  at_padded_width(g.d, [&](auto width) { backward<width()>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s); });
 }
 
 }  // namespace distrain::cuda
