@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Everything measured on the lent GPU machine, in one command.
-#   here:            bash bench/gpu_session.sh prepare                 # writes .gpu/ (carry it)
+#   here:            bash bench/gpu_session.sh prepare [gpt]           # writes .gpu/ (carry it)
 #   on the GPU:      bash bench/gpu_session.sh run OUTDIR [PART...]    # from the repository root
 # prepare packs the relocatable bundle (make bundle), the unit-test binary and the
-# Fashion-MNIST files into .gpu/ (git-ignored, about 58 MB). run unpacks them, points the
+# Fashion-MNIST files into .gpu/ (git-ignored, about 60 MB; 30 MB less with 'gpt', which
+# leaves Fashion-MNIST out: enough for the parts tests, sanitize, gpt, gpt_refs and
+# kernels), and the kernel timer (bench/kernel_times.cpp). run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
 # and runs the PARTs (default: all, in this order), each under a time limit. OUTDIR gets
 # six files (the device tool brings back at most eight): info.txt (GPU, driver, CPU),
@@ -24,6 +26,11 @@
 #             and GPT-2 124M at batch 4 and 16 x 1024 (random token ids); GPT-2's layers
 #             at 16 x 1024 profiled (profile.txt)
 #   gpt_refs  PyTorch eager at the same GPT-2 points, torch.compile at 16 x 1024
+#   kernels   every kernel's device time (bench/kernel_times.cpp through CUPTI) in distrain's
+#             GPT-2 124M at 16 x 1024, 12 steps (kernels.txt)
+#   kernels_refs  the same for PyTorch eager and torch.compile
+#   gemm_modes    bench/bf16_gemm_modes.cu: GPT-2's bf16 products with packed operands and
+#             with cuBLAS's own rounding (CUBLAS_COMPUTE_32F_FAST_16BF), into kernels.txt
 # PRECISIONS (default "float32 bf16") limits gpt and gpt_refs to those train.precision values.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +43,12 @@ if [ "$mode" = prepare ]; then
   rm -rf .gpu && mkdir -p .gpu/data .gpu/tests
   cp dist/distrain-*-linux-*.tar.gz .gpu/
   gzip -c build/tests/unit_tests >.gpu/tests/unit_tests.gz  # the device tool carries 64 MiB in all
-  cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
+  mkdir -p .gpu/tools  # the kernel timer and the CUPTI it links (unpacked by run)
+  g++ -O2 -std=c++17 -shared -fPIC -I/usr/local/cuda/include bench/kernel_times.cpp -o .gpu/tools/libkernel_times.so \
+    -L/usr/local/cuda/lib -lcupti -Wl,-rpath,'$ORIGIN'
+  gzip -9 -c /usr/local/cuda/lib/libcupti.so.13 >.gpu/tools/libcupti.so.13.gz
+  /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 bench/bf16_gemm_modes.cu -o .gpu/tools/bf16_gemm_modes -lcublas
+  [ "${2:-}" = gpt ] || cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
   du -sh .gpu
   exit 0
 fi
@@ -49,6 +61,7 @@ work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
 unit_tests="$work/unit_tests"
 gunzip -c .gpu/tests/unit_tests.gz >"$unit_tests" && chmod +x "$unit_tests"
+cp .gpu/tools/libkernel_times.so "$work/" && gunzip -c .gpu/tools/libcupti.so.13.gz >"$work/libcupti.so.13"
 bundle=$(ls -d "$work"/distrain-*)
 exe="$bundle/bin/distrain"
 export LD_LIBRARY_PATH="$("$bundle/bin/distrain-gpu" --library-path):$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -63,6 +76,7 @@ results="$out/results.jsonl" errors="$out/errors.txt"
 stamp() { echo "== $(date -u +%T) $*" | tee -a "$out/progress.txt"; }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  echo "nsys: $(command -v nsys || ls /usr/local/cuda*/bin/nsys 2>/dev/null || echo absent)"
   lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))"; "$exe" info; } >"$out/info.txt" 2>&1
 
 part_tests() {
@@ -131,9 +145,12 @@ part_cpu() {
 # GPT-2 124M on 1,024-token windows of random ids (the speed does not depend on them).
 gpt2_on_gpu=(--set 'strategy.devices=["cuda:0"]' --set "data.train_file=\"$work/gpt2.bin\""
   --set "data.val_file=\"$work/gpt2.bin\"" --set data.seq_len=1024 --set 'model.input_shape=[1024]')
-part_gpt() {
-  python3 -c "import random, array, sys; random.seed(1)
+make_gpt2_tokens() {
+  [ -f "$work/gpt2.bin" ] || python3 -c "import random, array, sys; random.seed(1)
 array.array('H', (random.randrange(50257) for _ in range(1 << 21))).tofile(open(sys.argv[1], 'wb'))" "$work/gpt2.bin"
+}
+part_gpt() {
+  make_gpt2_tokens
   for precision in $precisions; do
     timeout 60 "$exe" bench recipes/shakespeare_char_gpt.toml --set 'strategy.devices=["cuda:0"]' \
       --set "data.path=\"$PWD/data/tiny_shakespeare.txt\"" --set "train.precision=\"$precision\"" \
@@ -157,6 +174,30 @@ part_gpt_refs() {
     done
     timeout 240 python3 bench/gpt_pytorch_reference.py --device cuda --compile --size gpt2_124m --seq 1024 --batch 16 \
       --precision $precision --steps 20 --warmup 5 >>"$results" 2>>"$errors"
+  done
+}
+# Per-kernel device time, summed over 12 steps (2 of them warm-up) in each process.
+with_kernel_times() { CUDA_INJECTION64_PATH="$work/libkernel_times.so" KERNEL_TIMES_OUT="$out/kernels.txt" "$@"; }
+part_kernels() {
+  make_gpt2_tokens
+  for precision in $precisions; do
+    echo "== distrain, GPT-2 124M, 16 x 1024, $precision" >>"$out/kernels.txt"
+    with_kernel_times timeout 90 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" \
+      --set strategy.per_replica_batch=16 --set "train.precision=\"$precision\"" --steps 10 --warmup 2 \
+      >>"$out/kernels.txt" 2>>"$errors"
+  done
+}
+part_gemm_modes() {
+  echo "== bf16 products on cuBLAS: packed operands or CUBLAS_COMPUTE_32F_FAST_16BF" >>"$out/kernels.txt"
+  timeout 120 .gpu/tools/bf16_gemm_modes >>"$out/kernels.txt" 2>>"$errors"
+}
+part_kernels_refs() {
+  for precision in $precisions; do
+    for compile in "" --compile; do
+      echo "== PyTorch ${compile:-eager}, GPT-2 124M, 16 x 1024, $precision" >>"$out/kernels.txt"
+      with_kernel_times timeout 240 python3 bench/gpt_pytorch_reference.py --device cuda $compile --size gpt2_124m \
+        --seq 1024 --batch 16 --precision $precision --steps 10 --warmup 2 >>"$out/kernels.txt" 2>>"$errors"
+    done
   done
 }
 part_sanitize() {

@@ -137,6 +137,10 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
   cpu().from_bf16(packed.cv(), back.cv());
   gpu().from_bf16(packed.gv(), back.gv());
   same_bits(to_host(back.cv()), to_host(back.gv()), "rounded_bf16 packed, then from_bf16");
+  // Views one float past a 16-byte boundary take the one-element kernels.
+  cpu().rounded_bf16(x.cv().range(1, 4097), rounded.cv().range(1, 4097));
+  gpu().rounded_bf16(x.gv().range(1, 4097), rounded.gv().range(1, 4097));
+  same_bits(to_host(rounded.cv()), to_host(rounded.gv()), "rounded_bf16 of unaligned views");
   cpu().to_bf16(x.cv(), packed.cv());
   gpu().to_bf16(x.gv(), packed.gv());
   same_bits(to_host(x.cv()), to_host(x.gv()), "to_bf16 in place");
@@ -150,6 +154,20 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
       gpu().gemm_bf16(ta, tb, a.gv(), b.gv(), 0.5f, c.gv());
       check_pair(c, "gemm_bf16", 1e-4);
     }
+}
+
+// C's rows unaligned (4,099 floats) and larger than the 256 MB staged at once: the product
+// goes through the aligned copy in two parts; k = 20 padded to 24 with zeros.
+TEST_CASE("cuda parity: a bf16 product whose output rows are unaligned, in parts, with the inner dimension padded") {
+  SKIP_WITHOUT_GPU();
+  const int64_t m = 16400, k = 20, n = 4099;
+  for (bool ta : {false, true}) {
+    INFO("transpose a " << ta);
+    Pair a(ta ? Shape{k, m} : Shape{m, k}, 7), b(Shape{k, n}, 8), c(Shape{m, n}, 9);
+    cpu().gemm_bf16(ta, false, a.cv(), b.cv(), 0.5f, c.cv());
+    gpu().gemm_bf16(ta, false, a.gv(), b.gv(), 0.5f, c.gv());
+    check_pair(c, "gemm_bf16", 1e-4);
+  }
 }
 
 TEST_CASE("cuda parity: cross-entropy from logits over a vocabulary (one block per example)") {

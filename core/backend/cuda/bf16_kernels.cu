@@ -18,6 +18,7 @@ __device__ uint16_t to_bf16_bits(float f) {
 
 __device__ float from_bf16_bits(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
+// One element a thread: the tails of the 8-wide kernels, and buffers not 16-byte aligned.
 __global__ void round_kernel(const float* x, float* y, uint16_t* packed, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -31,32 +32,136 @@ __global__ void unpack_kernel(const uint16_t* packed, float* y, int64_t n) {
   if (i < n) y[i] = from_bf16_bits(packed[i]);
 }
 
-// Row r of x (rows, cols) to row r of packed, whose rows are ld apart; the padding unwritten.
-__global__ void pack_rows_kernel(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* packed) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) packed[r * ld + c] = to_bf16_bits(x[r * cols + c]);
+// Eight values a thread, read and written 16 bytes at a time: the conversions are pure
+// memory traffic, and one element a thread (2-byte stores) ran at half the bandwidth.
+struct Floats8 {
+  float v[8];
+};
+__device__ Floats8 load8(const float* p) {
+  const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
+  return {{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
+}
+__device__ void store8(const Floats8& f, float* p) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(f.v[4], f.v[5], f.v[6], f.v[7]);
+}
+__device__ uint32_t bits2(float lo, float hi) {
+  return static_cast<uint32_t>(to_bf16_bits(lo)) | static_cast<uint32_t>(to_bf16_bits(hi)) << 16;
+}
+__device__ uint4 to_bf16x8(const Floats8& f) {
+  return make_uint4(bits2(f.v[0], f.v[1]), bits2(f.v[2], f.v[3]), bits2(f.v[4], f.v[5]), bits2(f.v[6], f.v[7]));
+}
+__device__ Floats8 from_bf16x8(uint4 b) {
+  const uint32_t w[4] = {b.x, b.y, b.z, b.w};
+  Floats8 f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f.v[2 * i] = __uint_as_float(w[i] << 16);
+    f.v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+  return f;
+}
+
+__device__ int64_t first_group() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t group_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__global__ void round8_kernel(const float* x, float* y, uint16_t* packed, int64_t groups) {
+  for (int64_t g = first_group(); g < groups; g += group_stride()) {
+    const uint4 bits = to_bf16x8(load8(x + 8 * g));
+    if (packed) reinterpret_cast<uint4*>(packed)[g] = bits;
+    if (y) store8(from_bf16x8(bits), y + 8 * g);
+  }
+}
+
+__global__ void unpack8_kernel(const uint16_t* packed, float* y, int64_t groups) {
+  for (int64_t g = first_group(); g < groups; g += group_stride())
+    store8(from_bf16x8(reinterpret_cast<const uint4*>(packed)[g]), y + 8 * g);
+}
+
+// Row r < padded_rows of packed (ld apart, ld a multiple of 8): x's row r rounded, zeros
+// past its cols and in rows past x's. Eight columns a thread, stored 16 bytes at a time;
+// read 16 bytes at a time where x's rows are aligned (Aligned), else one float at a time.
+template <bool Aligned>
+__global__ void pack_rows_kernel(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows,
+                                 uint16_t* packed) {
+  const int64_t c0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (c0 >= ld) return;
+  for (int64_t r = blockIdx.y; r < padded_rows; r += gridDim.y) {
+    const float* row = x + r * cols + c0;
+    Floats8 f{};
+    if (r < rows && Aligned && c0 + 8 <= cols) {
+      f = load8(row);
+    } else if (r < rows) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f.v[j] = c0 + j < cols ? row[j] : 0.0f;
+    }
+    reinterpret_cast<uint4*>(packed + r * ld)[c0 / 8] = to_bf16x8(f);
+  }
+}
+
+// c (rows, cols) = padded (rows, ld apart) + beta c; c not read where beta is 0, as BLAS.
+__global__ void unpad_rows_kernel(const float* padded, int64_t rows, int64_t cols, int64_t ld, float beta, float* c) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= cols) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float v = padded[r * ld + j];
+    c[r * cols + j] = beta == 0.0f ? v : v + beta * c[r * cols + j];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+unsigned grid_for_groups(int64_t groups) {
+  return static_cast<unsigned>(std::min<int64_t>((groups + 255) / 256, int64_t{1} << 16));
+}
+dim3 row_grid(int64_t columns_of_threads, int64_t rows, unsigned threads) {
+  return dim3(static_cast<unsigned>((columns_of_threads + threads - 1) / threads),
+              static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
 }
 
 }  // namespace
 
-void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* packed, cudaStream_t s) {
+void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
+                    cudaStream_t s) {
+  if (padded_rows * ld == 0) return;
+  if (ld == cols && padded_rows == rows) return round_bf16(x, nullptr, packed, rows * cols, s);
+  const dim3 grid = row_grid(ld / 8, padded_rows, 128);
+  if (cols % 4 == 0 && aligned16(x))
+    pack_rows_kernel<true><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
+  else
+    pack_rows_kernel<false><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
+  DT_CUDA_LAUNCHED();
+}
+
+void unpad_rows(const float* padded, int64_t rows, int64_t cols, int64_t ld, float beta, float* c, cudaStream_t s) {
   if (rows * cols == 0) return;
-  if (ld == cols) return round_bf16(x, nullptr, packed, rows * cols, s);
-  const dim3 grid(static_cast<unsigned>((cols + 255) / 256), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-  pack_rows_kernel<<<grid, 256, 0, s>>>(x, rows, cols, ld, packed);
+  unpad_rows_kernel<<<row_grid(cols, rows, 256), 256, 0, s>>>(padded, rows, cols, ld, beta, c);
   DT_CUDA_LAUNCHED();
 }
 
 void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  round_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, packed, n);
+  int64_t done = 0;
+  if (aligned16(x) && aligned16(y) && aligned16(packed) && n >= 8) {
+    done = n / 8 * 8;
+    round8_kernel<<<grid_for_groups(n / 8), 256, 0, s>>>(x, y, packed, n / 8);
+    DT_CUDA_LAUNCHED();
+  }
+  if (done == n) return;
+  round_kernel<<<blocks_for(n - done), 256, 0, s>>>(x + done, y ? y + done : nullptr, packed ? packed + done : nullptr,
+                                                     n - done);
   DT_CUDA_LAUNCHED();
 }
 
 void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  unpack_kernel<<<blocks_for(n), 256, 0, s>>>(packed, y, n);
+  int64_t done = 0;
+  if (aligned16(packed) && aligned16(y) && n >= 8) {
+    done = n / 8 * 8;
+    unpack8_kernel<<<grid_for_groups(n / 8), 256, 0, s>>>(packed, y, n / 8);
+    DT_CUDA_LAUNCHED();
+  }
+  if (done == n) return;
+  unpack_kernel<<<blocks_for(n - done), 256, 0, s>>>(packed + done, y + done, n - done);
   DT_CUDA_LAUNCHED();
 }
 

@@ -2,6 +2,8 @@
 // slices), layer norm, GELU (transformer_kernels.cu), causal attention as flash attention
 // (attention_kernels.cu); bf16 rounding (bf16_kernels.cu) and bf16 matrix products on
 // cuBLAS's tensor cores, operands rounded as the CPU rounds them, sums in float32.
+#include <algorithm>
+
 #include "core/backend/cuda/cuda_backend.hpp"
 #include "core/backend/cuda/cuda_check.hpp"
 #include "core/backend/cuda/kernels.hpp"
@@ -128,27 +130,67 @@ void CudaBackend::from_bf16(const Tensor& x, Tensor y) {
   cuda::unpack_bf16(bf16_data(x), y.f32(), x.numel(), stream_);
 }
 
-// Both operands packed to bf16 in the workspace (a at its start, b after it), each row
-// starting at a 16-byte boundary: cuBLAS's tensor-core kernels want that, and without it
-// (GPT-2's 50,257 logits a row) take far slower ones. Then one cuBLAS product with float32
-// accumulation and output.
+namespace {
+
+constexpr int64_t kBf16Row = 8;  // bf16 values in 16 bytes
+// Where C's rows are not 16-byte aligned, the product goes to an aligned copy this large at
+// most, some rows at a time.
+constexpr int64_t kPaddedOutputBytes = int64_t{256} << 20;
+
+// One gemm_bf16 operand packed to bf16, padded with zeros: rows to ld (16-byte multiples),
+// and the number of rows to `rows` (a multiple of 8 where padded_rows says).
+struct PackedOperand {
+  int64_t rows, ld;
+  int64_t elements() const { return rows * ld; }
+};
+PackedOperand packed_shape(const Tensor& x, bool padded_rows) {
+  return {padded_rows ? round_up(x.shape[0], kBf16Row) : x.shape[0], round_up(x.shape[1], kBf16Row)};
+}
+
+// Row-major C (m x n, ldc apart) = op(A) op(B) + beta C on packed operands: column-major
+// C^T = op(B)^T op(A)^T, so cuBLAS gets the operands swapped.
+void bf16_product(cublasHandle_t cublas, bool ta, bool tb, int64_t m, int64_t k, int64_t n, const uint16_t* a,
+                  int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const float one = 1.0f;
+  DT_CUBLAS(cublasGemmEx(cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                         static_cast<int>(m), static_cast<int>(k), &one, b, CUDA_R_16BF, static_cast<int>(ldb), a,
+                         CUDA_R_16BF, static_cast<int>(lda), &beta, c, CUDA_R_32F, static_cast<int>(ldc),
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+// cuBLAS's tensor-core kernels want every row at a 16-byte boundary and the inner and
+// output widths multiples of 8, and otherwise take far slower ones (GPT-2's 50,257 logits a
+// row: 3x). So both operands are packed to bf16 in the workspace with zeros padding the rows
+// and the inner dimension k (zeros add nothing to the sums); where C's width n is not a
+// multiple of 8, n is padded too, and the product goes to an aligned copy first,
+// kPaddedOutputBytes at a time. Sums in float32.
 void CudaBackend::gemm_bf16(bool ta, bool tb, const Tensor& a, const Tensor& b, float beta, Tensor c) {
   auto lock = enter();
   const auto [m, k, n] = gemm_dims(ta, tb, a, b, c);
   if (m == 0 || n == 0) return;
-  const int64_t lda = round_up(a.shape[1], 8), ldb = round_up(b.shape[1], 8);
-  const int64_t a_elements = a.shape[0] * lda;
-  auto* a16 = static_cast<uint16_t*>(workspace(sizeof(uint16_t) * static_cast<size_t>(a_elements + b.shape[0] * ldb)));
-  uint16_t* b16 = a16 + a_elements;
-  cuda::pack_bf16_rows(a.f32(), a.shape[0], a.shape[1], lda, a16, stream_);
-  cuda::pack_bf16_rows(b.f32(), b.shape[0], b.shape[1], ldb, b16, stream_);
-  const float one = 1.0f;
+  const int64_t k8 = round_up(k, kBf16Row), ldc = round_up(n, kBf16Row);
+  const bool unaligned_c = ldc != n;
+  // op(B)'s columns are B's rows where B is transposed: padded to ldc like C's.
+  const PackedOperand pa = packed_shape(a, ta), pb = packed_shape(b, !tb || unaligned_c);
+  const int64_t chunk = unaligned_c ? std::clamp(kPaddedOutputBytes / (4 * ldc) / 8 * 8, int64_t{8}, round_up(m, 8)) : m;
+  const int64_t packed_bytes = 2 * (pa.elements() + pb.elements());  // a multiple of 16
+  auto* a16 = static_cast<uint16_t*>(workspace(static_cast<size_t>(packed_bytes + (unaligned_c ? 4 * chunk * ldc : 0))));
+  uint16_t* b16 = a16 + pa.elements();
+  cuda::pack_bf16_rows(a.f32(), a.shape[0], a.shape[1], pa.ld, pa.rows, a16, stream_);
+  cuda::pack_bf16_rows(b.f32(), b.shape[0], b.shape[1], pb.ld, pb.rows, b16, stream_);
   DT_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  DT_CUBLAS(cublasGemmEx(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                         static_cast<int>(m), static_cast<int>(k), &one, b16, CUDA_R_16BF, static_cast<int>(ldb), a16,
-                         CUDA_R_16BF, static_cast<int>(lda), &beta, c.f32(), CUDA_R_32F,
-                         static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (!unaligned_c) return bf16_product(cublas_, ta, tb, m, k8, n, a16, pa.ld, b16, pb.ld, beta, c.f32(), n);
+  // The padded columns of C are zeros: op(B)'s padded columns are.
+  auto* padded = reinterpret_cast<float*>(a16 + pa.elements() + pb.elements());
+  for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+    const int64_t rows = std::min(chunk, m - r0);
+    // Rows r0.. of op(A): rows of A, or columns where A is transposed (r0 is a multiple of 8).
+    const uint16_t* a_rows = a16 + (ta ? r0 : r0 * pa.ld);
+    bf16_product(cublas_, ta, tb, rows, k8, ldc, a_rows, pa.ld, b16, pb.ld, 0.0f, padded, ldc);
+    cuda::unpad_rows(padded, rows, n, ldc, beta, c.f32() + r0 * n, stream_);
+  }
 }
 
 }  // namespace distrain

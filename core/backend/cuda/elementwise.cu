@@ -17,11 +17,6 @@ __global__ void fill_kernel(float* p, int64_t n, float v) {
   if (i < n) p[i] = v;
 }
 
-__global__ void add_bias_kernel(float* y, const float* b, int64_t n, int64_t c) {
-  const int64_t i = thread_index();
-  if (i < n) y[i] += b[i % c];
-}
-
 // I: the index type, 32-bit where n allows (a 64-bit remainder costs many instructions).
 template <typename I>
 __global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) {
@@ -111,53 +106,56 @@ __global__ void cross_entropy_kernel(const float* z, const int32_t* y, int64_t n
 }
 
 // The same from logits with one block per example, for vocabularies: tens of thousands of
-// classes read by a block's threads side by side, not by one thread alone. Partial results
+// classes read by a block's threads side by side, not by one thread alone. Each thread keeps
+// a running maximum (the first, as argmax_of), and its sum of exponentials rescaled as the
+// maximum grows, so a row is read once for the loss and once more for the gradient; float
+// exponentials (double ones made this the slowest kernel of GPT-2's step). Partial results
 // combine in a fixed tree, so the sums are deterministic.
 constexpr int kRowThreads = 256;
+struct RowPartial {
+  float max;
+  int64_t at;
+  double sum;  // of exp(z - max)
+};
+__device__ RowPartial combined(const RowPartial& a, const RowPartial& b) {
+  const bool b_first = b.max > a.max || (b.max == a.max && b.at < a.at);
+  const float m = b_first ? b.max : a.max;
+  return {m, b_first ? b.at : a.at, a.sum * exp(static_cast<double>(a.max - m)) + b.sum * exp(static_cast<double>(b.max - m))};
+}
 __global__ void cross_entropy_rows_kernel(const float* z, const int32_t* y, int64_t k, float grad_scale, float* dz,
                                           double* loss, int* correct) {
   const int64_t i = blockIdx.x;
   const float* row = z + i * k;
   const int tid = static_cast<int>(threadIdx.x);
-  __shared__ float best[kRowThreads];
-  __shared__ int64_t best_at[kRowThreads];
-  __shared__ double part[kRowThreads];
-  int64_t at = tid < k ? tid : 0;  // the first maximum of this thread's columns, as argmax_of
-  for (int64_t j = tid + kRowThreads; j < k; j += kRowThreads)
-    if (row[j] > row[at]) at = j;
-  best[tid] = row[at];
-  best_at[tid] = at;
-  __syncthreads();
-  for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (tid < half) {
-      const float m2 = best[tid + half];
-      const int64_t a2 = best_at[tid + half];
-      if (m2 > best[tid] || (m2 == best[tid] && a2 < best_at[tid])) {
-        best[tid] = m2;
-        best_at[tid] = a2;
-      }
+  __shared__ RowPartial part[kRowThreads];
+  float m = row[tid], sum = 1.0f;  // k >= kRowThreads: every thread has a first column
+  int64_t at = tid;
+  for (int64_t j = tid + kRowThreads; j < k; j += kRowThreads) {
+    const float v = row[j];
+    if (v > m) {
+      sum = sum * expf(m - v) + 1.0f;
+      m = v;
+      at = j;
+    } else {
+      sum += expf(v - m);
     }
-    __syncthreads();
   }
-  const float m = best[0];
-  const int32_t label = y[i];
-  double sum = 0.0;
-  for (int64_t j = tid; j < k; j += kRowThreads) sum += exp(static_cast<double>(row[j] - m));
-  part[tid] = sum;
+  part[tid] = {m, at, sum};
   __syncthreads();
   for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (tid < half) part[tid] += part[tid + half];
+    if (tid < half) part[tid] = combined(part[tid], part[tid + half]);
     __syncthreads();
   }
-  const double lse = m + log(part[0]);
+  const double lse = part[0].max + log(part[0].sum);
+  const int32_t label = y[i];
   const bool known = label >= 0 && label < k;
   if (tid == 0) {
-    correct[i] = best_at[0] == label;
+    correct[i] = part[0].at == label;
     loss[i] = known ? lse - row[label] : nan("");
   }
   if (!dz || !known) return;
-  for (int64_t j = tid; j < k; j += kRowThreads)
-    dz[i * k + j] = static_cast<float>((exp(row[j] - lse) - (j == label)) * grad_scale);
+  const auto lse_f = static_cast<float>(lse);
+  for (int64_t j = tid; j < k; j += kRowThreads) dz[i * k + j] = (expf(row[j] - lse_f) - (j == label)) * grad_scale;
 }
 
 __global__ void squared_error_kernel(const float* p, const int32_t* y, int64_t n, int64_t k, float grad_scale,
@@ -243,9 +241,7 @@ void fill(float* p, int64_t n, float value, cudaStream_t s) {
 }
 
 void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t s) {
-  if (n == 0) return;
-  add_bias_kernel<<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels);
-  DT_CUDA_LAUNCHED();
+  bias_relu(y, bias, n, channels, false, s);
 }
 
 void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t s) {

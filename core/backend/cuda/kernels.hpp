@@ -87,9 +87,13 @@ void attention_backward(const float* qkv, const float* out, const float* lse, co
 // bytes unless null.
 void round_bf16(const float* x, float* y, uint16_t* packed, int64_t n, cudaStream_t stream);
 void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t stream);
-// x (rows, cols) rounded into packed, whose rows start ld >= cols apart (tensor-core
-// products read rows at 16-byte boundaries); the padding left as it was.
-void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* packed, cudaStream_t stream);
+// x (rows, cols) rounded into packed (padded_rows >= rows, each ld apart: a multiple of 8
+// >= cols, packed 16-byte aligned), zeros everywhere else: tensor-core products read rows at
+// 16-byte boundaries, and zero rows and columns pad an inner dimension without changing sums.
+void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
+                    cudaStream_t stream);
+// c (rows, cols) = padded (rows, ld apart) + beta c, c unread where beta is 0.
+void unpad_rows(const float* padded, int64_t rows, int64_t cols, int64_t ld, float beta, float* c, cudaStream_t stream);
 
 // --- convolution helpers (conv_kernels.cu) ---
 // Keras kernels (kh, kw, in, out) <-> cuDNN NHWC filters (out, kh, kw, in).
