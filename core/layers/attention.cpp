@@ -117,16 +117,18 @@ class Attention final : public Layer {
 
   // Backward holds the gradients of qkv and of the heads' output (3C + C per token), under
   // bf16 also float32 copies of both; on sequence shards also the whole output gradient,
-  // the whole input and the partial input gradient. On top, either the operand copies of
-  // the largest product (bf16) or, on sequence shards, the reordered copy a gather or
+  // the whole input and the partial input gradient. On top, one of: the operand copies of
+  // the largest product (bf16), the bf16 copies of qkv and of the output gradient the
+  // attention kernels read (bf16), or, on sequence shards, the reordered copy a gather or
   // reduce-scatter makes: they never run at once.
   int64_t transient_bytes(int64_t n) const override {
     const auto element = static_cast<int64_t>(dtype_size(kActivationDType));
     const int64_t products =
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
+    const int64_t attention_operands = matmul_dtype() == DType::bf16 ? 2 * 4 * local_c_ * n * t_ : 0;
     const int64_t per_token = workspace_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
     const int64_t whole = sequence_ ? n * t_ * c_ * element : 0;
-    return per_token * n * t_ * element + 3 * whole + std::max(products, whole);
+    return per_token * n * t_ * element + 3 * whole + std::max({products, attention_operands, whole});
   }
 
   // qkv (3C) and the heads' output (C) per token, in bf16 under that precision, and a

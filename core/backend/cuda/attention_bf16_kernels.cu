@@ -11,11 +11,12 @@
 // result's accumulators are, as they stand, the A operand of the next product. Tiles sit in
 // shared memory as bf16 rows of D + 8 (D: the head dimension rounded up to 32, 64 or 128,
 // zeros past it), so that the 8 rows of 16 bytes an ldmatrix reads at once hit distinct
-// banks. Measured on an H100 (docs/BENCHMARKS.md): about 27 TFLOP/s forward at GPT-2's
-// 16 x 1024, far from FlashAttention-2's; the tile loads are single-buffered and convert
-// float32, and a block has 4 warps.
+// banks. The operands arrive packed to bf16 (qkv and the output gradient, by
+// attention_kernels.cu); the tiles a block walks through are double-buffered, the next one
+// copied by cp.async while the current one is multiplied.
 #include <cuda_bf16.h>
 
+#include <initializer_list>
 #include <type_traits>
 
 #include "core/backend/cuda/attention_geometry.cuh"
@@ -79,24 +80,42 @@ constexpr size_t tile_bytes() {
   return sizeof(__nv_bfloat16) * kTile * Tile<D>::ld;
 }
 
-// Rows [first, first + 64) of a head's (t, d) rows, rounded to bf16, zeros past t and d;
-// 4 floats a read where the rows allow it.
+__device__ void copy16_async(void* shared, const void* global, int global_bytes) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(global_bytes));
+}
+__device__ void commit_copies() { asm volatile("cp.async.commit_group;\n"); }
+// Waits until at most `pending` of this thread's latest committed copy groups are in flight.
+template <int Pending>
+__device__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// Rows [first, first + 64) of a head's (t, d) bf16 rows into tile, zeros past t and d:
+// 16-byte asynchronous copies where the rows allow it (g.vectors; the caller commits and
+// waits), else one value at a time.
 template <int D>
-__device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, HeadRows<const float> rows) {
+__device__ void load_tile(Tile<D> tile, int64_t first, const HeadGeometry& g, HeadRows<const uint16_t> rows) {
+  auto* dst = reinterpret_cast<uint16_t*>(tile.p);
   if (g.vectors) {
-    for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D / 4; idx += kThreads) {
-      const int r = idx / (D / 4), e = idx % (D / 4) * 4;
+    for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D / 8; idx += kThreads) {
+      const int r = idx / (D / 8), e = idx % (D / 8) * 8;
       const int64_t i = first + r;
-      const float4 v = i < g.t && e < g.d ? *reinterpret_cast<const float4*>(&rows(i, e)) : float4{};
-      *reinterpret_cast<uint2*>(tile.p + r * Tile<D>::ld + e) = uint2{pack(v.x, v.y), pack(v.z, v.w)};
+      const bool inside = i < g.t && e < g.d;  // d is a multiple of 8 here
+      copy16_async(dst + r * Tile<D>::ld + e, inside ? &rows(i, e) : rows.p, inside ? 16 : 0);
     }
     return;
   }
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D; idx += kThreads) {
     const int r = idx / D, e = idx % D;
     const int64_t i = first + r;
-    tile.p[r * Tile<D>::ld + e] = __float2bfloat16_rn(i < g.t && e < g.d ? rows(i, e) : 0.0f);
+    dst[r * Tile<D>::ld + e] = i < g.t && e < g.d ? rows(i, e) : uint16_t{0};
   }
+}
+
+// Per-row float32 values of a tile (rows past t: 0).
+__device__ void load_row_values(float* dst, int64_t first, int64_t t, const float* values) {
+  for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) dst[r] = first + r < t ? values[first + r] : 0.0f;
 }
 
 // s (16, 64) = rows [r0, r0 + 16) of x times all 64 rows of y, transposed, over D.
@@ -173,19 +192,29 @@ __device__ float quad_sum(float v) {
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, HeadGeometry g, float scale, float rate,
+__global__ void __launch_bounds__(kThreads) forward_kernel(const uint16_t* qkv, HeadGeometry g, float scale, float rate,
                                                            uint64_t seed, float* out, float* lse) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, ks{qs.p + kTile * Tile<D>::ld},
-      vs{ks.p + kTile * Tile<D>::ld};
+  // Queries, then keys and values in two stages: (k, v) of stage b at kv[2 b], kv[2 b + 1].
+  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)};
+  auto kv = [&](int i) { return Tile<D>{qs.p + (1 + i) * kTile * Tile<D>::ld}; };
   const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
+  const HeadRows<const uint16_t> keys = qkv_rows(qkv, nh, 1, g), values = qkv_rows(qkv, nh, 2, g);
   load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
+  load_tile(kv(0), 0, g, keys);
+  load_tile(kv(1), 0, g, values);
+  commit_copies();
   float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {};
-  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
-    __syncthreads();  // the last tile's keys and values are used
-    load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
-    load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
+  const int64_t end = causal_keys(q0, g);
+  for (int64_t k0 = 0, stage = 0; k0 < end; k0 += kTile, stage ^= 1) {
+    if (k0 + kTile < end) {  // the next tile, into the stage the last one used
+      load_tile(kv(2 * (stage ^ 1)), k0 + kTile, g, keys);
+      load_tile(kv(2 * (stage ^ 1) + 1), k0 + kTile, g, values);
+    }
+    commit_copies();
+    wait_copies<1>();
     __syncthreads();
+    const Tile<D> ks = kv(2 * static_cast<int>(stage)), vs = kv(2 * static_cast<int>(stage) + 1);
     float s[kKeyFrags][4];
     row_dots(qs, 16 * warp(), ks, s);
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -214,6 +243,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, Hea
       for (int f = 0; f < D / 8; ++f) o[f][2 * h] *= rescale[h], o[f][2 * h + 1] *= rescale[h];
     }
     accumulate(s, vs, o);
+    __syncthreads();  // all warps are done with this stage before the next iteration refills it
   }
   const HeadRows<float> outs = out_rows(out, nh, g);
   store_rows<D>(o, row0, g, [&](int h, int64_t i, int e, float v) { outs(i, e) = v / l[h]; });
@@ -224,27 +254,36 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, Hea
 
 // dK and dV for one key tile: a warp's rows are keys, its columns queries.
 template <int D>
-__global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const float* dout, const float* lse,
+__global__ void __launch_bounds__(kThreads) dkv_kernel(const uint16_t* qkv, const uint16_t* dout, const float* lse,
                                                        const float* big_d, HeadGeometry g, float scale, float rate,
                                                        uint64_t seed, float* dqkv) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const Tile<D> ks{reinterpret_cast<__nv_bfloat16*>(smem)}, vs{ks.p + kTile * Tile<D>::ld},
-      qs{vs.p + kTile * Tile<D>::ld}, gs{qs.p + kTile * Tile<D>::ld};
-  float *ls = reinterpret_cast<float*>(gs.p + kTile * Tile<D>::ld), *bd = ls + kTile;
+  // Keys, values, then queries and output gradients in two stages (qg(2 b), qg(2 b + 1)),
+  // then each stage's log-sum-exps and row dots (rows(2 b), rows(2 b + 1)).
+  const Tile<D> ks{reinterpret_cast<__nv_bfloat16*>(smem)}, vs{ks.p + kTile * Tile<D>::ld};
+  auto qg = [&](int i) { return Tile<D>{vs.p + (1 + i) * kTile * Tile<D>::ld}; };
+  auto row_values = [&](int i) { return reinterpret_cast<float*>(qg(4).p) + i * kTile; };
   const int64_t nh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kTile, row0 = k0 + 16 * warp();
+  const HeadRows<const uint16_t> queries = qkv_rows(qkv, nh, 0, g), grads = out_rows(dout, nh, g);
+  auto load_stage = [&](int b, int64_t q0) {
+    load_tile(qg(2 * b), q0, g, queries);
+    load_tile(qg(2 * b + 1), q0, g, grads);
+    load_row_values(row_values(2 * b), q0, g.t, lse + nh * g.t);
+    load_row_values(row_values(2 * b + 1), q0, g.t, big_d + nh * g.t);
+  };
   load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
   load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
+  load_stage(0, k0);
+  commit_copies();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int64_t q0 = k0; q0 < g.t; q0 += kTile) {
+  for (int64_t q0 = k0, stage = 0; q0 < g.t; q0 += kTile, stage ^= 1) {
+    if (q0 + kTile < g.t) load_stage(static_cast<int>(stage ^ 1), q0 + kTile);
+    commit_copies();
+    wait_copies<1>();
     __syncthreads();
-    load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
-    load_tile(gs, q0, g, out_rows(dout, nh, g));
-    for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) {
-      const int64_t i = q0 + r;
-      ls[r] = i < g.t ? lse[nh * g.t + i] : 0.0f;
-      bd[r] = i < g.t ? big_d[nh * g.t + i] : 0.0f;
-    }
-    __syncthreads();
+    const int b = static_cast<int>(stage);
+    const Tile<D> qs = qg(2 * b), gs = qg(2 * b + 1);
+    const float *ls = row_values(2 * b), *bd = row_values(2 * b + 1);
     float s[kKeyFrags][4], dp[kKeyFrags][4];
     row_dots(ks, 16 * warp(), qs, s);
     row_dots(vs, 16 * warp(), gs, dp);
@@ -257,6 +296,7 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const f
     });
     accumulate(s, gs, dv);
     accumulate(dp, qs, dk);
+    __syncthreads();  // all warps are done with this stage before the next iteration refills it
   }
   const HeadRows<float> dks = qkv_rows(dqkv, nh, 1, g), dvs = qkv_rows(dqkv, nh, 2, g);
   store_rows<D>(dk, row0, g, [&](int, int64_t j, int e, float v) { dks(j, e) = v; });
@@ -265,15 +305,20 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(const float* qkv, const f
 
 // dQ for one query tile: a warp's rows are queries, its columns keys.
 template <int D>
-__global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const float* dout, const float* lse,
+__global__ void __launch_bounds__(kThreads) dq_kernel(const uint16_t* qkv, const uint16_t* dout, const float* lse,
                                                       const float* big_d, HeadGeometry g, float scale, float rate,
                                                       uint64_t seed, float* dqkv) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, gs{qs.p + kTile * Tile<D>::ld},
-      ks{gs.p + kTile * Tile<D>::ld}, vs{ks.p + kTile * Tile<D>::ld};
+  // Queries, output gradients, then keys and values in two stages as in forward_kernel.
+  const Tile<D> qs{reinterpret_cast<__nv_bfloat16*>(smem)}, gs{qs.p + kTile * Tile<D>::ld};
+  auto kv = [&](int i) { return Tile<D>{gs.p + (1 + i) * kTile * Tile<D>::ld}; };
   const int64_t nh = blockIdx.y, q0 = query_tile_first(), row0 = q0 + 16 * warp();
+  const HeadRows<const uint16_t> keys = qkv_rows(qkv, nh, 1, g), values = qkv_rows(qkv, nh, 2, g);
   load_tile(qs, q0, g, qkv_rows(qkv, nh, 0, g));
   load_tile(gs, q0, g, out_rows(dout, nh, g));
+  load_tile(kv(0), 0, g, keys);
+  load_tile(kv(1), 0, g, values);
+  commit_copies();
   float row_lse[2], row_d[2], dq[D / 8][4] = {};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -281,11 +326,16 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const fl
     row_lse[h] = i < g.t ? lse[nh * g.t + i] : 0.0f;
     row_d[h] = i < g.t ? big_d[nh * g.t + i] : 0.0f;
   }
-  for (int64_t k0 = 0; k0 < causal_keys(q0, g); k0 += kTile) {
+  const int64_t end = causal_keys(q0, g);
+  for (int64_t k0 = 0, stage = 0; k0 < end; k0 += kTile, stage ^= 1) {
+    if (k0 + kTile < end) {
+      load_tile(kv(2 * (stage ^ 1)), k0 + kTile, g, keys);
+      load_tile(kv(2 * (stage ^ 1) + 1), k0 + kTile, g, values);
+    }
+    commit_copies();
+    wait_copies<1>();
     __syncthreads();
-    load_tile(ks, k0, g, qkv_rows(qkv, nh, 1, g));
-    load_tile(vs, k0, g, qkv_rows(qkv, nh, 2, g));
-    __syncthreads();
+    const Tile<D> ks = kv(2 * static_cast<int>(stage)), vs = kv(2 * static_cast<int>(stage) + 1);
     float s[kKeyFrags][4], dp[kKeyFrags][4];
     row_dots(qs, 16 * warp(), ks, s);
     row_dots(gs, 16 * warp(), vs, dp);
@@ -295,15 +345,16 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const float* qkv, const fl
       dp[f][2 * h + c] = p * (dp[f][2 * h + c] * keep - row_d[h]) * scale;
     });
     accumulate(dp, ks, dq);
+    __syncthreads();  // all warps are done with this stage before the next iteration refills it
   }
   const HeadRows<float> dqs = qkv_rows(dqkv, nh, 0, g);
   store_rows<D>(dq, row0, g, [&](int, int64_t i, int e, float v) { dqs(i, e) = v; });
 }
 
 template <int D>
-void forward(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out, float* lse,
+void forward(const uint16_t* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out, float* lse,
              cudaStream_t s) {
-  const size_t bytes = 3 * tile_bytes<D>();
+  const size_t bytes = 5 * tile_bytes<D>();
   allow_shared(forward_kernel<D>, bytes);
   const float scale = score_scale(g);
   forward_kernel<D><<<tile_grid(n, g), kThreads, bytes, s>>>(qkv, g, scale, rate, seed, out, lse);
@@ -311,16 +362,23 @@ void forward(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uin
 }
 
 template <int D>
-void backward(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
+void backward(const uint16_t* qkv, const uint16_t* dout, const float* lse, const float* big_d, int64_t n,
               const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
   const float scale = score_scale(g);
-  const size_t dkv_bytes = 4 * tile_bytes<D>() + 2 * kTile * sizeof(float), dq_bytes = 4 * tile_bytes<D>();
+  const size_t dkv_bytes = 6 * tile_bytes<D>() + 4 * kTile * sizeof(float), dq_bytes = 6 * tile_bytes<D>();
   allow_shared(dkv_kernel<D>, dkv_bytes);
   allow_shared(dq_kernel<D>, dq_bytes);
   dkv_kernel<D><<<tile_grid(n, g), kThreads, dkv_bytes, s>>>(qkv, dout, lse, big_d, g, scale, rate, seed, dqkv);
   DT_CUDA_LAUNCHED();
   dq_kernel<D><<<tile_grid(n, g), kThreads, dq_bytes, s>>>(qkv, dout, lse, big_d, g, scale, rate, seed, dqkv);
   DT_CUDA_LAUNCHED();
+}
+
+// Whether every head's bf16 rows start at a 16-byte boundary, for cp.async.
+bool bf16_vector_reads(const HeadGeometry& g, std::initializer_list<const uint16_t*> tensors) {
+  bool aligned = g.c % 8 == 0 && g.d % 8 == 0;
+  for (const uint16_t* p : tensors) aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return aligned;
 }
 
 // run(width) with heads of d features padded with zeros to 32, 64 or 128 (width(): that
@@ -337,17 +395,17 @@ void at_padded_width(int d, Run run) {
 
 }  // namespace
 
-void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& geometry, float rate, uint64_t seed, float* out,
+void attention_bf16(const uint16_t* qkv, int64_t n, const HeadGeometry& geometry, float rate, uint64_t seed, float* out,
                     float* lse, cudaStream_t s) {
   HeadGeometry g = geometry;
-  g.vectors = vector_reads(g, {qkv});
+  g.vectors = bf16_vector_reads(g, {qkv});
   at_padded_width(g.d, [&](auto width) { forward<width()>(qkv, n, g, rate, seed, out, lse, s); });
 }
 
-void attention_backward_bf16(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
+void attention_backward_bf16(const uint16_t* qkv, const uint16_t* dout, const float* lse, const float* big_d, int64_t n,
                              const HeadGeometry& geometry, float rate, uint64_t seed, float* dqkv, cudaStream_t s) {
   HeadGeometry g = geometry;
-  g.vectors = vector_reads(g, {qkv, dout});
+  g.vectors = bf16_vector_reads(g, {qkv, dout});
   at_padded_width(g.d, [&](auto width) { backward<width()>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s); });
 }
 

@@ -73,10 +73,11 @@ void allow_shared(Kernel kernel, size_t bytes) {
 }
 
 // The bf16 kernels (attention_bf16_kernels.cu), which attention() and attention_backward()
-// choose under bf16 operands; big_d holds dout . out per row and head.
-void attention_bf16(const float* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out,
+// choose under bf16 operands, on qkv and dout packed to bf16; big_d holds dout . out per
+// row and head.
+void attention_bf16(const uint16_t* qkv, int64_t n, const HeadGeometry& g, float rate, uint64_t seed, float* out,
                     float* lse, cudaStream_t s);
-void attention_backward_bf16(const float* qkv, const float* dout, const float* lse, const float* big_d, int64_t n,
+void attention_backward_bf16(const uint16_t* qkv, const uint16_t* dout, const float* lse, const float* big_d, int64_t n,
                              const HeadGeometry& g, float rate, uint64_t seed, float* dqkv, cudaStream_t s);
 
 }  // namespace distrain::cuda

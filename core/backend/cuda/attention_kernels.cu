@@ -292,22 +292,34 @@ void backward(const float* qkv, const float* dout, const float* lse, const float
 
 }  // namespace
 
+namespace {
+size_t aligned16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+size_t packed_bytes(int64_t elements) { return aligned16(sizeof(uint16_t) * static_cast<size_t>(elements)); }
+}  // namespace
+
+size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool bf16) { return bf16 ? packed_bytes(n * t * 3 * c) : 0; }
+
 // Heads of up to 64 features hold 4 columns a thread, wider ones 8; bf16 operands take the
-// tensor-core kernels.
+// tensor-core kernels, on qkv packed to bf16 in the scratch (exact: the layer rounded it).
 void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
-               uint64_t seed, float* out, float* lse, cudaStream_t s) {
+               uint64_t seed, float* out, float* lse, void* scratch, cudaStream_t s) {
   if (n * heads * t == 0) return;
   const HeadGeometry g = head_geometry(t, c, heads);
-  if (bf16)
-    attention_bf16(qkv, n, g, rate, seed, out, lse, s);
-  else if (g.d <= 64)
+  if (bf16) {
+    auto* qkv16 = static_cast<uint16_t*>(scratch);
+    round_bf16(qkv, nullptr, qkv16, n * t * 3 * c, s);
+    attention_bf16(qkv16, n, g, rate, seed, out, lse, s);
+  } else if (g.d <= 64) {
     forward<4>(qkv, n, g, rate, seed, out, lse, s);
-  else
+  } else {
     forward<kMaxHeadDim / 16>(qkv, n, g, rate, seed, out, lse, s);
+  }
 }
 
-size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t) {
-  return sizeof(float) * static_cast<size_t>(n * heads * t);
+// The row dots (float32), then under bf16 qkv and dout packed to bf16.
+size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16) {
+  const size_t dots = aligned16(sizeof(float) * static_cast<size_t>(n * heads * t));
+  return dots + (bf16 ? packed_bytes(n * t * 3 * c) + packed_bytes(n * t * c) : 0);
 }
 
 void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
@@ -319,12 +331,17 @@ void attention_backward(const float* qkv, const float* out, const float* lse, co
   auto* big_d = static_cast<float*>(scratch);
   row_dot_kernel<<<blocks_for(rows * 32), 256, 0, s>>>(out, dout, rows, g, big_d);
   DT_CUDA_LAUNCHED();
-  if (bf16)
-    attention_backward_bf16(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
-  else if (g.d <= 64)
+  if (bf16) {
+    auto* qkv16 = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch) + aligned16(sizeof(float) * rows));
+    uint16_t* dout16 = qkv16 + packed_bytes(n * t * 3 * c) / sizeof(uint16_t);
+    round_bf16(qkv, nullptr, qkv16, n * t * 3 * c, s);
+    round_bf16(dout, nullptr, dout16, n * t * c, s);
+    attention_backward_bf16(qkv16, dout16, lse, big_d, n, g, rate, seed, dqkv, s);
+  } else if (g.d <= 64) {
     backward<4>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
-  else
+  } else {
     backward<kMaxHeadDim / 16>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+  }
 }
 
 }  // namespace distrain::cuda

@@ -96,15 +96,18 @@ void CudaBackend::attention(const Tensor& qkv, int64_t heads, DType operands, fl
                             Tensor lse) {
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
-  cuda::attention(qkv.f32(), n, heads, t, c, operands == DType::bf16, rate, seed, out.f32(), lse.f32(), stream_);
+  const bool bf16 = operands == DType::bf16;
+  cuda::attention(qkv.f32(), n, heads, t, c, bf16, rate, seed, out.f32(), lse.f32(),
+                  workspace(cuda::attention_scratch(n, t, c, bf16)), stream_);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                      int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
-  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, operands == DType::bf16, rate,
-                           seed, dqkv.f32(), workspace(cuda::attention_backward_scratch(n, heads, t)), stream_);
+  const bool bf16 = operands == DType::bf16;
+  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, bf16, rate, seed, dqkv.f32(),
+                           workspace(cuda::attention_backward_scratch(n, heads, t, c, bf16)), stream_);
 }
 
 std::string CudaBackend::bf16_matmul_unavailable() const { return ""; }

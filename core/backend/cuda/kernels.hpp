@@ -75,8 +75,9 @@ constexpr int64_t kMaxHeadDim = 128;
 // of `rate` on the probabilities, the mask drawn as dropout() draws it; bf16: the products'
 // operands rounded to bf16 (Backend::attention).
 void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
-               uint64_t seed, float* out, float* lse, cudaStream_t stream);
-size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t);
+               uint64_t seed, float* out, float* lse, void* scratch, cudaStream_t stream);
+size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool bf16);
+size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16);
 // dqkv (n, t, 3c) written whole from dout (n, t, c) and the forward's qkv, out and lse.
 void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
                         int64_t heads, int64_t t, int64_t c, bool bf16, float rate, uint64_t seed, float* dqkv,
