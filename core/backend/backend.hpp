@@ -122,8 +122,10 @@ class Backend {
   virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
                     Tensor c) = 0;
   // c = op(a) * op(b) + beta * c with both operands rounded to bfloat16 and the products
-  // accumulated in float32 (train.precision = "bf16"). Only where bf16_matmul_unavailable()
-  // is empty; it takes bf16_gemm_scratch_bytes of this device while it runs.
+  // accumulated in float32 (train.precision = "bf16"); an operand may come as float32
+  // (rounded here) or already as bf16 (Layer::shared_operand). Only where
+  // bf16_matmul_unavailable() is empty; it takes bf16_gemm_scratch_bytes of this device
+  // while it runs.
   virtual void gemm_bf16(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b, float beta, Tensor c);
   // Why this device cannot run gemm_bf16 (its backend), or empty.
   virtual std::string bf16_matmul_unavailable() const;

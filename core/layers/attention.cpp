@@ -95,29 +95,35 @@ class Attention final : public Layer {
     const Buffer dqkv_buffer(ctx.backend, qkv.shape), dmixed_buffer(ctx.backend, mixed.shape);  // this pass's only
     const Tensor dqkv = dqkv_buffer.view(), dmixed = dmixed_buffer.view();
     const WholeSequence dy_whole(ctx, *this, dout, sequence_, t_);
-    const Tensor dy = dy_whole.view.rows(c_);
-    matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
-    ctx.backend.bias_grad(dy, proj_bias_.grad());
-    matmul(ctx, false, true, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
+    ctx.backend.bias_grad(dy_whole.view.rows(c_), proj_bias_.grad());
+    {
+      Buffer rounded;
+      const Tensor dy = shared_operand(ctx, dy_whole.view.rows(c_), rounded);
+      matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
+      matmul(ctx, false, true, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
+    }
     ctx.backend.attention_backward(qkv, mixed, lse_.view(), dmixed, local_heads_, matmul_dtype(), training_rate(ctx),
                                    seed(ctx), dqkv);
-    const WholeSequence x(ctx, *this, in, sequence_, t_);
-    matmul(ctx, true, false, x.view.rows(c_), dqkv.rows(3 * local_c_), 1.0f, qkv_kernel_.grad());
     ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());
+    Buffer rounded;
+    const Tensor g = din.empty() ? dqkv.rows(3 * local_c_) : shared_operand(ctx, dqkv.rows(3 * local_c_), rounded);
+    const WholeSequence x(ctx, *this, in, sequence_, t_);
+    matmul(ctx, true, false, x.view.rows(c_), g, 1.0f, qkv_kernel_.grad());
     if (din.empty()) return;
     if (sequence_) {
       Buffer partial(ctx.backend, Shape{in.shape[0], t_, c_});
-      matmul(ctx, false, true, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, partial.view().rows(c_));
+      matmul(ctx, false, true, g, qkv_kernel_.value(), 0.0f, partial.view().rows(c_));
       reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), din);
       return;
     }
-    matmul(ctx, false, true, dqkv.rows(3 * local_c_), qkv_kernel_.value(), 0.0f, din.rows(c_));
+    matmul(ctx, false, true, g, qkv_kernel_.value(), 0.0f, din.rows(c_));
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
   // Backward holds the gradients of qkv and of the heads' output (3C + C per token), under
-  // bf16 also float32 copies of both; on sequence shards also the whole output gradient,
-  // the whole input and the partial input gradient. On top, one of: the operand copies of
+  // bf16 also float32 copies of both and one of the rounded gradients the products share;
+  // on sequence shards also the whole output gradient, the whole input and the partial
+  // input gradient. On top, one of: the operand copies of
   // the largest product (bf16), the bf16 copies of qkv and of the output gradient the
   // attention kernels read (bf16), or, on sequence shards, the reordered copy a gather or
   // reduce-scatter makes: they never run at once.
@@ -126,9 +132,10 @@ class Attention final : public Layer {
     const int64_t products =
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
     const int64_t attention_operands = matmul_dtype() == DType::bf16 ? 2 * 4 * local_c_ * n * t_ : 0;
+    const int64_t rounded_gradient = std::max(shared_operand_bytes(n * t_, c_), shared_operand_bytes(n * t_, 3 * local_c_));
     const int64_t per_token = workspace_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
     const int64_t whole = sequence_ ? n * t_ * c_ * element : 0;
-    return per_token * n * t_ * element + 3 * whole + std::max({products, attention_operands, whole});
+    return per_token * n * t_ * element + 3 * whole + rounded_gradient + std::max({products, attention_operands, whole});
   }
 
   // qkv (3C) and the heads' output (C) per token, in bf16 under that precision, and a

@@ -47,12 +47,14 @@ class Dense final : public Layer {
   void set_tied_grad(Tensor grad) override { tied_grad_ = grad; }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
-  // Under bf16 the operand copies of the largest product. On sequence shards a column
+  // Under bf16 the operand copies of the largest product, and the output gradient rounded
+  // once for backward's two products (Layer::shared_operand). On sequence shards a column
   // layer's backward holds the whole input and the partial input gradient, a row layer's
   // passes the whole output (gradient); on top, either a product's operand copies or the
   // reordered copy a gather or reduce-scatter makes, which never run at once.
   int64_t transient_bytes(int64_t n) const override {
-    const int64_t products = linear_scratch_bytes(n * product_rows_, in_, out_);
+    const int64_t products =
+        linear_scratch_bytes(n * product_rows_, in_, out_) + shared_operand_bytes(n * product_rows_, out_);
     if (!sequence_) return products;
     const int64_t whole = (column_ ? in_ : units_) * n * whole_length_ * static_cast<int64_t>(dtype_size(kActivationDType));
     return (column_ ? 2 : 1) * whole + std::max(products, whole);
@@ -100,10 +102,12 @@ class Dense final : public Layer {
     const Tensor in = x.rows(in_), out = y.rows(y.shape[y.shape.rank() - 1]), dout = dy.rows(out.shape[1]);
     const Tensor din = dx.empty() ? dx : dx.rows(in_);
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
-    weight_grad(ctx, in, dout);
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
+    Buffer rounded;
+    const Tensor g = din.empty() ? dout : shared_operand(ctx, dout, rounded);
+    weight_grad(ctx, in, g);
     if (din.empty()) return;
-    input_grad(ctx, dout, din);
+    input_grad(ctx, g, din);
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);         // each slice of the units contributes
   }
 
@@ -177,9 +181,10 @@ class Dense final : public Layer {
     const int64_t units = y.shape[y.shape.rank() - 1];
     if (relu_) ctx.backend.relu_backward(y, dy, dy);
     const WholeSequence in(ctx, *this, x, column_, whole_length_), dout(ctx, *this, dy, row_, whole_length_);
-    const Tensor g = dout.view.rows(units);
+    if (use_bias_) ctx.backend.bias_grad(dout.view.rows(units), bias_.grad());
+    Buffer rounded;
+    const Tensor g = dx.empty() ? dout.view.rows(units) : shared_operand(ctx, dout.view.rows(units), rounded);
     weight_grad(ctx, in.view.rows(in_), g);
-    if (use_bias_) ctx.backend.bias_grad(g, bias_.grad());
     if (dx.empty()) return;
     if (row_) return input_grad(ctx, g, dx.rows(in_));
     Buffer partial(ctx.backend, Shape{x.shape[0], whole_length_, in_});

@@ -50,6 +50,21 @@ int64_t Layer::linear_scratch_bytes(int64_t rows, int64_t in, int64_t out) const
                    bf16_gemm_scratch_bytes(rows, out, in)});
 }
 
+namespace {
+bool shares_operand(DType matmul, int64_t width) { return matmul == DType::bf16 && width % 8 == 0; }
+}  // namespace
+
+Tensor Layer::shared_operand(Ctx& ctx, const Tensor& x, Buffer& copy) const {
+  if (!shares_operand(matmul_dtype_, x.shape[x.shape.rank() - 1])) return x;
+  copy = Buffer(ctx.backend, x.shape, DType::bf16);
+  ctx.backend.rounded_bf16(x, copy.view());
+  return copy.view();
+}
+
+int64_t Layer::shared_operand_bytes(int64_t rows, int64_t width) const {
+  return shares_operand(matmul_dtype_, width) ? 2 * rows * width : 0;
+}
+
 std::optional<TensorSplit> parse_tensor_request(const std::string& value) {
   if (value == "auto") return std::nullopt;
   if (value == "column") return TensorSplit::column;

@@ -89,6 +89,28 @@ TEST_CASE("bf16 matmul: a product whose operand copies exceed one inner slice su
   check_product(true, false, 0.0f, n, m, k, 100);  // the weight gradient's shape: k = m rows summed
 }
 
+TEST_CASE("bf16 matmul: an operand handed over already in bf16 gives the same product bit for bit") {
+  Backend& be = cpu();
+  const int64_t m = 29, k = 70, n = 41;
+  for (const bool ta : {false, true}) {
+    INFO("ta " << ta);
+    Buffer a(be, ta ? Shape{k, m} : Shape{m, k}), a16(be, a.view().shape, DType::bf16), b(be, Shape{k, n}),
+        b16(be, Shape{k, n}, DType::bf16), from_float(be, Shape{m, n}), from_bf16(be, Shape{m, n});
+    from_host(random_vector(static_cast<size_t>(m * k), 4), a.view());
+    from_host(random_vector(static_cast<size_t>(k * n), 5), b.view());
+    be.rounded_bf16(a.view(), a16.view());
+    be.rounded_bf16(b.view(), b16.view());
+    from_host(std::vector<float>(static_cast<size_t>(m * n), 0.5f), from_float.view());
+    from_host(std::vector<float>(static_cast<size_t>(m * n), 0.5f), from_bf16.view());
+    be.gemm_bf16(ta, false, a.view(), b.view(), 1.0f, from_float.view());
+    be.gemm_bf16(ta, false, a16.view(), b.view(), 1.0f, from_bf16.view());
+    CHECK(to_host(from_float.view()) == to_host(from_bf16.view()));
+    be.gemm_bf16(ta, false, a16.view(), b16.view(), 1.0f, from_bf16.view());
+    be.gemm_bf16(ta, false, a.view(), b.view(), 1.0f, from_float.view());
+    CHECK(to_host(from_float.view()) == to_host(from_bf16.view()));
+  }
+}
+
 TEST_CASE("bf16 matmul: operands round to the nearest bf16, ties to even, NaN stays NaN") {
   Backend& be = cpu();
   // x times the 1 x 1 identity is x rounded: 1 + 2^-8 is a tie (to 1, even), 1 + 3 x 2^-8

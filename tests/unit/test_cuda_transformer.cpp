@@ -115,7 +115,7 @@ TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by 
                        doctest::Contains("heads of 256 features"), UserError);
 }
 
-TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf16 products in all four transpose cases") {
+TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf16 products in all four transpose cases and from bf16 operands") {
   SKIP_WITHOUT_GPU();
   std::vector<float> values = random_vector(4099, 1, -1e3, 1e3);
   values[0] = NAN;
@@ -153,6 +153,20 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
       cpu().gemm_bf16(ta, tb, a.cv(), b.cv(), 0.5f, c.cv());
       gpu().gemm_bf16(ta, tb, a.gv(), b.gv(), 0.5f, c.gv());
       check_pair(c, "gemm_bf16", 1e-4);
+    }
+  // b handed over in bf16: copied into place where its rows or inner dimension are not
+  // multiples of 8 (k = 300), read where it lies where they are (k = 64, n = 48).
+  for (const int64_t inner : {k, int64_t{64}})
+    for (bool tb : {false, true}) {
+      INFO("bf16 b, k " << inner << ", transposed " << tb);
+      const Shape b_shape = tb ? Shape{48, inner} : Shape{inner, 48};
+      Pair a(Shape{m, inner}, 12), b32(b_shape, 13), c(Shape{m, 48}, 14);
+      Pair b16(b_shape, std::vector<float>(static_cast<size_t>(b_shape.numel())), DType::bf16);
+      cpu().rounded_bf16(b32.cv(), b16.cv());
+      gpu().rounded_bf16(b32.gv(), b16.gv());
+      cpu().gemm_bf16(false, tb, a.cv(), b16.cv(), 0.5f, c.cv());
+      gpu().gemm_bf16(false, tb, a.gv(), b16.gv(), 0.5f, c.gv());
+      check_pair(c, "gemm_bf16 with a bf16 operand", 1e-4);
     }
 }
 

@@ -8,6 +8,8 @@
 // The rounded copies are device Buffers (they count against strategy.device_memory),
 // taken a slice of the inner dimension at a time so that a product as large as GPT-2's
 // tied head (a 4096 x 50257 gradient) never holds a rounded copy of a whole operand.
+#include <algorithm>
+
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/tensor/buffer.hpp"
@@ -26,24 +28,34 @@ bool has_bf16_kernels() {
   return has;
 }
 
-// An operand copy's element: bf16 bits for the bf16 kernels, bf16 values as float32 when emulated.
+// An operand copy's element: bf16 bits for the bf16 kernels, bf16 values as float32 when
+// emulated; made from float32 operands (rounded) or bf16 ones (as they are).
 template <class T> struct Operand;
 template <> struct Operand<uint16_t> {
   static constexpr DType dtype = DType::bf16;
   static constexpr md::data_type onednn = md::data_type::bf16;
   static void round(const float* x, uint16_t* y, int64_t n) { pack_bf16(x, y, n); }
+  static void round(const uint16_t* x, uint16_t* y, int64_t n) { std::copy(x, x + n, y); }
 };
 template <> struct Operand<float> {
   static constexpr DType dtype = DType::f32;
   static constexpr md::data_type onednn = md::data_type::f32;
   static void round(const float* x, float* y, int64_t n) { round_bf16(x, y, n); }
+  static void round(const uint16_t* x, float* y, int64_t n) { unpack_bf16(x, y, n); }
 };
 
 // dst (rows, cols), contiguous = the block of src (row stride ld) at (row0, col0), rounded.
-template <class T>
-void round_block(const float* src, int64_t ld, int64_t row0, int64_t col0, int64_t rows, int64_t cols, T* dst) {
+template <class T, class Src>
+void round_block(const Src* src, int64_t ld, int64_t row0, int64_t col0, int64_t rows, int64_t cols, T* dst) {
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
   for (int64_t r = 0; r < rows; ++r) Operand<T>::round(src + (row0 + r) * ld + col0, dst + r * cols, cols);
+}
+template <class T>
+void round_block(const Tensor& src, int64_t ld, int64_t row0, int64_t col0, int64_t rows, int64_t cols, T* dst) {
+  if (src.dtype == DType::bf16)
+    round_block(static_cast<const uint16_t*>(src.data), ld, row0, col0, rows, cols, dst);
+  else
+    round_block(src.f32(), ld, row0, col0, rows, cols, dst);
 }
 
 // A (rows, cols) matrix in memory as (cols, rows) when transposed.
@@ -78,8 +90,8 @@ void sliced_gemm(CpuBackend& be, bool ta, bool tb, const Tensor& a, const Tensor
   for (int64_t k0 = 0; k0 < k; k0 += slice) {
     const int64_t ks = std::min(slice, k - k0);
     // op(a)[:, k0:k0+ks] and op(b)[k0:k0+ks, :], each kept in its own orientation.
-    if (ta) round_block(a.f32(), m, k0, 0, ks, m, pa); else round_block(a.f32(), k, 0, k0, m, ks, pa);
-    if (tb) round_block(b.f32(), k, 0, k0, n, ks, pb); else round_block(b.f32(), n, k0, 0, ks, n, pb);
+    if (ta) round_block(a, m, k0, 0, ks, m, pa); else round_block(a, k, 0, k0, m, ks, pa);
+    if (tb) round_block(b, k, 0, k0, n, ks, pb); else round_block(b, n, k0, 0, ks, n, pb);
     const md::desc a_md = matrix(m, ks, Operand<T>::onednn, ta), b_md = matrix(ks, n, Operand<T>::onednn, tb);
     dnnl::post_ops accumulate;
     const float into = k0 == 0 ? beta : 1.0f;

@@ -81,22 +81,33 @@ __global__ void unpack8_kernel(const uint16_t* packed, float* y, int64_t groups)
 // Row r < padded_rows of packed (ld apart, ld a multiple of 8): x's row r rounded, zeros
 // past its cols and in rows past x's. Eight columns a thread, stored 16 bytes at a time;
 // read 16 bytes at a time where x's rows are aligned (Aligned), else one float at a time.
-template <bool Aligned>
-__global__ void pack_rows_kernel(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows,
+// x float32 (rounded here) or bf16 (copied).
+__device__ uint4 packed8(const float* row, bool aligned, int64_t valid) {
+  Floats8 f{};
+  if (aligned && valid >= 8) {
+    f = load8(row);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f.v[j] = j < valid ? row[j] : 0.0f;
+  }
+  return to_bf16x8(f);
+}
+__device__ uint4 packed8(const uint16_t* row, bool aligned, int64_t valid) {
+  if (aligned && valid >= 8) return *reinterpret_cast<const uint4*>(row);
+  uint32_t w[4] = {};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    if (j < valid) w[j / 2] |= static_cast<uint32_t>(row[j]) << (16 * (j % 2));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <bool Aligned, typename Src>
+__global__ void pack_rows_kernel(const Src* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows,
                                  uint16_t* packed) {
   const int64_t c0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
   if (c0 >= ld) return;
-  for (int64_t r = blockIdx.y; r < padded_rows; r += gridDim.y) {
-    const float* row = x + r * cols + c0;
-    Floats8 f{};
-    if (r < rows && Aligned && c0 + 8 <= cols) {
-      f = load8(row);
-    } else if (r < rows) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) f.v[j] = c0 + j < cols ? row[j] : 0.0f;
-    }
-    reinterpret_cast<uint4*>(packed + r * ld)[c0 / 8] = to_bf16x8(f);
-  }
+  for (int64_t r = blockIdx.y; r < padded_rows; r += gridDim.y)
+    reinterpret_cast<uint4*>(packed + r * ld)[c0 / 8] =
+        r < rows ? packed8(x + r * cols + c0, Aligned, cols - c0) : make_uint4(0, 0, 0, 0);
 }
 
 // c (rows, cols) = padded (rows, ld apart) + beta c; c not read where beta is 0, as BLAS.
@@ -118,18 +129,29 @@ dim3 row_grid(int64_t columns_of_threads, int64_t rows, unsigned threads) {
               static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
 }
 
+template <typename Src>
+void launch_pack_rows(const Src* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
+                      cudaStream_t s) {
+  const dim3 grid = row_grid(ld / 8, padded_rows, 128);
+  if (cols % (16 / sizeof(Src)) == 0 && aligned16(x))
+    pack_rows_kernel<true><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
+  else
+    pack_rows_kernel<false><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
+  DT_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
                     cudaStream_t s) {
   if (padded_rows * ld == 0) return;
   if (ld == cols && padded_rows == rows) return round_bf16(x, nullptr, packed, rows * cols, s);
-  const dim3 grid = row_grid(ld / 8, padded_rows, 128);
-  if (cols % 4 == 0 && aligned16(x))
-    pack_rows_kernel<true><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
-  else
-    pack_rows_kernel<false><<<grid, 128, 0, s>>>(x, rows, cols, ld, padded_rows, packed);
-  DT_CUDA_LAUNCHED();
+  launch_pack_rows(x, rows, cols, ld, padded_rows, packed, s);
+}
+
+void pack_bf16_rows(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
+                    cudaStream_t s) {
+  if (padded_rows * ld != 0) launch_pack_rows(x, rows, cols, ld, padded_rows, packed, s);
 }
 
 void unpad_rows(const float* padded, int64_t rows, int64_t cols, int64_t ld, float beta, float* c, cudaStream_t s) {

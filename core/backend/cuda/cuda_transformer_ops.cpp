@@ -149,6 +149,20 @@ struct PackedOperand {
 PackedOperand packed_shape(const Tensor& x, bool padded_rows) {
   return {padded_rows ? round_up(x.shape[0], kBf16Row) : x.shape[0], round_up(x.shape[1], kBf16Row)};
 }
+// A bf16 operand already laid out as packed: read where it lies.
+bool packed_already(const Tensor& x, const PackedOperand& p) {
+  return x.dtype == DType::bf16 && p.rows == x.shape[0] && p.ld == x.shape[1] &&
+         reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+}
+// x's packed copy in `space` (float32 rounded, bf16 copied), or x itself where packed_already.
+const uint16_t* packed_operand(const Tensor& x, const PackedOperand& p, uint16_t* space, cudaStream_t s) {
+  if (packed_already(x, p)) return bf16_data(x);
+  if (x.dtype == DType::bf16)
+    cuda::pack_bf16_rows(bf16_data(x), x.shape[0], x.shape[1], p.ld, p.rows, space, s);
+  else
+    cuda::pack_bf16_rows(x.f32(), x.shape[0], x.shape[1], p.ld, p.rows, space, s);
+  return space;
+}
 
 // Row-major C (m x n, ldc apart) = op(A) op(B) + beta C on packed operands: column-major
 // C^T = op(B)^T op(A)^T, so cuBLAS gets the operands swapped.
@@ -178,15 +192,16 @@ void CudaBackend::gemm_bf16(bool ta, bool tb, const Tensor& a, const Tensor& b, 
   // op(B)'s columns are B's rows where B is transposed: padded to ldc like C's.
   const PackedOperand pa = packed_shape(a, ta), pb = packed_shape(b, !tb || unaligned_c);
   const int64_t chunk = unaligned_c ? std::clamp(kPaddedOutputBytes / (4 * ldc) / 8 * 8, int64_t{8}, round_up(m, 8)) : m;
-  const int64_t packed_bytes = 2 * (pa.elements() + pb.elements());  // a multiple of 16
-  auto* a16 = static_cast<uint16_t*>(workspace(static_cast<size_t>(packed_bytes + (unaligned_c ? 4 * chunk * ldc : 0))));
-  uint16_t* b16 = a16 + pa.elements();
-  cuda::pack_bf16_rows(a.f32(), a.shape[0], a.shape[1], pa.ld, pa.rows, a16, stream_);
-  cuda::pack_bf16_rows(b.f32(), b.shape[0], b.shape[1], pb.ld, pb.rows, b16, stream_);
+  // Workspace: a's packed copy, b's (each only where needed), then the padded output.
+  const int64_t a_space = packed_already(a, pa) ? 0 : pa.elements(), b_space = packed_already(b, pb) ? 0 : pb.elements();
+  auto* space = static_cast<uint16_t*>(
+      workspace(static_cast<size_t>(2 * (a_space + b_space) + (unaligned_c ? 4 * chunk * ldc : 0))));
+  const uint16_t* a16 = packed_operand(a, pa, space, stream_);
+  const uint16_t* b16 = packed_operand(b, pb, space + a_space, stream_);
   DT_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   if (!unaligned_c) return bf16_product(cublas_, ta, tb, m, k8, n, a16, pa.ld, b16, pb.ld, beta, c.f32(), n);
   // The padded columns of C are zeros: op(B)'s padded columns are.
-  auto* padded = reinterpret_cast<float*>(a16 + pa.elements() + pb.elements());
+  auto* padded = reinterpret_cast<float*>(space + a_space + b_space);  // 16-byte aligned: elements in 8s
   for (int64_t r0 = 0; r0 < m; r0 += chunk) {
     const int64_t rows = std::min(chunk, m - r0);
     // Rows r0.. of op(A): rows of A, or columns where A is transposed (r0 is a multiple of 8).

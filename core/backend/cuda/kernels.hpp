@@ -93,6 +93,9 @@ void unpack_bf16(const uint16_t* packed, float* y, int64_t n, cudaStream_t strea
 // 16-byte boundaries, and zero rows and columns pad an inner dimension without changing sums.
 void pack_bf16_rows(const float* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
                     cudaStream_t stream);
+// The same from bf16 values, copied.
+void pack_bf16_rows(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, int64_t padded_rows, uint16_t* packed,
+                    cudaStream_t stream);
 // c (rows, cols) = padded (rows, ld apart) + beta c, c unread where beta is 0.
 void unpad_rows(const float* padded, int64_t rows, int64_t cols, int64_t ld, float beta, float* c, cudaStream_t stream);
 
