@@ -7,10 +7,11 @@
 # leaves Fashion-MNIST out: enough for the parts tests, sanitize, gpt, gpt_refs and
 # kernels), and the kernel timer (bench/kernel_times.cpp). run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
-# and runs the PARTs (default: all, in this order), each under a time limit. OUTDIR gets
-# six files (the device tool brings back at most eight): info.txt (GPU, driver, CPU),
-# tests.txt, train.txt, profile.txt, results.jsonl (every figure, one JSON object per line) and
-# errors.txt (what the commands wrote to stderr).
+# and runs the PARTs (default: all but kernels_refs and gemm_modes, in this order), each
+# under a time limit. OUTDIR gets up to eight files (the device tool brings back at most
+# eight): info.txt (GPU, driver, CPU), progress.txt, tests.txt, train.txt, profile.txt,
+# kernels.txt, results.jsonl (every figure, one JSON object per line) and errors.txt (what
+# the commands wrote to stderr).
 #   tests     the CUDA unit tests (parity with the CPU, logical devices, NCCL with one rank)
 #   train     the default recipe on cuda:0 and the GPU recipe, per-epoch metrics and time
 #             to 91%; the last checkpoint evaluated on the CPU
@@ -55,7 +56,7 @@ fi
 
 out=${2:?usage: gpu_session.sh run OUTDIR [PART...]}
 shift 2
-parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs}
+parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs kernels}
 mkdir -p "$out"
 work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
