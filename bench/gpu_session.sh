@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Everything measured on the lent GPU machine, in one command.
-#   here:            bash bench/gpu_session.sh prepare [gpt]           # writes .gpu/ (carry it)
+#   here:            [LLMC_DIR=~/llm.c] bash bench/gpu_session.sh prepare [gpt]   # writes .gpu/ (carry it)
 #   on the GPU:      bash bench/gpu_session.sh run OUTDIR [PART...]    # from the repository root
 # prepare packs the relocatable bundle (make bundle), the unit-test binary and the
 # Fashion-MNIST files into .gpu/ (git-ignored, about 60 MB; 30 MB less with 'gpt', which
 # leaves Fashion-MNIST out: enough for the parts tests, sanitize, gpt, gpt_refs and
-# kernels), and the kernel timer (bench/kernel_times.cpp). run unpacks them, points the
+# kernels), and the kernel timer (bench/kernel_times.cpp); with LLMC_DIR (a checkout of
+# https://github.com/karpathy/llm.c) also llm.c's CUDA trainer built from it (build_llmc).
+# run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
 # and runs the PARTs (default: all but kernels_refs and gemm_modes, in this order), each
 # under a time limit. OUTDIR gets up to eight files (the device tool brings back at most
@@ -32,10 +34,32 @@
 #   kernels_refs  the same for PyTorch eager and torch.compile
 #   gemm_modes    bench/bf16_gemm_modes.cu: GPT-2's bf16 products with packed operands and
 #             with cuBLAS's own rounding (CUBLAS_COMPUTE_32F_FAST_16BF), into kernels.txt
+#   llmc      llm.c's train_gpt2cu (prepared with LLMC_DIR), GPT-2 124M from scratch at 4 and
+#             16 x 1024 on random token ids, its defaults (bf16, float32 master weights,
+#             GELU recomputed): step times into results.jsonl, its output into train.txt
 # PRECISIONS (default "float32 bf16") limits gpt and gpt_refs to those train.precision values.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: gpu_session.sh prepare | run OUTDIR [PART...]}
+
+# llm.c's CUDA trainer from the checkout $1 into $2, with llm.c's own Makefile (this
+# repository carries none of llm.c's code), in a scratch copy with two fixes for this
+# machine: CUDA 13's cudaMemAdvise takes a cudaMemLocation where older releases took a
+# device id, and the Makefile links NVML (the GPU driver's library, absent here) although
+# train_gpt2cu calls none of it: an empty library of that name satisfies the link.
+build_llmc() {
+  local src=$1 dst=$2 tmp
+  tmp=$(mktemp -d)
+  cp -r "$src"/. "$tmp/"
+  sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+    "$tmp/llmc/cuda_utils.cuh"
+  mkdir -p "$tmp/nvml"
+  echo "" | gcc -x c -shared -o "$tmp/nvml/libnvidia-ml.so" -
+  LIBRARY_PATH="$tmp/nvml" make -s -C "$tmp" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 \
+    GPU_COMPUTE_CAPABILITY=90 NVCC=/usr/local/cuda/bin/nvcc >/dev/null
+  cp "$tmp/train_gpt2cu" "$dst"
+  rm -rf "$tmp"
+}
 
 if [ "$mode" = prepare ]; then
   set -e
@@ -49,6 +73,7 @@ if [ "$mode" = prepare ]; then
     -L/usr/local/cuda/lib -lcupti -Wl,-rpath,'$ORIGIN'
   gzip -9 -c /usr/local/cuda/lib/libcupti.so.13 >.gpu/tools/libcupti.so.13.gz
   /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 bench/bf16_gemm_modes.cu -o .gpu/tools/bf16_gemm_modes -lcublas
+  [ -z "${LLMC_DIR:-}" ] || build_llmc "$LLMC_DIR" .gpu/tools/train_gpt2cu
   [ "${2:-}" = gpt ] || cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
   du -sh .gpu
   exit 0
@@ -56,7 +81,7 @@ fi
 
 out=${2:?usage: gpu_session.sh run OUTDIR [PART...]}
 shift 2
-parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs kernels}
+parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs llmc kernels}
 mkdir -p "$out"
 work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
@@ -191,6 +216,40 @@ part_kernels() {
 part_gemm_modes() {
   echo "== bf16 products on cuBLAS: packed operands or CUBLAS_COMPUTE_32F_FAST_16BF" >>"$out/kernels.txt"
   timeout 120 .gpu/tools/bf16_gemm_modes >>"$out/kernels.txt" 2>>"$errors"
+}
+# llm.c's token files: a 256-int32 header (20240520, version 1, count), then uint16 ids.
+make_llmc_tokens() {
+  [ -f "$work/llmc_val.bin" ] || python3 - "$work" <<'PY'
+import array, random, struct, sys
+random.seed(1)
+for name in ("llmc_train.bin", "llmc_val.bin"):
+    n = 1 << 21
+    with open(f"{sys.argv[1]}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        array.array("H", (random.randrange(50257) for _ in range(n))).tofile(f)
+PY
+}
+# 30 steps; the median of steps 6-30 ("step N/M | ... | X ms |" lines) as one JSON line.
+part_llmc() {
+  local llmc=$PWD/.gpu/tools/train_gpt2cu
+  [ -x "$llmc" ] || { echo "llmc: no .gpu/tools/train_gpt2cu: prepare with LLMC_DIR=<llm.c checkout>" >>"$errors"; return; }
+  make_llmc_tokens
+  for batch in 4 16; do
+    echo "== llm.c train_gpt2cu, GPT-2 124M (d12), $batch x 1024" >>"$out/train.txt"
+    (cd "$work" && timeout 180 "$llmc" -i llmc_train.bin -j llmc_val.bin -e d12 -b $batch -t 1024 \
+      -d $((batch * 1024)) -x 30 -v 100000 -s 100000 -h 0) >"$work/llmc.txt" 2>&1
+    cat "$work/llmc.txt" >>"$out/train.txt"
+    python3 - "$work/llmc.txt" $batch >>"$results" <<'PY'
+import json, re, statistics, sys
+ms = [float(m.group(2)) for m in re.finditer(r"step\s+(\d+)/\d+ \|.*?\| ([\d.]+) ms \|", open(sys.argv[1]).read())
+      if int(m.group(1)) > 5]
+batch = int(sys.argv[2])
+if ms:
+    step = statistics.median(ms)
+    print(json.dumps({"framework": "llm.c train_gpt2cu", "size": "gpt2_124m", "batch": batch, "seq": 1024,
+                      "precision": "bf16", "steps": len(ms), "step_ms": step, "tokens_per_sec": batch * 1024 / step * 1e3}))
+PY
+  done
 }
 part_kernels_refs() {
   for precision in $precisions; do
