@@ -89,6 +89,8 @@ class Attention final : public Layer {
   }
 
   bool backward_reads_output() const override { return false; }  // it keeps the heads' output
+  // Its input feeds the qkv product only; sequence shards gather it first (float32 there).
+  bool reads_inputs_as_products() const override { return !sequence_; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     const PassCopies pass = PassCopies::to_read(ctx.backend, qkv_, mixed_);
     const Tensor qkv = pass.qkv, mixed = pass.mixed;

@@ -96,6 +96,8 @@ class Dense final : public Layer {
   }
 
   bool backward_reads_output() const override { return relu_; }  // the ReLU's mask
+  // Sequence shards gather their input over the tensor group first: float32 there.
+  bool reads_inputs_as_products() const override { return !sequence_; }
 
   void backward(Ctx& ctx, const Tensor& x, const Tensor& y, Tensor dy, Tensor dx) override {
     if (sequence_) return backward_on_shards(ctx, x, y, dy, dx);

@@ -133,6 +133,10 @@ class Layer {
   // their shapes only): a model keeping activations in bf16 copies only what is read.
   virtual bool backward_reads_inputs() const { return true; }
   virtual bool backward_reads_output() const { return true; }
+  // Whether it reads its inputs only as operands of its products (matmul), forward and
+  // backward: then under bf16 the model hands it the bf16 copies it keeps, which the
+  // products read as they are, instead of float32 copies made for it.
+  virtual bool reads_inputs_as_products() const { return false; }
 
   // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
   // projections, layer norm's statistics), for `check` and the memory estimate.

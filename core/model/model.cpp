@@ -357,8 +357,17 @@ int64_t Model::parameter_copy_bytes() const {
 
 std::vector<Tensor> Model::layer_input_values(size_t i, bool read) {
   std::vector<Tensor> in;
-  for (const int j : inputs_[i]) in.push_back(read ? value_of(j) : shape_of(j));
+  for (const int j : inputs_[i]) {
+    if (!read)
+      in.push_back(shape_of(j));
+    else
+      in.push_back(reads_kept_bf16(i, j) ? acts_[static_cast<size_t>(j)].view() : value_of(j));
+  }
   return in;
+}
+
+bool Model::reads_kept_bf16(size_t i, int j) const {
+  return j >= 0 && kept_in_bf16(static_cast<size_t>(j)) && layers_[i]->reads_inputs_as_products();
 }
 
 Tensor Model::shape_of(int j) const {
@@ -377,13 +386,13 @@ void Model::plan_precision() {
   }
   std::vector<int64_t> elements;
   for (const Shape& s : shapes_) elements.push_back(s.numel());
-  // Layer i's step: its inputs kept in bf16, and its output, which forward writes and
-  // backward reads.
+  // Layer i's step: its inputs kept in bf16 (but those it reads in bf16 as they are), and
+  // its output, which forward writes and backward reads.
   auto step = [&](size_t i, bool forward) {
     PassStep s;
     if (forward || layers_[i]->backward_reads_inputs())
       for (const int j : inputs_[i])
-        if (j >= 0 && kept_in_bf16(static_cast<size_t>(j))) s.reads.push_back(j);
+        if (j >= 0 && kept_in_bf16(static_cast<size_t>(j)) && !reads_kept_bf16(i, j)) s.reads.push_back(j);
     if (kept_in_bf16(i) && forward) s.writes = static_cast<int>(i);
     if (kept_in_bf16(i) && !forward && layers_[i]->backward_reads_output()) s.reads.push_back(static_cast<int>(i));
     return s;

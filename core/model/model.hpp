@@ -190,6 +190,8 @@ class Model {
   // Whether layer i's output is kept in bf16 (train.precision): all but the last layer's,
   // and under recomputation those kept from forward.
   bool kept_in_bf16(size_t i) const;
+  // Whether layer i reads its input j as the bf16 copy kept of it (reads_inputs_as_products).
+  bool reads_kept_bf16(size_t i, int j) const;
   // What train.precision and recomputation make of the layers: their products' and
   // workspaces' dtypes, and the steps of forward() and backward() that read or write
   // outputs kept in bf16.

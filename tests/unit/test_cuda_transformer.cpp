@@ -154,20 +154,27 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
       gpu().gemm_bf16(ta, tb, a.gv(), b.gv(), 0.5f, c.gv());
       check_pair(c, "gemm_bf16", 1e-4);
     }
-  // b handed over in bf16: copied into place where its rows or inner dimension are not
-  // multiples of 8 (k = 300), read where it lies where they are (k = 64, n = 48).
+  // Operands handed over in bf16 (a: an input the model keeps in bf16, b: a gradient
+  // rounded once): copied into place where their rows or the inner dimension are not
+  // multiples of 8 (k = 300, m = 65), read where they lie where they are (k = 64, 48 x 48).
+  auto as_bf16 = [](const Pair& x) {
+    Pair packed(x.cv().shape, std::vector<float>(static_cast<size_t>(x.cv().numel())), DType::bf16);
+    cpu().rounded_bf16(x.cv(), packed.cv());
+    gpu().rounded_bf16(x.gv(), packed.gv());
+    return packed;
+  };
   for (const int64_t inner : {k, int64_t{64}})
-    for (bool tb : {false, true}) {
-      INFO("bf16 b, k " << inner << ", transposed " << tb);
-      const Shape b_shape = tb ? Shape{48, inner} : Shape{inner, 48};
-      Pair a(Shape{m, inner}, 12), b32(b_shape, 13), c(Shape{m, 48}, 14);
-      Pair b16(b_shape, std::vector<float>(static_cast<size_t>(b_shape.numel())), DType::bf16);
-      cpu().rounded_bf16(b32.cv(), b16.cv());
-      gpu().rounded_bf16(b32.gv(), b16.gv());
-      cpu().gemm_bf16(false, tb, a.cv(), b16.cv(), 0.5f, c.cv());
-      gpu().gemm_bf16(false, tb, a.gv(), b16.gv(), 0.5f, c.gv());
-      check_pair(c, "gemm_bf16 with a bf16 operand", 1e-4);
-    }
+    for (const int64_t rows : {m, int64_t{48}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          INFO("bf16 a and b, k " << inner << ", m " << rows << ", transposes " << ta << tb);
+          const Pair a32(ta ? Shape{inner, rows} : Shape{rows, inner}, 12), b32(tb ? Shape{48, inner} : Shape{inner, 48}, 13);
+          const Pair a16 = as_bf16(a32), b16 = as_bf16(b32);
+          Pair c(Shape{rows, 48}, 14);
+          cpu().gemm_bf16(ta, tb, a16.cv(), b16.cv(), 0.5f, c.cv());
+          gpu().gemm_bf16(ta, tb, a16.gv(), b16.gv(), 0.5f, c.gv());
+          check_pair(c, "gemm_bf16 with bf16 operands", 1e-4);
+        }
 }
 
 // C's rows unaligned (4,099 floats) and larger than the 256 MB staged at once: the product
