@@ -49,4 +49,17 @@ TEST_CASE("activation slots: a copy read again only by a rerun lives from the re
   CHECK(p.elements.size() == 2);
 }
 
+TEST_CASE("activation slots: a small copy does not hold a large slot that two large copies need later") {
+  // 0 and 1 (40 each) end at step 1; 2 (8) lives over steps 2-4, beside 3 and 4 (40 each).
+  // Taken in step order, 2 would sit in one of the two large slots and 4 would need a third
+  // large one (120); largest first, 2 gets a small slot of its own (88).
+  const std::vector<int64_t> elements{40, 40, 8, 40, 40};
+  const std::vector<PassStep> forward{{0, {}}, {1, {0}}, {2, {}}, {3, {2}}, {4, {2, 3}}};
+  const ActivationSlots p = plan_activation_slots(elements, forward, {});
+  CHECK(p.elements.size() == 3);
+  CHECK(p.total_elements() == 88);
+  CHECK(p.forward[3] != p.forward[4]);
+  CHECK(p.forward[2] != p.forward[3]);
+}
+
 }  // namespace distrain
