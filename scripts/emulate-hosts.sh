@@ -66,7 +66,7 @@ up() {
     ip netns add "${kPrefix}probe" 2>/dev/null || unavailable "ip netns add failed"
     ip netns del "${kPrefix}probe"
     local cpus cores
-    cpus=$(nproc)
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc itself honours both
     cores=${CORES:-$((cpus / n))}
     [[ "$cores" =~ ^[0-9]+$ ]] || die "CORES wants a count of cores per host, got '$cores'"
     [ $((cores * n)) -le "$cpus" ] || die "CORES=$cores for $n hosts needs $((cores * n)) cores; this machine has $cpus"
