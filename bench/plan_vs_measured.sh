@@ -10,6 +10,8 @@
 # after a new plan and in a rotated order, so that a slow minute of a shared machine
 # falls on different layouts; each layout's prediction and measurement are the medians
 # of its rounds, its spread the measurements' (largest - smallest) / median.
+# TOP=K: only the K layouts the first round's plan predicts fastest (whether its pick is
+# the fastest, with rounds to spare).
 # Prints one row per layout per round as it goes, then the table of medians, the median
 # |error|, the layouts within 25%, and whether the predicted fastest is the measured
 # fastest (and the measured fastest's spread, to say whether the two are told apart).
@@ -18,7 +20,7 @@ recipe=$1 hosts=$2 per_host=$3 rate=$4
 shift 4
 here=$(cd "$(dirname "$0")/.." && pwd)
 distrain=${DISTRAIN:-$here/build/distrain}
-steps=${STEPS:-20} warmup=${WARMUP:-3} rounds=${ROUNDS:-1}
+steps=${STEPS:-20} warmup=${WARMUP:-3} rounds=${ROUNDS:-1} top=${TOP:-0}
 ranks=$((hosts * per_host))
 work=$(mktemp -d "${TMPDIR:-/tmp}/plan_vs_measured.XXXXXX")
 trap '"$here/scripts/emulate-hosts.sh" down >/dev/null 2>&1; rm -rf "$work"' EXIT
@@ -45,7 +47,11 @@ PY
 SLOTS=$per_host "$here/scripts/emulate-hosts.sh" up "$hosts" "$rate" >/dev/null
 printf '%-6s %-56s %10s %10s %8s\n' round layout predicted measured error
 for ((round = 1; round <= rounds; round++)); do
-  predict "$@" >"$work/layouts.txt"
+  predict "$@" >"$work/predicted.txt"
+  if [ "$round" = 1 ]; then
+    sort -g "$work/predicted.txt" | cut -f2 | { [ "$top" -gt 0 ] && head -n "$top" || cat; } >"$work/chosen.txt"
+  fi
+  awk -F'\t' 'NR == FNR { chosen[$0] = 1; next } chosen[$2]' "$work/chosen.txt" "$work/predicted.txt" >"$work/layouts.txt"
   count=$(wc -l <"$work/layouts.txt")
   shift_by=$(( (round - 1) * count / rounds ))
   { tail -n +$((shift_by + 1)) "$work/layouts.txt"; head -n "$shift_by" "$work/layouts.txt"; } >"$work/order.txt"

@@ -128,13 +128,17 @@ LayerTimes layer_times(const Recipe& base, int64_t batch, bool bf16, int64_t ste
   return t;
 }
 
+// A host's cores are split among its ranks; with fewer cores than ranks they take turns.
+int threads_per_rank(const PlanArgs& a, const Cluster& cluster) { return std::max(1, a.cores / cluster.per_host()); }
+double ranks_per_core(const PlanArgs& a, const Cluster& cluster) {
+  return std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
+}
+
 // Step times for the layouts that fit, from one profile per micro-batch size and precision.
 void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
-                std::vector<Candidate>& candidates) {
+                const CoreSharing& cores, std::vector<Candidate>& candidates) {
   std::map<std::pair<int64_t, bool>, LayerTimes> profiles;
-  // A host's cores are split among its ranks; with fewer cores than ranks they take turns.
-  const int threads = std::max(1, a.cores / cluster.per_host());
-  const double scale = std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
+  const int threads = threads_per_rank(a, cluster);
   const int64_t value_bytes = model_value_bytes(base, global_batch);
   for (Candidate& c : candidates) {
     if (!c.fits) continue;
@@ -144,7 +148,7 @@ void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
     auto it = profiles.find(key);
     if (it == profiles.end())
       it = profiles.emplace(key, layer_times(base, micro, c.layout.bf16, a.profile_steps, threads, value_bytes)).first;
-    c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, scale);
+    c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, cores);
   }
   // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
   const auto key = [](const Candidate& c) {
@@ -221,7 +225,7 @@ void print_table(const std::vector<Candidate>& all, int top, double tokens_per_s
 }
 
 void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
-                const std::vector<Candidate>& all) {
+                const CoreSharing& cores, const std::vector<Candidate>& all) {
   const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits; });
   const auto refused = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return !c.refused.empty(); });
   fmt::print("plan        {} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model\n",
@@ -229,8 +233,10 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
              base.strategy.device_memory ? fmt::format(" within strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
              refused);
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
-  fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s)\n",
-             std::max(1, a.cores / cluster.per_host()), a.cores, cluster.per_host());
+  fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}\n",
+             threads_per_rank(a, cluster), a.cores, cluster.per_host(),
+             cores.measured_slowdown > 0 ? fmt::format("; {:.2f}x slower on every rank at once (measured)", cores.measured_slowdown)
+                                         : "");
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
   fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
@@ -251,17 +257,17 @@ std::vector<bool> precisions(const Recipe& base, const std::string& choice) {
 
 // Weighs every layout, prints them (or their JSON) and writes the chosen recipe.
 void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluster, const Links& links,
-                    int64_t global_batch) {
+                    int64_t global_batch, const CoreSharing& cores) {
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));
   drop_needless_accumulation(all);
-  weigh_time(base, a, cluster, links, global_batch, all);
+  weigh_time(base, a, cluster, links, global_batch, cores, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
   if (a.json) {
     Json list = Json::array();
     for (const Candidate& c : all) list.push_back(candidate_json(c, global_batch, tokens_per_step));
     fmt::print("{}\n", list.dump(2));
   } else {
-    print_plan(base, a, cluster, links, global_batch, all);
+    print_plan(base, a, cluster, links, global_batch, cores, all);
   }
   if (a.write.empty()) return;
   DT_USER_CHECK(!all.empty() && all.front().fits,
@@ -282,14 +288,21 @@ void run_plan(const PlanArgs& a) {
   const Cluster cluster{a.ranks, a.hosts};
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
-  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch);
+  CoreSharing cores{ranks_per_core(a, cluster)};
+  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, cores);
   MpiCommunicator world(60.0);
   links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // messages of the gradients' size
                         layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
+  world.set_timeout(0);  // the profiles may take minutes
+  // Besides the turns ranks take on a core, a machine with all its cores busy computes
+  // slower than with one (2 emulated hosts x 2 ranks on this 2-core machine: 4 one_device
+  // steps at once took 2.2x one alone, 2 on one core with the other idle 1.9x).
+  cores.measured_slowdown = measure_compute_slowdown(
+      world, profile_recipe(base, std::max<int64_t>(1, global_batch / a.ranks), precisions(base, a.precision).front(),
+                            threads_per_rank(a, cluster)), a.profile_steps);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
-  // MPI's finalize on the cores it profiles on; the profile may take minutes.
-  world.set_timeout(0);
-  if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch);
+  // MPI's finalize on the cores it profiles on.
+  if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, cores);
   world.barrier();
 }
 

@@ -102,7 +102,7 @@ struct StageTime {
 };
 
 StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
-                     const LayerTimes& times, const std::set<std::string>& blocks, double compute_scale) {
+                     const LayerTimes& times, const std::set<std::string>& blocks, double profile_scale) {
   StageTime st;
   const Link tensor = link(links, false);
   for (size_t i = first; i < end; ++i) {
@@ -112,7 +112,7 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
     const bool rerun = l.recompute && blocks.count(layer.name());
     if (const auto it = times.layer_ms.find(layer.name()); it != times.layer_ms.end()) {
       const double ms = it->second.first * (rerun ? 2 : 1) + it->second.second;
-      st.compute_s += ms / 1e3 / (split ? l.tensor : 1) * compute_scale;
+      st.compute_s += ms / 1e3 / (split ? l.tensor : 1) * profile_scale;
     }
     if (l.tensor == 1) continue;
     const bool row = place.split == TensorSplit::row || place.split == TensorSplit::heads;
@@ -200,7 +200,7 @@ Links parse_links(const std::string& text) {
 }
 
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Cluster& cluster, const Links& links,
-                           const LayerTimes& times, int64_t rank_value_bytes, double compute_scale) {
+                           const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores) {
   const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   const std::set<std::string> blocks = block_layers(recipe.model());
@@ -211,7 +211,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   StageTime slowest;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
-    StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, compute_scale);
+    StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, cores.profile_scale());
     if (s + 1 < plan.stages()) {
       const int stride = l.tensor * l.data;  // ranks between neighbouring stages
       const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
@@ -226,11 +226,11 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.tensor_ms = slowest.tensor_s * 1e3 * m;
   e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
   // The bubble: a pipeline's critical path is M + P - 1 slots, of which each rank works M.
-  // Ranks that share cores (compute_scale > 1) compute at full speed while others wait in
-  // it, so the step takes the longer of that path at full speed and the ranks' shared work.
+  // Ranks that share cores compute at full speed while others wait in it, so the step
+  // takes the longer of that path at full speed and the ranks' shared work.
   // But only ranks of one host share its cores: a host holding K stages is one stage of a
   // pipeline of P / K hosts, busy while any of its stages works, idle in (P / K - 1) slots.
-  const double alone = std::max(slowest.compute_s / compute_scale + slowest.tensor_s, slowest.pipe_s);
+  const double alone = std::max(slowest.compute_s / cores.ranks_per_core + slowest.tensor_s, slowest.pipe_s);
   const double on_shared_cores = (m + l.pipeline - 1) * alone - m * slowest.total();
   const int stages_on_a_host = std::clamp(cluster.per_host() / (l.tensor * l.data), 1, l.pipeline);
   const int hosts_in_the_pipeline = (l.pipeline + stages_on_a_host - 1) / stages_on_a_host;
@@ -244,8 +244,8 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const auto values = static_cast<double>(rank_value_bytes);
   e.data_ms = (sharded ? zero_collectives_s(data, whole, values, l) : all_reduce_s(data, values, l.data)) * 1e3;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
-  e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * compute_scale;
-  e.other_ms = times.step_ms * compute_scale;
+  e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * cores.profile_scale();
+  e.other_ms = times.step_ms * cores.profile_scale();
   return e;
 }
 

@@ -58,10 +58,19 @@ struct StepEstimate {
 // How many of `model`'s layers hold trainable weights: ZeRO's collectives per pass.
 int layers_with_weights(const Model& model);
 
+// How a rank computes against the profile, which one process ran alone: the ranks of a
+// host that take turns on one core, and how much slower the profiled step ran on every
+// rank at once than alone where measured (plan --measure; 0 where not): besides the
+// turns, a machine with all its cores busy is slower than with one.
+struct CoreSharing {
+  double ranks_per_core = 1;
+  double measured_slowdown = 0;
+  double profile_scale() const { return measured_slowdown > 0 ? measured_slowdown : ranks_per_core; }
+};
+
 // `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable
-// values a rank holds; `compute_scale`: how much slower a rank computes than the profile (ranks sharing
-// cores).
+// values a rank holds.
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
-                           const LayerTimes& times, int64_t rank_value_bytes, double compute_scale);
+                           const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores);
 
 }  // namespace distrain::cli

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "cli/one_device_profile.hpp"
 #include "core/base/error.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/tensor/tensor.hpp"
@@ -99,6 +100,16 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
     links.both_shard_bytes_per_s = shard_bytes_per_s(world, floats, layers, links.both_latency_s);
   }
   return links;
+}
+
+double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps) {
+  float ms[2] = {0, 0};  // rank 0 alone, then the sum over the ranks at once
+  world.barrier();
+  if (world.rank() == 0) ms[0] = static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+  world.barrier();
+  ms[1] = static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+  world.all_reduce(host_tensor(ms, 2), ReduceOp::sum);
+  return ms[1] / world.size() / ms[0];
 }
 
 }  // namespace distrain::cli

@@ -20,4 +20,9 @@ namespace distrain::cli {
 // Throws UserError when `world`'s size is not cluster.ranks.
 Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers);
 
+// How much slower a one_device step of `profiled` runs on every rank of `world` at once
+// than on rank 0 alone (the others asleep in a barrier): the median steps of `steps` after
+// 2, the ranks' mean against rank 0's. Every rank returns it.
+double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps);
+
 }  // namespace distrain::cli

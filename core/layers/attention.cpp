@@ -100,7 +100,7 @@ class Attention final : public Layer {
     ctx.backend.bias_grad(dy_whole.view.rows(c_), proj_bias_.grad());
     {
       Buffer rounded;
-      const Tensor dy = shared_operand(ctx, dy_whole.view.rows(c_), rounded);
+      const Tensor dy = shared_operand(ctx, dy_whole.view.rows(c_), rounded, true);
       matmul(ctx, true, false, mixed.rows(local_c_), dy, 1.0f, proj_kernel_.grad());
       matmul(ctx, false, true, dy, proj_kernel_.value(), 0.0f, dmixed.rows(local_c_));
     }
@@ -108,7 +108,7 @@ class Attention final : public Layer {
                                    seed(ctx), dqkv);
     ctx.backend.bias_grad(dqkv.rows(3 * local_c_), qkv_bias_.grad());
     Buffer rounded;
-    const Tensor g = din.empty() ? dqkv.rows(3 * local_c_) : shared_operand(ctx, dqkv.rows(3 * local_c_), rounded);
+    const Tensor g = shared_operand(ctx, dqkv.rows(3 * local_c_), rounded, !din.empty());
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, true, false, x.view.rows(c_), g, 1.0f, qkv_kernel_.grad());
     if (din.empty()) return;

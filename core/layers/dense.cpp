@@ -106,7 +106,7 @@ class Dense final : public Layer {
     if (relu_) ctx.backend.relu_backward(out, dout, dout);
     if (use_bias_) ctx.backend.bias_grad(dout, bias_.grad());
     Buffer rounded;
-    const Tensor g = din.empty() ? dout : shared_operand(ctx, dout, rounded);
+    const Tensor g = shared_operand(ctx, dout, rounded, !din.empty());
     weight_grad(ctx, in, g);
     if (din.empty()) return;
     input_grad(ctx, g, din);
@@ -185,7 +185,7 @@ class Dense final : public Layer {
     const WholeSequence in(ctx, *this, x, column_, whole_length_), dout(ctx, *this, dy, row_, whole_length_);
     if (use_bias_) ctx.backend.bias_grad(dout.view.rows(units), bias_.grad());
     Buffer rounded;
-    const Tensor g = dx.empty() ? dout.view.rows(units) : shared_operand(ctx, dout.view.rows(units), rounded);
+    const Tensor g = shared_operand(ctx, dout.view.rows(units), rounded, !dx.empty());
     weight_grad(ctx, in.view.rows(in_), g);
     if (dx.empty()) return;
     if (row_) return input_grad(ctx, g, dx.rows(in_));

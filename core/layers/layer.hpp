@@ -200,11 +200,11 @@ class Layer {
   // The device bytes the products of a linear map from `in` to `out` features over `rows`
   // take while one runs (forward, weight gradient, input gradient): bf16's operand copies.
   int64_t linear_scratch_bytes(int64_t rows, int64_t in, int64_t out) const;
-  // An operand two products read (an output gradient, for the weight and the input
-  // gradients): under bf16, rounded once into `copy` (made here) and read by both as bf16,
-  // where its rows are whole 16-byte multiples (a device reads such a copy where it lies);
-  // else x itself, rounded by each product.
-  Tensor shared_operand(Ctx& ctx, const Tensor& x, Buffer& copy) const;
+  // An operand of backward's products (an output gradient): where `both_products` read it
+  // (the weight and the input gradients) under bf16, rounded once into `copy` (made here)
+  // and read by both as bf16, where its rows are whole 16-byte multiples (a device reads
+  // such a copy where it lies); else x itself, rounded by each product that reads it.
+  Tensor shared_operand(Ctx& ctx, const Tensor& x, Buffer& copy, bool both_products) const;
   // The bytes of shared_operand's copy of a (rows, width) operand.
   int64_t shared_operand_bytes(int64_t rows, int64_t width) const;
 

@@ -54,8 +54,8 @@ namespace {
 bool shares_operand(DType matmul, int64_t width) { return matmul == DType::bf16 && width % 8 == 0; }
 }  // namespace
 
-Tensor Layer::shared_operand(Ctx& ctx, const Tensor& x, Buffer& copy) const {
-  if (!shares_operand(matmul_dtype_, x.shape[x.shape.rank() - 1])) return x;
+Tensor Layer::shared_operand(Ctx& ctx, const Tensor& x, Buffer& copy, bool both_products) const {
+  if (!both_products || !shares_operand(matmul_dtype_, x.shape[x.shape.rank() - 1])) return x;
   copy = Buffer(ctx.backend, x.shape, DType::bf16);
   ctx.backend.rounded_bf16(x, copy.view());
   return copy.view();
