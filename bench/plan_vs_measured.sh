@@ -86,7 +86,7 @@ def summary(rows, label):
 
 if rounds > 1:  # each round alone, as a single run would have reported it
     for r in range(rounds):
-        rows = [(l, ps[r], ms[r], "") for l, (ps, ms) in seen.items() if len(ms) > r and len(ps) > r]
+        rows = [(l, ps[r], ms[r], "") for l, (ps, ms) in seen.items() if len(ms) > r]
         if rows: summary(rows, f"round {r + 1}: ")
 rows = []
 print(f"\n{'layout':<56} {'predicted':>10} {'measured':>10} {'error':>8} {'spread':>7}")

@@ -257,8 +257,8 @@ std::vector<bool> precisions(const Recipe& base, const std::string& choice) {
 
 // Weighs every layout, prints them (or their JSON) and writes the chosen recipe.
 void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluster, const Links& links,
-                    int64_t global_batch, const CoreSharing& cores) {
-  std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, precisions(base, a.precision));
+                    int64_t global_batch, const std::vector<bool>& weighed, const CoreSharing& cores) {
+  std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, weighed);
   drop_needless_accumulation(all);
   weigh_time(base, a, cluster, links, global_batch, cores, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
@@ -288,8 +288,9 @@ void run_plan(const PlanArgs& a) {
   const Cluster cluster{a.ranks, a.hosts};
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
+  const std::vector<bool> weighed = precisions(base, a.precision);
   CoreSharing cores{ranks_per_core(a, cluster)};
-  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, cores);
+  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, cores);
   MpiCommunicator world(60.0);
   links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // messages of the gradients' size
                         layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
@@ -297,12 +298,12 @@ void run_plan(const PlanArgs& a) {
   // Besides the turns ranks take on a core, a machine with all its cores busy computes
   // slower than with one (2 emulated hosts x 2 ranks on this 2-core machine: 4 one_device
   // steps at once took 2.2x one alone, 2 on one core with the other idle 1.9x).
+  const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
   cores.measured_slowdown = measure_compute_slowdown(
-      world, profile_recipe(base, std::max<int64_t>(1, global_batch / a.ranks), precisions(base, a.precision).front(),
-                            threads_per_rank(a, cluster)), a.profile_steps);
+      world, profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster)), a.profile_steps);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
-  if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, cores);
+  if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);
   world.barrier();
 }
 

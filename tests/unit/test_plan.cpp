@@ -128,7 +128,8 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
     const Recipe r = layout_recipe(base, l, 12);
     int64_t values = 0;
     for (const RankBytes& b : mesh_rank_bytes(r)) values = std::max(values, b.values);
-    return estimate_step(r, l, c, over.inter_bytes_per_s == Links{}.inter_bytes_per_s ? links : over, times, values, CoreSharing{});
+    const Links& used = over.inter_bytes_per_s == Links{}.inter_bytes_per_s ? links : over;
+    return estimate_step(r, l, c, used, times, values, CoreSharing{});
   };
   const size_t layers = base.model().layers.size();
   // data 2: every layer whole, 3 ms each; the gradients all-reduced over the link.
@@ -154,18 +155,16 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   // Four stages on two cores (each rank computing at half speed while all four work): with
   // one micro-batch only one rank works at a time, at full speed, so the bubble is one
   // slot, not three; with four, the ranks' shared work outlasts the critical path.
-  const auto shared = [&](const PlanLayout& l, const Cluster& cluster = Cluster{4, 1}) {
+  const auto shared = [&](const PlanLayout& l, const Cluster& cluster = Cluster{4, 1}, CoreSharing cores = {2.0}) {
     const Recipe r = layout_recipe(base, l, 12);
-    return estimate_step(r, l, cluster, links, times, mesh_rank_bytes(r).at(0).values, CoreSharing{2.0});
+    return estimate_step(r, l, cluster, links, times, mesh_rank_bytes(r).at(0).values, cores);
   };
   const StepEstimate p4 = shared(PlanLayout{1, 1, 4, 1});
   CHECK(p4.bubble_ms == doctest::Approx(p4.compute_ms).epsilon(0.01));
   CHECK(shared(PlanLayout{1, 1, 4, 4}).bubble_ms == 0);
   // Measured 2.5x slower with every rank at work than alone (plan --measure): the profile
   // scaled by that, and the bubble's lone rank at half of it.
-  const Recipe r4 = layout_recipe(base, PlanLayout{1, 1, 4, 1}, 12);
-  const StepEstimate together = estimate_step(r4, PlanLayout{1, 1, 4, 1}, Cluster{4, 1}, links, times,
-                                              mesh_rank_bytes(r4).at(0).values, CoreSharing{2.0, 2.5});
+  const StepEstimate together = shared(PlanLayout{1, 1, 4, 1}, Cluster{4, 1}, CoreSharing{2.0, 2.5});
   CHECK(together.compute_ms == doctest::Approx(p4.compute_ms * 1.25));
   CHECK(together.bubble_ms == doctest::Approx(together.compute_ms).epsilon(0.01));
   // Two stages on two hosts of one core each, two tensor ranks a stage: each host holds
