@@ -64,6 +64,10 @@ class Communicator {
   virtual int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what);
   virtual void wait_send(int64_t id);
   virtual void recv(Tensor t, int peer, int tag, std::string_view what);
+  // Moves the sends in flight on while this rank computes, called between layers: MPI over
+  // TCP moves a message past its first fragment only inside an MPI call, so without it a
+  // stage's activations would wait for the stage's next receive, a micro-batch later.
+  virtual void progress() {}
 
   // An all_gather's types (float32 or bf16, the same in and out) and counts (out = size x in),
   // for the backends' do_all_gather; `backend` names it in errors.

@@ -69,6 +69,7 @@ class MpiCommunicator final : public Communicator {
   void recv(Tensor t, int peer, int tag, std::string_view what) override;
   int64_t start_send(const Tensor& t, int peer, int tag, std::string_view what) override;
   void wait_send(int64_t id) override;
+  void progress() override;
   struct Incoming {
     int source = -1, tag = -1;
   };

@@ -38,6 +38,8 @@ struct Ctx {
   const CrossReplicaSum* cross_replica_sum = nullptr;
   // The ranks of the mesh's tensor axis, for layers split over it (set_tensor_place).
   Communicator* tensor = nullptr;
+  // A pipeline stage's link to its neighbours: Model moves its sends on between layers.
+  Communicator* messages = nullptr;
 };
 
 // How a layer is split over the tensor axis of a mesh (Megatron's tensor parallelism):

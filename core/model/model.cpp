@@ -487,6 +487,7 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   }
   if (clock_ && timed) clock_->stop_forward(i);
   release(i);
+  if (ctx.messages) ctx.messages->progress();
 }
 
 void Model::set_precision(DType precision) {
@@ -572,6 +573,7 @@ void Model::backward(Ctx& ctx) {
         backend_.axpby(1.0f, ties_[t]->grad.view(), 1.0f, arena_.grad(ties_[t]->variable));
     release(i);
     reducer_->reduce(i);
+    if (ctx.messages) ctx.messages->progress();
     if (b >= 0 && i == blocks_[static_cast<size_t>(b)].first) release_inner(b);
   }
 }

@@ -190,7 +190,7 @@ void Replica::forward(int micro, const ReplicaSlice& part, float grad_scale, uin
   // copy.forward() rewrites the copy's output and, for a micro-batch of another size (an
   // uneven split), reallocates its input gradient too: both of its sends must be done first.
   wait_sends(slot);
-  Ctx ctx{backend_, true, micro_seed(seed, micro), cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
+  Ctx ctx{backend_, true, micro_seed(seed, micro), cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_, place_.pipe};
   const Tensor out = copy.forward(ctx, x);
   if (!last()) {
     slot.act_send = place_.pipe->start_send(out, place_.stage + 1, kActivationTag, "the activations of a micro-batch");
@@ -212,7 +212,7 @@ void Replica::backward(int micro, const ReplicaSlice& part, uint64_t seed) {
   if (!last())
     waiting([&] { place_.pipe->recv(copy.output_grad(), place_.stage + 1, kGradientTag, "the gradients of a micro-batch"); });
   if (!first()) waiting([&] { place_.pipe->wait_send(slot.grad_send); });
-  Ctx ctx{backend_, true, micro_seed(seed, micro), cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_};
+  Ctx ctx{backend_, true, micro_seed(seed, micro), cross_replica_sum_ ? &cross_replica_sum_ : nullptr, tensor_, place_.pipe};
   copy.backward(ctx);
   if (!first())
     slot.grad_send = place_.pipe->start_send(copy.input_grad(), place_.stage - 1, kGradientTag, "the gradients of a micro-batch");

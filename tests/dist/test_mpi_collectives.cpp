@@ -97,6 +97,35 @@ TEST_CASE("mpi communicator: send, recv and probe deliver exact messages") {
   c.barrier();
 }
 
+// Run over TCP by dist_mpi_send_progress (tests/CMakeLists.txt): there a large message
+// moves past its first fragment only inside an MPI call on the sending rank.
+TEST_CASE("mpi communicator: a started send arrives while its rank computes, through progress()") {
+  MpiCommunicator c;
+  if (c.size() != 2) return;
+  using clock = std::chrono::steady_clock;
+  constexpr auto kComputing = std::chrono::milliseconds(1500);
+  std::vector<float> message(size_t{4} << 20);  // 16 MB: many fragments
+  for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<float>(i % 1000);
+  c.barrier();
+  const auto t0 = clock::now();
+  if (c.rank() == 0) {
+    const int64_t id = c.start_send(host(message), 1, 3, "a large message");
+    while (clock::now() - t0 < kComputing) {  // a stage's layers: no MPI call but progress()
+      const auto layer = clock::now();
+      while (clock::now() - layer < std::chrono::milliseconds(1)) {}
+      c.progress();
+    }
+    c.wait_send(id);
+  } else {
+    std::vector<float> in(message.size());
+    c.recv(host(in), 0, 3, "a large message");
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0);
+    CHECK(in == message);
+    CHECK_MESSAGE(took < kComputing / 2, "the message took ", took.count(), " ms of the sender's ", kComputing.count());
+  }
+  c.barrier();
+}
+
 TEST_CASE("mpi mesh: each axis communicator sums exactly its group") {
   auto shared = std::make_shared<MpiCommunicator>();
   MpiCommunicator& world = *shared;
