@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "cli/plan_pipeline.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/error.hpp"
 #include "core/model/model.hpp"
@@ -95,10 +96,12 @@ Shape input_of(const Model& m, size_t i) {
 // layer's input gradient in backward; under sequence parallelism half-size reduce-scatters
 // and all-gathers, and the input gathered again in backward).
 struct StageTime {
-  double compute_s = 0, tensor_s = 0, pipe_s = 0;
+  double forward_s = 0, backward_s = 0, tensor_forward_s = 0, tensor_backward_s = 0, pipe_s = 0;
+  double compute_s() const { return forward_s + backward_s; }
+  double tensor_s() const { return tensor_forward_s + tensor_backward_s; }
   // Messages between stages are sent while the next micro-batch computes, activations one
   // way and gradients the other: a slot is the longer of the work and one message.
-  double total() const { return std::max(compute_s + tensor_s, pipe_s); }
+  double total() const { return std::max(compute_s() + tensor_s(), pipe_s); }
 };
 
 StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
@@ -111,8 +114,9 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
     const bool split = place.split != TensorSplit::none || (place.sequence && l.sequence_parallel);
     const bool rerun = l.recompute && blocks.count(layer.name());
     if (const auto it = times.layer_ms.find(layer.name()); it != times.layer_ms.end()) {
-      const double ms = it->second.first * (rerun ? 2 : 1) + it->second.second;
-      st.compute_s += ms / 1e3 / (split ? l.tensor : 1) * profile_scale;
+      const double per_ms = profile_scale / 1e3 / (split ? l.tensor : 1);  // the profile's ms to this rank's s
+      st.forward_s += it->second.first * per_ms;
+      st.backward_s += (it->second.first * (rerun ? 1 : 0) + it->second.second) * per_ms;  // a rerun forward too
     }
     if (l.tensor == 1) continue;
     const bool row = place.split == TensorSplit::row || place.split == TensorSplit::heads;
@@ -120,10 +124,11 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
     const double out = static_cast<double>(whole.layer_shapes()[i].numel() * micro) * kFloatBytes;
     const double in = static_cast<double>(input_of(whole, i).numel() * micro) * kFloatBytes;
     const double share = l.sequence_parallel ? 0.5 : 1.0;  // a reduce-scatter or all-gather is half an all-reduce
-    double collective = 0;
-    if (row) collective += share * all_reduce_s(tensor, out, l.tensor) * (rerun ? 2 : 1);
-    if (column) collective += (l.sequence_parallel ? 1.5 : 1.0) * all_reduce_s(tensor, in, l.tensor);
-    st.tensor_s += collective;
+    if (row) {
+      st.tensor_forward_s += share * all_reduce_s(tensor, out, l.tensor);
+      st.tensor_backward_s += share * all_reduce_s(tensor, out, l.tensor) * (rerun ? 1 : 0);
+    }
+    if (column) st.tensor_backward_s += (l.sequence_parallel ? 1.5 : 1.0) * all_reduce_s(tensor, in, l.tensor);
   }
   return st;
 }
@@ -151,6 +156,15 @@ int data_groups_on_a_host(const PlanLayout& l, const Cluster& cluster) {
   std::set<std::pair<int, int>> groups;
   for (int r = 0; r < cluster.per_host(); ++r) groups.insert({r % l.tensor, r / (l.tensor * l.data)});
   return static_cast<int>(groups.size());
+}
+
+// The hosts stage s's ranks are on, and how many on each (ranks of a stage are contiguous:
+// stage-major, then data, then tensor).
+std::vector<std::pair<int, int>> stage_ranks_on_hosts(const PlanLayout& l, const Cluster& cluster, int s) {
+  std::map<int, int> on;
+  const int stride = l.tensor * l.data;
+  for (int r = s * stride; r < (s + 1) * stride; ++r) ++on[cluster.host_of(r)];
+  return {on.begin(), on.end()};
 }
 
 // Whether rank 0's data group has other ranks on its own host besides ranks elsewhere.
@@ -205,9 +219,11 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
   const std::set<std::string> blocks = block_layers(recipe.model());
   const int64_t micro = recipe.step_batch() / l.micro_batches;  // a data rank's batch, cut
-  // The slowest stage sets the pace; a stage also sends its output forward and receives
-  // its gradient back for each micro-batch, over the link between the two stages' hosts
-  // (each direction carries one message per micro-batch).
+  // The slowest stage's work and messages; the schedule run op by op (plan_pipeline.hpp)
+  // says what the bubble adds. A stage sends its output forward and receives its gradient
+  // back for each micro-batch over the link between the two stages' hosts.
+  const double scale_to_full_speed = 1.0 / cores.ranks_per_core;  // the turns are simulated
+  std::vector<PipeStage> stages;
   StageTime slowest;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
@@ -218,24 +234,18 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
       const double bytes = static_cast<double>(whole.layer_shapes()[end - 1].numel() * micro) * kFloatBytes;
       st.pipe_s = message_link(links, across).seconds(bytes);
     }
+    stages.push_back(PipeStage{st.forward_s * scale_to_full_speed, st.backward_s * scale_to_full_speed,
+                               st.tensor_forward_s, st.tensor_backward_s, st.pipe_s, stage_ranks_on_hosts(l, cluster, s)});
     if (st.total() > slowest.total()) slowest = st;
   }
   StepEstimate e;
   const auto m = static_cast<double>(l.micro_batches);
-  e.compute_ms = slowest.compute_s * 1e3 * m;
-  e.tensor_ms = slowest.tensor_s * 1e3 * m;
-  e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s - slowest.tensor_s) * 1e3 * m;  // beyond the work
-  // The bubble: a pipeline's critical path is M + P - 1 slots, of which each rank works M.
-  // Ranks that share cores compute at full speed while others wait in it, so the step
-  // takes the longer of that path at full speed and the ranks' shared work.
-  // But only ranks of one host share its cores: a host holding K stages is one stage of a
-  // pipeline of P / K hosts, busy while any of its stages works, idle in (P / K - 1) slots.
-  const double alone = std::max(slowest.compute_s / cores.ranks_per_core + slowest.tensor_s, slowest.pipe_s);
-  const double on_shared_cores = (m + l.pipeline - 1) * alone - m * slowest.total();
-  const int stages_on_a_host = std::clamp(cluster.per_host() / (l.tensor * l.data), 1, l.pipeline);
-  const int hosts_in_the_pipeline = (l.pipeline + stages_on_a_host - 1) / stages_on_a_host;
-  const double across_hosts = (hosts_in_the_pipeline - 1) * slowest.total();
-  e.bubble_ms = std::max({0.0, on_shared_cores, across_hosts}) * 1e3;
+  e.compute_ms = slowest.compute_s() * 1e3 * m;
+  e.tensor_ms = slowest.tensor_s() * 1e3 * m;
+  e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s() - slowest.tensor_s()) * 1e3 * m;  // beyond the work
+  const std::vector<double> host_cores(static_cast<size_t>(cluster.hosts), cluster.per_host() * scale_to_full_speed);
+  const double step_s = simulate_pipeline(stages, parse_pipe_schedule(recipe.strategy.schedule), l.micro_batches, host_cores);
+  e.bubble_ms = std::max(0.0, step_s * 1e3 - e.compute_ms - e.tensor_ms - e.pipe_ms);
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;

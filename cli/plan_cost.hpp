@@ -6,10 +6,10 @@
 // link it crosses (ring all-reduce: 2(n-1)/n of the bytes; one through both links at the rate
 // measured on the whole job, else its slowest hop's; the data groups that cross hosts share
 // a host's link; a stage's messages overlap the next micro-batch's work, so a micro-batch
-// takes the longer of the two); the pipeline's bubble ((stages - 1) micro-batch times of
-// the slowest stage, less where ranks of other stages share its host's cores); ZeRO-2 and
-// -3's per-layer reduce-scatters and all-gathers; the optimizer update on the rank's share
-// of the weights.
+// takes the longer of the two); the pipeline's bubble, from its schedule simulated op by
+// op (plan_pipeline.hpp: ranks of other stages on a host use its cores while one waits);
+// ZeRO-2 and -3's per-layer reduce-scatters and all-gathers; the optimizer update on the
+// rank's share of the weights.
 #pragma once
 #include <map>
 #include <string>
