@@ -116,7 +116,7 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
     if (const auto it = times.layer_ms.find(layer.name()); it != times.layer_ms.end()) {
       const double per_ms = profile_scale / 1e3 / (split ? l.tensor : 1);  // the profile's ms to this rank's s
       st.forward_s += it->second.first * per_ms;
-      st.backward_s += (it->second.first * (rerun ? 1 : 0) + it->second.second) * per_ms;  // a rerun forward too
+      st.backward_s += (it->second.second + (rerun ? it->second.first : 0)) * per_ms;  // a rerun forward too
     }
     if (l.tensor == 1) continue;
     const bool row = place.split == TensorSplit::row || place.split == TensorSplit::heads;
@@ -125,8 +125,9 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
     const double in = static_cast<double>(input_of(whole, i).numel() * micro) * kFloatBytes;
     const double share = l.sequence_parallel ? 0.5 : 1.0;  // a reduce-scatter or all-gather is half an all-reduce
     if (row) {
-      st.tensor_forward_s += share * all_reduce_s(tensor, out, l.tensor);
-      st.tensor_backward_s += share * all_reduce_s(tensor, out, l.tensor) * (rerun ? 1 : 0);
+      const double summed = share * all_reduce_s(tensor, out, l.tensor);
+      st.tensor_forward_s += summed;
+      if (rerun) st.tensor_backward_s += summed;  // the rerun forward's
     }
     if (column) st.tensor_backward_s += (l.sequence_parallel ? 1.5 : 1.0) * all_reduce_s(tensor, in, l.tensor);
   }
