@@ -34,7 +34,7 @@ struct PlanArgs {
   std::string recipe, links, device_memory, write, precision;
   std::vector<std::string> overrides;
   int ranks = 0, hosts = 1, cores = 0, top = 10;
-  int64_t profile_steps = 5;
+  int64_t profile_steps = 5, profile_rounds = 3;
   bool json = false, measure = false;
 };
 
@@ -134,21 +134,47 @@ double ranks_per_core(const PlanArgs& a, const Cluster& cluster) {
   return std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
 }
 
+// The mean of `rounds`' profiles, field by field.
+LayerTimes mean_of(const std::vector<LayerTimes>& rounds) {
+  LayerTimes mean = rounds.front();
+  const auto n = static_cast<double>(rounds.size());
+  for (auto& [name, ms] : mean.layer_ms) {
+    ms = {0, 0};
+    for (const LayerTimes& r : rounds) ms.first += r.layer_ms.at(name).first / n, ms.second += r.layer_ms.at(name).second / n;
+  }
+  mean.update_ms = mean.step_ms = 0;
+  for (const LayerTimes& r : rounds) mean.update_ms += r.update_ms / n, mean.step_ms += r.step_ms / n;
+  return mean;
+}
+
+// One profile per micro-batch size and precision, taken in rounds that visit every size in
+// turn: a shared machine's speed changes from one minute to the next (this 2-core VM's
+// single-thread step swung 1.6x within seconds), and rounds spread over the whole
+// measurement give every size the same mix of fast and slow spells.
+std::map<std::pair<int64_t, bool>, LayerTimes> profiles_in_rounds(const Recipe& base, const PlanArgs& a,
+                                                                 const Cluster& cluster, int64_t global_batch,
+                                                                 const std::vector<Candidate>& candidates) {
+  std::map<std::pair<int64_t, bool>, std::vector<LayerTimes>> rounds;
+  for (const Candidate& c : candidates)
+    if (c.fits) rounds[{global_batch / c.layout.data / c.layout.micro_batches, c.layout.bf16}];
+  const int64_t value_bytes = model_value_bytes(base, global_batch);
+  for (int64_t r = 0; r < a.profile_rounds; ++r)
+    for (auto& [key, taken] : rounds)
+      taken.push_back(layer_times(base, key.first, key.second, a.profile_steps, threads_per_rank(a, cluster), value_bytes));
+  std::map<std::pair<int64_t, bool>, LayerTimes> profiles;
+  for (const auto& [key, taken] : rounds) profiles.emplace(key, mean_of(taken));
+  return profiles;
+}
+
 // Step times for the layouts that fit, from one profile per micro-batch size and precision.
 void weigh_time(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
                 const CoreSharing& cores, std::vector<Candidate>& candidates) {
-  std::map<std::pair<int64_t, bool>, LayerTimes> profiles;
-  const int threads = threads_per_rank(a, cluster);
-  const int64_t value_bytes = model_value_bytes(base, global_batch);
+  const auto profiles = profiles_in_rounds(base, a, cluster, global_batch, candidates);
   for (Candidate& c : candidates) {
     if (!c.fits) continue;
     const Recipe r = layout_recipe(base, c.layout, global_batch);
     const int64_t micro = global_batch / c.layout.data / c.layout.micro_batches;
-    const std::pair<int64_t, bool> key{micro, c.layout.bf16};
-    auto it = profiles.find(key);
-    if (it == profiles.end())
-      it = profiles.emplace(key, layer_times(base, micro, c.layout.bf16, a.profile_steps, threads, value_bytes)).first;
-    c.step = estimate_step(r, c.layout, cluster, links, it->second, c.values, cores);
+    c.step = estimate_step(r, c.layout, cluster, links, profiles.at({micro, c.layout.bf16}), c.values, cores);
   }
   // Fastest first; within 2% of each other (below the model's accuracy) the simpler layout.
   const auto key = [](const Candidate& c) {
@@ -300,7 +326,8 @@ void run_plan(const PlanArgs& a) {
   // steps at once took 2.2x one alone, 2 on one core with the other idle 1.9x).
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
   cores.measured_slowdown = measure_compute_slowdown(
-      world, profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster)), a.profile_steps);
+      world, profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster)), a.profile_steps,
+      a.profile_rounds);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);
@@ -321,6 +348,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--cores", a->cores, "Cores the ranks of one host share (default: this machine's)")->check(CLI::PositiveNumber);
   cmd->add_option("--top", a->top, "Layouts shown (default 10)")->check(CLI::PositiveNumber);
   cmd->add_option("--profile-steps", a->profile_steps, "Timed steps of each profile (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--profile-rounds", a->profile_rounds, "Profiles of each micro-batch size, taken in turn and averaged "
+                  "(default 3)")->check(CLI::PositiveNumber);
   cmd->add_option("--precision", a->precision, "Precisions weighed: float32, bf16 or both (default: train.precision)")
       ->check(CLI::IsMember({"float32", "bf16", "both"}));
   cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");

@@ -102,12 +102,14 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   return links;
 }
 
-double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps) {
-  float ms[2] = {0, 0};  // rank 0 alone, then the sum over the ranks at once
-  world.barrier();
-  if (world.rank() == 0) ms[0] = static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
-  world.barrier();
-  ms[1] = static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps, int64_t rounds) {
+  float ms[2] = {0, 0};  // rank 0 alone, then the sum over the ranks at once, summed over the rounds
+  for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that both see the machine's fast and slow spells
+    world.barrier();
+    if (world.rank() == 0) ms[0] += static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+    world.barrier();
+    ms[1] += static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+  }
   world.all_reduce(host_tensor(ms, 2), ReduceOp::sum);
   return ms[1] / world.size() / ms[0];
 }

@@ -22,7 +22,8 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
 
 // How much slower a one_device step of `profiled` runs on every rank of `world` at once
 // than on rank 0 alone (the others asleep in a barrier): the median steps of `steps` after
-// 2, the ranks' mean against rank 0's. Every rank returns it.
-double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps);
+// 2, the ranks' mean against rank 0's, alone and at once taken in turn `rounds` times and
+// summed. Every rank returns it.
+double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps, int64_t rounds);
 
 }  // namespace distrain::cli

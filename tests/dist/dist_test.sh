@@ -686,7 +686,7 @@ PY
   # plan's choice for 2 ranks of 30 MiB (data 2 alone needs 33 MiB: it accumulates, shards or
   # recomputes) trains within them, its peak as predicted; with the ranks sharing cores and
   # no OMP_NUM_THREADS, bench's note on threads goes to stderr and --json stays one document.
-  "$distrain" plan "${gpt[@]}" --ranks 2 --device-memory 30MiB --profile-steps 1 --write "$work/planned30.toml" >"$work/plan30.log" 2>&1
+  "$distrain" plan "${gpt[@]}" --ranks 2 --device-memory 30MiB --profile-steps 1 --profile-rounds 1 --write "$work/planned30.toml" >"$work/plan30.log" 2>&1
   if env -u OMP_NUM_THREADS timeout 300 "${mpirun[@]}" -np 2 "$distrain" bench "$work/planned30.toml" --steps 1 --warmup 1 --json \
     >"$work/planned30.json" 2>"$work/planned30.err" && python3 - "$work/planned30.json" >"$work/planned30.ratio" <<'PY'
 import json, sys
