@@ -12,9 +12,15 @@
 # of its rounds, its spread the measurements' (largest - smallest) / median.
 # TOP=K: only the K layouts the first round's plan predicts fastest (whether its pick is
 # the fastest, with rounds to spare).
+# REFERENCE=1: before each layout's bench, a fixed reference (the recipe on one_device at
+# batch 3, one thread, in two processes at once, one per core: the mean of their median
+# steps) says how fast the machine is that minute; each measurement is also given at the
+# sweep's mean reference speed (measured x mean reference / its reference), so that the
+# model's error is told apart from a shared machine's fast and slow spells.
 # Prints one row per layout per round as it goes, then the table of medians, the median
 # |error|, the layouts within 25%, and whether the predicted fastest is the measured
-# fastest (and the measured fastest's spread, to say whether the two are told apart).
+# fastest (and the measured fastest's spread, to say whether the two are told apart); with
+# REFERENCE=1 the same for the measurements at the mean reference speed.
 set -euo pipefail
 recipe=$1 hosts=$2 per_host=$3 rate=$4
 shift 4
@@ -44,6 +50,19 @@ for c in json.load(open(sys.argv[1])):
 PY
 }
 
+# The reference's milliseconds a step now (REFERENCE=1), else nothing.
+reference() {
+  [ -n "${REFERENCE:-}" ] || return 0
+  local i
+  for i in 1 2; do
+    "$distrain" bench "$recipe" --set 'strategy.name="one_device"' --set strategy.per_replica_batch=3 \
+      --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>/dev/null </dev/null &
+  done
+  wait
+  python3 -c 'import json,sys; print(sum(json.load(open(f))["step_ms"]["median"] for f in sys.argv[1:]) / 2)' \
+    "$work/ref1.json" "$work/ref2.json"
+}
+
 SLOTS=$per_host "$here/scripts/emulate-hosts.sh" up "$hosts" "$rate" >/dev/null
 printf '%-6s %-56s %10s %10s %8s\n' round layout predicted measured error
 for ((round = 1; round <= rounds; round++)); do
@@ -57,6 +76,7 @@ for ((round = 1; round <= rounds; round++)); do
   { tail -n +$((shift_by + 1)) "$work/layouts.txt"; head -n "$shift_by" "$work/layouts.txt"; } >"$work/order.txt"
   while IFS=$'\t' read -r predicted layout sets; do
     eval "args=($sets)"
+    ref=$(reference)
     if ! hosts_run "$distrain" bench "$recipe" "${args[@]}" --steps "$steps" --warmup "$warmup" --json \
         >"$work/bench.json" 2>"$work/bench.err"; then
       echo "$round      $layout: bench failed: $(tail -n 2 "$work/bench.err")"
@@ -65,16 +85,15 @@ for ((round = 1; round <= rounds; round++)); do
     measured=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; print(d["step_ms"]["median"])' "$work/bench.json")
     printf '%-6s %-56s %10.1f %10.1f %+7.0f%%\n' "$round" "$layout" "$predicted" "$measured" \
       "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print 100 * (p - m) / m }')"
-    printf '%s\t%s\t%s\t%s\n' "$round" "$layout" "$predicted" "$measured" >>"$work/rows.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$layout" "$predicted" "$measured" "$ref" >>"$work/rows.tsv"
   done <"$work/order.txt"
 done
 python3 - "$work/rows.tsv" "$rounds" <<'EOF'
 import collections, statistics, sys
 rounds = int(sys.argv[2])
-seen = collections.defaultdict(lambda: ([], []))
-for line in open(sys.argv[1]):
-    r, layout, p, m = line.rstrip("\n").split("\t")
-    seen[layout][0].append(float(p)); seen[layout][1].append(float(m))
+lines = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
+refs = [float(l[4]) for l in lines if l[4]]
+mean_ref = statistics.mean(refs) if refs and len(refs) == len(lines) else 0
 
 def summary(rows, label):
     errors = [abs(p - m) / m for _, p, m, _ in rows]
@@ -84,16 +103,27 @@ def summary(rows, label):
           f"predicted fastest: {best_p[0]} ({best_p[2]:.1f} ms measured{best_p[3]}); "
           f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{best_m[3]})")
 
-if rounds > 1:  # each round alone, as a single run would have reported it
-    for r in range(rounds):
-        rows = [(l, ps[r], ms[r], "") for l, (ps, ms) in seen.items() if len(ms) > r]
-        if rows: summary(rows, f"round {r + 1}: ")
-rows = []
-print(f"\n{'layout':<56} {'predicted':>10} {'measured':>10} {'error':>8} {'spread':>7}")
-for layout, (ps, ms) in sorted(seen.items(), key=lambda kv: statistics.median(kv[1][0])):
-    p, m = statistics.median(ps), statistics.median(ms)
-    spread = (max(ms) - min(ms)) / m
-    rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else ""))
-    print(f"{layout:<56} {p:>10.1f} {m:>10.1f} {100 * (p - m) / m:>+7.0f}% {100 * spread:>6.0f}%")
-summary(rows, f"medians of {rounds} round(s): " if rounds > 1 else "")
+def report(at_mean_speed):
+    seen = collections.defaultdict(lambda: ([], []))
+    for r, layout, p, m, ref in lines:
+        seen[layout][0].append(float(p))
+        seen[layout][1].append(float(m) * (mean_ref / float(ref) if at_mean_speed else 1))
+    what = "at the mean reference speed" if at_mean_speed else "as measured"
+    if rounds > 1:  # each round alone, as a single run would have reported it
+        for r in range(rounds):
+            rows = [(l, ps[r], ms[r], "") for l, (ps, ms) in seen.items() if len(ms) > r]
+            if rows: summary(rows, f"round {r + 1}, {what}: ")
+    rows = []
+    print(f"\n{'layout':<56} {'predicted':>10} {'measured':>10} {'error':>8} {'spread':>7}   ({what})")
+    for layout, (ps, ms) in sorted(seen.items(), key=lambda kv: statistics.median(kv[1][0])):
+        p, m = statistics.median(ps), statistics.median(ms)
+        spread = (max(ms) - min(ms)) / m
+        rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else ""))
+        print(f"{layout:<56} {p:>10.1f} {m:>10.1f} {100 * (p - m) / m:>+7.0f}% {100 * spread:>6.0f}%")
+    summary(rows, f"medians of {rounds} round(s), {what}: " if rounds > 1 else f"{what}: ")
+
+report(False)
+if mean_ref:
+    print(f"\nreference: {len(refs)} runs, mean {mean_ref:.1f} ms, from {min(refs):.1f} to {max(refs):.1f} ms")
+    report(True)
 EOF

@@ -583,8 +583,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mode", a->mode, "weak: per-replica batch fixed; strong: global batch fixed")
       ->check(CLI::IsMember({"weak", "strong"}))
       ->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", a->steps, "Timed steps")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(at_least(0));
   cmd->add_option("--read-every", a->read_every,
                   "Read the steps' figures every N timed steps, each step of the N timed at their mean "
                   "(default: 16 on a GPU, which runs ahead of the host meanwhile, as in training; 1 on the CPU)")

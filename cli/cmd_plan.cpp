@@ -341,15 +341,15 @@ void register_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   a->cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("recipe", a->recipe, "Recipe file (TOML)")->required();
-  cmd->add_option("--ranks", a->ranks, "Ranks (one device each)")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--hosts", a->hosts, "Hosts the ranks are spread over, the same number on each")->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks", a->ranks, "Ranks (one device each)")->required()->check(at_least(1));
+  cmd->add_option("--hosts", a->hosts, "Hosts the ranks are spread over, the same number on each")->check(at_least(1));
   cmd->add_option("--device-memory", a->device_memory, "Each device's memory, e.g. 16GiB (default: strategy.device_memory)");
   cmd->add_option("--links", a->links, "Link bandwidths, e.g. intra=10GB/s,inter=10Gbit/s (the defaults)");
-  cmd->add_option("--cores", a->cores, "Cores the ranks of one host share (default: this machine's)")->check(CLI::PositiveNumber);
-  cmd->add_option("--top", a->top, "Layouts shown (default 10)")->check(CLI::PositiveNumber);
-  cmd->add_option("--profile-steps", a->profile_steps, "Timed steps of each profile (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--cores", a->cores, "Cores the ranks of one host share (default: this machine's)")->check(at_least(1));
+  cmd->add_option("--top", a->top, "Layouts shown (default 10)")->check(at_least(1));
+  cmd->add_option("--profile-steps", a->profile_steps, "Timed steps of each profile (default 5)")->check(at_least(1));
   cmd->add_option("--profile-rounds", a->profile_rounds, "Profiles of each micro-batch size, taken in turn and averaged "
-                  "(default 3)")->check(CLI::PositiveNumber);
+                  "(default 3)")->check(at_least(1));
   cmd->add_option("--precision", a->precision, "Precisions weighed: float32, bf16 or both (default: train.precision)")
       ->check(CLI::IsMember({"float32", "bf16", "both"}));
   cmd->add_option("--set", a->overrides, "Override a recipe key (repeatable)");

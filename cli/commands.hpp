@@ -35,6 +35,10 @@ constexpr int kExitStopped = 3;
 
 bool stdout_is_terminal();
 
+// A whole-number flag of at least `lowest`, refused in plain words (CLI11's own range
+// checks print their bounds as doubles: "not in range 0.000000 to 1797...").
+CLI::Validator at_least(long long lowest);
+
 // Errors of the file system the user can fix (no space, no permission, not a folder, no
 // such file), as opposed to a bug in distrain.
 bool is_user_condition(const std::error_code& code);

@@ -618,6 +618,10 @@ gpt)
   fi
   expect_error "plan: ranks not a multiple of hosts" "--ranks 3 must be a multiple of --hosts 2" \
     "$distrain" plan "$work/gpt.toml" --ranks 3 --hosts 2
+  expect_error "plan: a count below 1, in plain words" "--profile-rounds: must be a whole number of at least 1, got '0'" \
+    "$distrain" plan "$work/gpt.toml" --ranks 2 --profile-rounds 0
+  expect_error "bench: a negative warm-up, in plain words" "--warmup: must be a whole number of at least 0, got '-1'" \
+    "$distrain" bench "$work/gpt.toml" --warmup -1
   expect_error "plan: a link it cannot read" "--links inter=fast: expected intra=RATE/s,inter=RATE/s" \
     "$distrain" plan "$work/gpt.toml" --ranks 2 --links inter=fast
   expect_error "plan --write with nothing that fits" "no layout fits; raise --device-memory or add ranks" \
