@@ -50,6 +50,13 @@ for c in json.load(open(sys.argv[1])):
 PY
 }
 
+# The mean over bench --json FILEs of their median step (a list's first point), in ms.
+median_ms() {
+  python3 -c 'import json, sys
+points = [json.load(open(f)) for f in sys.argv[1:]]
+print(sum((p[0] if isinstance(p, list) else p)["step_ms"]["median"] for p in points) / len(points))' "$@"
+}
+
 # The reference's milliseconds a step now (REFERENCE=1), else nothing.
 reference() {
   [ -n "${REFERENCE:-}" ] || return 0
@@ -59,8 +66,7 @@ reference() {
       --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>/dev/null </dev/null &
   done
   wait
-  python3 -c 'import json,sys; print(sum(json.load(open(f))["step_ms"]["median"] for f in sys.argv[1:]) / 2)' \
-    "$work/ref1.json" "$work/ref2.json"
+  median_ms "$work/ref1.json" "$work/ref2.json"
 }
 
 SLOTS=$per_host "$here/scripts/emulate-hosts.sh" up "$hosts" "$rate" >/dev/null
@@ -82,7 +88,7 @@ for ((round = 1; round <= rounds; round++)); do
       echo "$round      $layout: bench failed: $(tail -n 2 "$work/bench.err")"
       continue
     fi
-    measured=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; print(d["step_ms"]["median"])' "$work/bench.json")
+    measured=$(median_ms "$work/bench.json")
     printf '%-6s %-56s %10.1f %10.1f %+7.0f%%\n' "$round" "$layout" "$predicted" "$measured" \
       "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print 100 * (p - m) / m }')"
     printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$layout" "$predicted" "$measured" "$ref" >>"$work/rows.tsv"
