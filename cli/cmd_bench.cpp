@@ -65,7 +65,7 @@ struct Measured {
   int64_t updated = 0;
   std::string update_place;
   // Bytes this rank's collectives sent per step (CommTraffic), and theory's figure.
-  double data_bytes = 0, data_collectives = 0, tensor_bytes = 0;
+  double data_bytes = 0, data_collectives = 0, tensor_bytes = 0, tensor_collectives = 0;
   TrafficTheory theory;
   // Pipeline stages: the median idle share per stage, theory's, activations held per stage.
   std::vector<double> stage_idle;
@@ -132,7 +132,7 @@ Batch synthetic_batch(const Recipe& recipe, const Strategy& strategy, const Data
 
 // The figures of the timed steps (those after the warm-up).
 void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& m) {
-  std::vector<double> ms, reduce_ms, update_ms, data_bytes, data_collectives, tensor_bytes;
+  std::vector<double> ms, reduce_ms, update_ms, data_bytes, data_collectives, tensor_bytes, tensor_collectives;
   for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) {
     ms.push_back(times[i].ms);
     reduce_ms.push_back(times[i].reduce_ms);
@@ -140,6 +140,7 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
     data_bytes.push_back(times[i].data.bytes);
     data_collectives.push_back(static_cast<double>(times[i].data.collectives));
     tensor_bytes.push_back(times[i].tensor.bytes);
+    tensor_collectives.push_back(static_cast<double>(times[i].tensor.collectives));
   }
   for (size_t st = 0; !times.empty() && st < times.back().stages.size(); ++st) {
     std::vector<double> idle;
@@ -150,6 +151,7 @@ void take_figures(const std::vector<StepTime>& times, int64_t warmup, Measured& 
   m.data_bytes = median(data_bytes);
   m.data_collectives = median(data_collectives);
   m.tensor_bytes = median(tensor_bytes);
+  m.tensor_collectives = median(tensor_collectives);
   m.steps = static_cast<int64_t>(ms.size());
   m.median_ms = median(ms);
   m.min_ms = *std::min_element(ms.begin(), ms.end());
@@ -264,6 +266,7 @@ Json to_json(const Measured& m, const std::string& recipe_name) {
            {{"data_bytes", m.data_bytes},
             {"data_collectives", m.data_collectives},
             {"tensor_bytes", m.tensor_bytes},
+            {"tensor_collectives", m.tensor_collectives},
             {"theory", m.theory.formula},
             {"theory_bytes", m.theory.bytes}}},
           {"pipeline",
@@ -301,6 +304,7 @@ Measured measured_from_json(const Json& j) {
   m.data_bytes = sent.at("data_bytes").get<double>();
   m.data_collectives = sent.at("data_collectives").get<double>();
   m.tensor_bytes = sent.at("tensor_bytes").get<double>();
+  m.tensor_collectives = sent.value("tensor_collectives", 0.0);  // absent before the twenty-third session
   m.theory = {sent.at("theory").get<std::string>(), sent.at("theory_bytes").get<double>()};
   if (const auto p = j.find("pipeline"); p != j.end()) {
     m.pipeline = p->at("layout").get<std::string>();
@@ -518,7 +522,8 @@ void print_sent(const Measured& m) {
   if (!m.theory.formula.empty())
     line += fmt::format(" (theory {} = {:.0f} B, measured/theory {:.3f})", m.theory.formula, m.theory.bytes,
                         m.theory.bytes > 0 ? m.data_bytes / m.theory.bytes : 0.0);
-  if (m.tensor_bytes > 0) line += fmt::format("; {:.0f} B along the tensor axis", m.tensor_bytes);
+  if (m.tensor_bytes > 0)
+    line += fmt::format("; {:.0f} B in {:.0f} collectives along the tensor axis", m.tensor_bytes, m.tensor_collectives);
   fmt::print("{}\n", line);
 }
 

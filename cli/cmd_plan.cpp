@@ -229,11 +229,13 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
          {"zero_stage", l.zero_stage}, {"precision", l.bf16 ? "bf16" : "float32"},
          {"peak_bytes", c.peak}, {"fits", c.fits}, {"set", layout_overrides(l, global_batch)}};
   if (!c.refused.empty()) j["refused"] = c.refused;
-  if (c.fits)
-    j["step_ms"] = {{"total", c.step.total_ms()}, {"compute", c.step.compute_ms}, {"tensor", c.step.tensor_ms},
-                    {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
-                    {"update", c.step.update_ms}, {"other", c.step.other_ms}},
-    j["tokens_per_sec"] = tokens_per_step / c.step.total_ms() * 1e3;
+  if (!c.fits) return j;
+  j["step_ms"] = {{"total", c.step.total_ms()}, {"compute", c.step.compute_ms}, {"tensor", c.step.tensor_ms},
+                  {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
+                  {"update", c.step.update_ms}, {"other", c.step.other_ms}};
+  j["tokens_per_sec"] = tokens_per_step / c.step.total_ms() * 1e3;
+  // Rank 0's, keyed as bench --json's sent_per_step, to hold one against the other.
+  j["sent_per_step"] = {{"tensor_bytes", c.step.rank0_tensor_bytes}, {"tensor_collectives", c.step.rank0_tensor_collectives}};
   return j;
 }
 

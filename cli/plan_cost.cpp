@@ -91,18 +91,46 @@ Shape input_of(const Model& m, size_t i) {
   return j < 0 ? m.input_shape() : m.layer_shapes()[static_cast<size_t>(j)];
 }
 
+// Collectives along the tensor axis: how many, the bytes a rank sends in them (counted as
+// Communicator counts them: an all-reduce 2(n - 1)/n of its buffer, a reduce-scatter or an
+// all-gather (n - 1)/n of the whole) and their time over a host's link (a reduce-scatter or
+// an all-gather is half a ring all-reduce).
+struct TensorSent {
+  double collectives = 0, bytes = 0, seconds = 0;
+  void add(TensorCollective::Kind kind, double whole_bytes, const Link& l, int n) {
+    const bool all_reduce = kind == TensorCollective::Kind::all_reduce;
+    collectives += 1;
+    bytes += (all_reduce ? 2 : 1) * whole_bytes * (n - 1) / n;
+    seconds += (all_reduce ? 1.0 : 0.5) * all_reduce_s(l, whole_bytes, n);
+  }
+  void add(const std::vector<TensorCollective>& pass, int64_t examples, const Link& l, int n) {
+    for (const TensorCollective& c : pass)
+      add(c.kind, static_cast<double>(c.elements * examples) * kFloatBytes, l, n);
+  }
+  TensorSent& operator+=(const TensorSent& o) {
+    collectives += o.collectives, bytes += o.bytes, seconds += o.seconds;
+    return *this;
+  }
+};
+
 // A micro-batch's time on one rank of a stage, in seconds: compute, and the tensor axis's
-// collectives (per layer: a row or heads layer's output in forward, a column or heads
-// layer's input gradient in backward; under sequence parallelism half-size reduce-scatters
-// and all-gathers, and the input gathered again in backward).
+// collectives as each layer says it makes them (Layer::tensor_traffic; a rerun forward's
+// again in backward), with the vocabulary-parallel loss's two all-reduces on the last stage.
 struct StageTime {
-  double forward_s = 0, backward_s = 0, tensor_forward_s = 0, tensor_backward_s = 0, pipe_s = 0;
+  double forward_s = 0, backward_s = 0, pipe_s = 0;
+  TensorSent tensor_forward, tensor_backward;
   double compute_s() const { return forward_s + backward_s; }
-  double tensor_s() const { return tensor_forward_s + tensor_backward_s; }
+  double tensor_s() const { return tensor_forward.seconds + tensor_backward.seconds; }
   // Messages between stages are sent while the next micro-batch computes, activations one
   // way and gradients the other: a slot is the longer of the work and one message.
   double total() const { return std::max(compute_s() + tensor_s(), pipe_s); }
 };
+
+// Whether layer i of `m` makes an input gradient: not where it reads the model's input.
+bool makes_input_gradient(const Model& m, size_t i) {
+  const std::vector<int>& in = m.layer_inputs(i);
+  return std::any_of(in.begin(), in.end(), [](int j) { return j >= 0; });
+}
 
 StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
                      const LayerTimes& times, const std::set<std::string>& blocks, double profile_scale) {
@@ -119,19 +147,33 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
       st.backward_s += (it->second.second + (rerun ? it->second.first : 0)) * per_ms;  // a rerun forward too
     }
     if (l.tensor == 1) continue;
-    const bool row = place.split == TensorSplit::row || place.split == TensorSplit::heads;
-    const bool column = place.split == TensorSplit::column || place.split == TensorSplit::heads;
-    const double out = static_cast<double>(whole.layer_shapes()[i].numel() * micro) * kFloatBytes;
-    const double in = static_cast<double>(input_of(whole, i).numel() * micro) * kFloatBytes;
-    const double share = l.sequence_parallel ? 0.5 : 1.0;  // a reduce-scatter or all-gather is half an all-reduce
-    if (row) {
-      const double summed = share * all_reduce_s(tensor, out, l.tensor);
-      st.tensor_forward_s += summed;
-      if (rerun) st.tensor_backward_s += summed;  // the rerun forward's
-    }
-    if (column) st.tensor_backward_s += (l.sequence_parallel ? 1.5 : 1.0) * all_reduce_s(tensor, in, l.tensor);
+    const TensorTraffic sent = layer.tensor_traffic(makes_input_gradient(whole, i));
+    st.tensor_forward.add(sent.forward, micro, tensor, l.tensor);
+    st.tensor_backward.add(sent.backward, micro, tensor, l.tensor);
+    if (rerun) st.tensor_backward.add(sent.forward, micro, tensor, l.tensor);
+  }
+  if (l.tensor > 1 && end == whole.layers().size() && whole.output_first_class()) {  // the loss: row maxima, then sums
+    const Shape& out = whole.output_shape();
+    const double rows = static_cast<double>(out.numel() / out[out.rank() - 1] * micro);
+    st.tensor_forward.add(TensorCollective::Kind::all_reduce, rows * kFloatBytes, tensor, l.tensor);
+    st.tensor_forward.add(TensorCollective::Kind::all_reduce, 2 * rows * kFloatBytes, tensor, l.tensor);
   }
   return st;
+}
+
+// Once a step, the gradients of the weights that sequence parallelism keeps whole on every
+// rank (layer norms') are summed over the tensor axis (Model::sum_sequence_shard_gradients).
+TensorSent sequence_shard_gradients(const Model& whole, size_t first, size_t end, const PlanLayout& l, const Links& links) {
+  TensorSent sent;
+  if (l.tensor == 1) return sent;
+  for (size_t i = first; i < end; ++i) {
+    const TensorPlace& p = whole.layers()[i]->tensor_place();
+    const Range& weights = whole.trainable_ranges()[i];
+    if (p.sequence && p.split == TensorSplit::none && !weights.empty())
+      sent.add(TensorCollective::Kind::all_reduce, static_cast<double>(weights.size()) * kFloatBytes, link(links, false),
+               l.tensor);
+  }
+  return sent;
 }
 
 // ZeRO's collectives over the data axis (stages 1-3, the mesh's shard_optimizer), one per
@@ -226,9 +268,17 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const double scale_to_full_speed = 1.0 / cores.ranks_per_core;  // the turns are simulated
   std::vector<PipeStage> stages;
   StageTime slowest;
+  StepEstimate e;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
     StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, cores.profile_scale());
+    const TensorSent once = sequence_shard_gradients(whole, first, end, l, links);
+    if (s == 0) {  // rank 0's, as bench counts them
+      e.rank0_tensor_bytes = (st.tensor_forward.bytes + st.tensor_backward.bytes) * l.micro_batches + once.bytes;
+      e.rank0_tensor_collectives = (st.tensor_forward.collectives + st.tensor_backward.collectives) * l.micro_batches +
+                                   once.collectives;
+    }
+    e.tensor_once_ms = std::max(e.tensor_once_ms, once.seconds * 1e3);
     if (s + 1 < plan.stages()) {
       const int stride = l.tensor * l.data;  // ranks between neighbouring stages
       const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
@@ -236,10 +286,10 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
       st.pipe_s = message_link(links, across).seconds(bytes);
     }
     stages.push_back(PipeStage{st.forward_s * scale_to_full_speed, st.backward_s * scale_to_full_speed,
-                               st.tensor_forward_s, st.tensor_backward_s, st.pipe_s, stage_ranks_on_hosts(l, cluster, s)});
+                               st.tensor_forward.seconds, st.tensor_backward.seconds, st.pipe_s,
+                               stage_ranks_on_hosts(l, cluster, s)});
     if (st.total() > slowest.total()) slowest = st;
   }
-  StepEstimate e;
   const auto m = static_cast<double>(l.micro_batches);
   e.compute_ms = slowest.compute_s() * 1e3 * m;
   e.tensor_ms = slowest.tensor_s() * 1e3 * m;
@@ -247,6 +297,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const std::vector<double> host_cores(static_cast<size_t>(cluster.hosts), cluster.per_host() * scale_to_full_speed);
   const double step_s = simulate_pipeline(stages, parse_pipe_schedule(recipe.strategy.schedule), l.micro_batches, host_cores);
   e.bubble_ms = std::max(0.0, step_s * 1e3 - e.compute_ms - e.tensor_ms - e.pipe_ms);
+  e.tensor_ms += e.tensor_once_ms;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;

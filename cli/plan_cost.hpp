@@ -52,6 +52,9 @@ struct LayerTimes {
 
 struct StepEstimate {
   double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
+  double tensor_once_ms = 0;  // of tensor_ms: the sums once a step (sequence parallelism's whole weights)
+  // What rank 0 sends along the tensor axis in a step, as `bench` counts it.
+  double rank0_tensor_bytes = 0, rank0_tensor_collectives = 0;
   double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms + other_ms; }
 };
 

@@ -122,6 +122,21 @@ class Attention final : public Layer {
     if (split_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each rank's heads' share
   }
 
+  TensorTraffic tensor_traffic(bool input_gradient) const override {
+    using K = TensorCollective::Kind;
+    const int64_t whole = t_ * c_;
+    TensorTraffic t;
+    if (sequence_) {  // input gathered, output reduce-scattered; backward gathers both again
+      t.forward = {{K::all_gather, whole}, {K::reduce_scatter, whole}};
+      t.backward = {{K::all_gather, whole}, {K::all_gather, whole}};
+      if (input_gradient) t.backward.push_back({K::reduce_scatter, whole});
+    } else if (split_) {  // each rank's heads' share summed
+      t.forward.push_back({K::all_reduce, whole});
+      if (input_gradient) t.backward.push_back({K::all_reduce, whole});
+    }
+    return t;
+  }
+
   // Backward holds the gradients of qkv and of the heads' output (3C + C per token), under
   // bf16 also float32 copies of both and one of the rounded gradients the products share;
   // on sequence shards also the whole output gradient, the whole input and the partial

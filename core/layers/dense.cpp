@@ -113,6 +113,26 @@ class Dense final : public Layer {
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);         // each slice of the units contributes
   }
 
+  TensorTraffic tensor_traffic(bool input_gradient) const override {
+    using K = TensorCollective::Kind;
+    TensorTraffic t;
+    if (!sequence_) {
+      if (row_) t.forward.push_back({K::all_reduce, product_rows_ * out_});
+      if (column_ && input_gradient) t.backward.push_back({K::all_reduce, product_rows_ * in_});
+      return t;
+    }
+    const int64_t whole_in = whole_length_ * in_, whole_out = whole_length_ * out_;
+    if (column_) {  // the input gathered in each pass; its gradient reduce-scattered
+      t.forward.push_back({K::all_gather, whole_in});
+      t.backward.push_back({K::all_gather, whole_in});
+      if (input_gradient) t.backward.push_back({K::reduce_scatter, whole_in});
+    } else {  // the partial output reduce-scattered; its gradient gathered
+      t.forward.push_back({K::reduce_scatter, whole_out});
+      t.backward.push_back({K::all_gather, whole_out});
+    }
+    return t;
+  }
+
   // Without a bias the kernel (or a tied table) is read by products only.
   bool reads_parameters_rounded(bool) const override { return !use_bias_ && matmul_dtype() == DType::bf16; }
 

@@ -61,6 +61,13 @@ class Embedding final : public Layer {
     reduce_scatter_sequence(ctx, tensor_group(ctx), partial.view(), out);
   }
 
+  TensorTraffic tensor_traffic(bool) const override {
+    using K = TensorCollective::Kind;
+    if (!split_) return {};
+    if (!sequence_) return {{{K::all_reduce, length_ * width_}}, {}};
+    return {{{K::reduce_scatter, length_ * width_}}, {{K::all_gather, length_ * width_}}};
+  }
+
   // The output gradient is whole on every rank (gathered from the shards first): each adds
   // its own rows' share.
   bool backward_reads_output() const override { return false; }

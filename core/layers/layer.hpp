@@ -89,6 +89,17 @@ class NotCopied : public T {
   using T::operator=;
 };
 
+// A collective a layer makes along the tensor axis in one pass: its kind and the elements
+// of its whole buffer per example (an all-reduce's buffer, a reduce-scatter's input, an
+// all-gather's output), for `distrain plan`'s traffic and time (cli/plan_cost.hpp).
+struct TensorCollective {
+  enum class Kind { all_reduce, reduce_scatter, all_gather } kind;
+  int64_t elements;
+};
+struct TensorTraffic {
+  std::vector<TensorCollective> forward, backward;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -154,6 +165,11 @@ class Layer {
   // reruns the forward before the backward, which makes it again.
   virtual void release_workspace() {}
 
+  // The collectives its forward and its backward make along the tensor axis, as set up;
+  // `input_gradient`: whether its backward makes an input gradient (not for the model's
+  // first layer). Each layer that calls the tensor group says here what it calls; a test
+  // checks the sum against a run's count (tests/dist).
+  virtual TensorTraffic tensor_traffic(bool /*input_gradient*/) const { return {}; }
   // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
   // that works per channel can run sliced.
   virtual bool can_split(TensorSplit split) const {

@@ -18,8 +18,10 @@ class TensorGather final : public Layer {
     part_ = in[in.rank() - 1];
     std::vector<int64_t> dims = in.dims();
     dims.back() = part_ * place_.degree;
+    whole_ = in.numel() * place_.degree;
     return Shape(std::move(dims));
   }
+  TensorTraffic tensor_traffic(bool) const override { return {{{TensorCollective::Kind::all_gather, whole_}}, {}}; }
 
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     const int64_t rows = in.numel() / part_;
@@ -42,6 +44,7 @@ class TensorGather final : public Layer {
  private:
   TensorPlace place_;
   int64_t part_ = 0;
+  int64_t whole_ = 0;  // elements of one example's gathered output
   Buffer gathered_;  // (degree * rows, part)
 };
 
