@@ -304,7 +304,7 @@ Measured measured_from_json(const Json& j) {
   m.data_bytes = sent.at("data_bytes").get<double>();
   m.data_collectives = sent.at("data_collectives").get<double>();
   m.tensor_bytes = sent.at("tensor_bytes").get<double>();
-  m.tensor_collectives = sent.value("tensor_collectives", 0.0);  // absent before the twenty-third session
+  m.tensor_collectives = sent.value("tensor_collectives", 0.0);  // absent from older bench JSON
   m.theory = {sent.at("theory").get<std::string>(), sent.at("theory_bytes").get<double>()};
   if (const auto p = j.find("pipeline"); p != j.end()) {
     m.pipeline = p->at("layout").get<std::string>();

@@ -234,8 +234,12 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
                   {"pipeline_messages", c.step.pipe_ms}, {"bubble", c.step.bubble_ms}, {"data", c.step.data_ms},
                   {"update", c.step.update_ms}, {"other", c.step.other_ms}};
   j["tokens_per_sec"] = tokens_per_step / c.step.total_ms() * 1e3;
-  // Rank 0's, keyed as bench --json's sent_per_step, to hold one against the other.
-  j["sent_per_step"] = {{"tensor_bytes", c.step.rank0_tensor_bytes}, {"tensor_collectives", c.step.rank0_tensor_collectives}};
+  // Keyed as bench --json's sent_per_step, to hold one against the other: rank 0's along
+  // the tensor axis; along the data axis a rank's with the most weights (rank 0's without
+  // a pipeline).
+  j["sent_per_step"] = {{"tensor_bytes", c.step.rank0_tensor_bytes},
+                        {"tensor_collectives", c.step.rank0_tensor_collectives},
+                        {"data_bytes", c.step.data_bytes}};
   return j;
 }
 

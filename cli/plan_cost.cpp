@@ -91,11 +91,11 @@ Shape input_of(const Model& m, size_t i) {
   return j < 0 ? m.input_shape() : m.layer_shapes()[static_cast<size_t>(j)];
 }
 
-// Collectives along the tensor axis: how many, the bytes a rank sends in them (counted as
-// Communicator counts them: an all-reduce 2(n - 1)/n of its buffer, a reduce-scatter or an
-// all-gather (n - 1)/n of the whole) and their time over a host's link (a reduce-scatter or
-// an all-gather is half a ring all-reduce).
-struct TensorSent {
+// Collectives a rank makes: how many, the bytes it sends in them (counted as Communicator
+// counts them: an all-reduce 2(n - 1)/n of its buffer, a reduce-scatter or an all-gather
+// (n - 1)/n of the whole) and their time over a link (a reduce-scatter or an all-gather is
+// half a ring all-reduce).
+struct Sent {
   double collectives = 0, bytes = 0, seconds = 0;
   void add(TensorCollective::Kind kind, double whole_bytes, const Link& l, int n) {
     const bool all_reduce = kind == TensorCollective::Kind::all_reduce;
@@ -107,7 +107,7 @@ struct TensorSent {
     for (const TensorCollective& c : pass)
       add(c.kind, static_cast<double>(c.elements * examples) * kFloatBytes, l, n);
   }
-  TensorSent& operator+=(const TensorSent& o) {
+  Sent& operator+=(const Sent& o) {
     collectives += o.collectives, bytes += o.bytes, seconds += o.seconds;
     return *this;
   }
@@ -118,7 +118,7 @@ struct TensorSent {
 // again in backward), with the vocabulary-parallel loss's two all-reduces on the last stage.
 struct StageTime {
   double forward_s = 0, backward_s = 0, pipe_s = 0;
-  TensorSent tensor_forward, tensor_backward;
+  Sent tensor_forward, tensor_backward;
   double compute_s() const { return forward_s + backward_s; }
   double tensor_s() const { return tensor_forward.seconds + tensor_backward.seconds; }
   // Messages between stages are sent while the next micro-batch computes, activations one
@@ -163,8 +163,8 @@ StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLay
 
 // Once a step, the gradients of the weights that sequence parallelism keeps whole on every
 // rank (layer norms') are summed over the tensor axis (Model::sum_sequence_shard_gradients).
-TensorSent sequence_shard_gradients(const Model& whole, size_t first, size_t end, const PlanLayout& l, const Links& links) {
-  TensorSent sent;
+Sent sequence_shard_gradients(const Model& whole, size_t first, size_t end, const PlanLayout& l, const Links& links) {
+  Sent sent;
   if (l.tensor == 1) return sent;
   for (size_t i = first; i < end; ++i) {
     const TensorPlace& p = whole.layers()[i]->tensor_place();
@@ -176,21 +176,48 @@ TensorSent sequence_shard_gradients(const Model& whole, size_t first, size_t end
   return sent;
 }
 
+// The layers with weights inside repeat blocks and their share of the model's weights:
+// under recomputation a rerun forward gathers them again (ZeRO-3).
+struct RerunWeights {
+  double layers = 0, share = 0;
+};
+
+RerunWeights rerun_weights(const Model& whole, const std::set<std::string>& blocks) {
+  RerunWeights r;
+  double all = 0, rerun = 0;
+  for (size_t i = 0; i < whole.layers().size(); ++i) {
+    const auto size = static_cast<double>(whole.trainable_ranges()[i].size());
+    all += size;
+    if (size == 0 || !blocks.count(whole.layers()[i]->name())) continue;
+    rerun += size;
+    r.layers += 1;
+  }
+  r.share = all > 0 ? rerun / all : 0;
+  return r;
+}
+
 // ZeRO's collectives over the data axis (stages 1-3, the mesh's shard_optimizer), one per
 // layer with weights each time: every layer's gradients reduce-scattered (stages 2, 3: at
 // each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
-// 2) or before each micro-batch's forward and again before its backward (stage 3); each
-// half of a ring all-reduce, (n - 1)(latency + bytes / n / bandwidth). Under bf16 ZeRO and
+// 2) or before each micro-batch's forward and again before its backward (stage 3; under
+// recomputation the blocks' layers a third time, for the rerun forward); each half of a
+// ring all-reduce, (n - 1)(latency + bytes / n / bandwidth). Under bf16 ZeRO and
 // shard_optimizer gather the weights in bf16 (zero_gatherers.hpp): half the bytes.
-double zero_collectives_s(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout) {
+Sent zero_collectives(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout,
+                      const RerunWeights& rerun) {
   const int n = layout.data;
-  if (n <= 1) return 0;
+  if (n <= 1) return {};
   const auto layers = static_cast<double>(layers_with_weights(whole));
   const auto m = static_cast<double>(layout.micro_batches);
+  const bool regathers = layout.zero_stage == 3 && layout.recompute;
   const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
   const double gathered = layout.bf16 ? 0.5 : 1.0;
-  const double latency = (scatters + gathers) * layers * l.latency_s;
-  return (n - 1) * (latency + (scatters + gathers * gathered) * value_bytes / n / l.bytes_per_s);
+  Sent sent;
+  sent.collectives = (scatters + gathers) * layers + (regathers ? m * rerun.layers : 0);
+  const double whole_bytes = scatters * value_bytes + (gathers + (regathers ? m * rerun.share : 0)) * gathered * value_bytes;
+  sent.bytes = whole_bytes * (n - 1) / n;
+  sent.seconds = (n - 1) * (sent.collectives * l.latency_s + whole_bytes / n / l.bytes_per_s);
+  return sent;
 }
 
 // The data groups with ranks on one host, which share its link when they cross hosts: one
@@ -272,7 +299,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
     StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, cores.profile_scale());
-    const TensorSent once = sequence_shard_gradients(whole, first, end, l, links);
+    const Sent once = sequence_shard_gradients(whole, first, end, l, links);
     if (s == 0) {  // rank 0's, as bench counts them
       e.rank0_tensor_bytes = (st.tensor_forward.bytes + st.tensor_backward.bytes) * l.micro_batches + once.bytes;
       e.rank0_tensor_collectives = (st.tensor_forward.collectives + st.tensor_backward.collectives) * l.micro_batches +
@@ -304,7 +331,11 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const Link data = data_group_on_both_links(l, cluster) ? ring_on_both_links(links, sharded, sharing)
                                                          : data_link(links, sharded, data_across, sharing);
   const auto values = static_cast<double>(rank_value_bytes);
-  e.data_ms = (sharded ? zero_collectives_s(data, whole, values, l) : all_reduce_s(data, values, l.data)) * 1e3;
+  Sent summed;  // the gradients' all-reduce
+  if (l.data > 1 && !sharded) summed.add(TensorCollective::Kind::all_reduce, values, data, l.data);
+  const Sent sent = sharded ? zero_collectives(data, whole, values, l, rerun_weights(whole, blocks)) : summed;
+  e.data_ms = sent.seconds * 1e3;
+  e.data_bytes = sent.bytes;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
   e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * cores.profile_scale();
   e.other_ms = times.step_ms * cores.profile_scale();

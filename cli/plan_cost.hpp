@@ -1,7 +1,7 @@
 // The step time `distrain plan` predicts for a layout: each layer's forward and backward
 // time measured on this machine at the layout's micro-batch (one thread, one device),
-// divided over the tensor ranks where the layer is split; the tensor axis's all-reduces
-// (reduce-scatters and all-gathers under sequence parallelism), the pipeline's messages
+// divided over the tensor ranks where the layer is split; the tensor axis's collectives as
+// each layer says it makes them (Layer::tensor_traffic), the pipeline's messages
 // between stages and the data axis's gradient all-reduce, each as latency + bytes over the
 // link it crosses (ring all-reduce: 2(n-1)/n of the bytes; one through both links at the rate
 // measured on the whole job, else its slowest hop's; the data groups that cross hosts share
@@ -53,8 +53,9 @@ struct LayerTimes {
 struct StepEstimate {
   double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
   double tensor_once_ms = 0;  // of tensor_ms: the sums once a step (sequence parallelism's whole weights)
-  // What rank 0 sends along the tensor axis in a step, as `bench` counts it.
-  double rank0_tensor_bytes = 0, rank0_tensor_collectives = 0;
+  // What rank 0 sends along the tensor axis in a step, as `bench` counts it, and what a
+  // rank with the most weights sends along the data axis (rank 0 without a pipeline).
+  double rank0_tensor_bytes = 0, rank0_tensor_collectives = 0, data_bytes = 0;
   double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms + other_ms; }
 };
 
