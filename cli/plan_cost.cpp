@@ -86,11 +86,6 @@ std::set<std::string> block_layers(const ModelSpec& spec) {
   return names;
 }
 
-Shape input_of(const Model& m, size_t i) {
-  const int j = m.layer_inputs(i).at(0);
-  return j < 0 ? m.input_shape() : m.layer_shapes()[static_cast<size_t>(j)];
-}
-
 // Collectives a rank makes: how many, the bytes it sends in them (counted as Communicator
 // counts them: an all-reduce 2(n - 1)/n of its buffer, a reduce-scatter or an all-gather
 // (n - 1)/n of the whole) and their time over a link (a reduce-scatter or an all-gather is
@@ -106,10 +101,6 @@ struct Sent {
   void add(const std::vector<TensorCollective>& pass, int64_t examples, const Link& l, int n) {
     for (const TensorCollective& c : pass)
       add(c.kind, static_cast<double>(c.elements * examples) * kFloatBytes, l, n);
-  }
-  Sent& operator+=(const Sent& o) {
-    collectives += o.collectives, bytes += o.bytes, seconds += o.seconds;
-    return *this;
   }
 };
 
@@ -296,6 +287,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   std::vector<PipeStage> stages;
   StageTime slowest;
   StepEstimate e;
+  double once_ms = 0;  // the slowest stage's sums once a step (sequence parallelism's whole weights)
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
     StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, cores.profile_scale());
@@ -305,7 +297,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
       e.rank0_tensor_collectives = (st.tensor_forward.collectives + st.tensor_backward.collectives) * l.micro_batches +
                                    once.collectives;
     }
-    e.tensor_once_ms = std::max(e.tensor_once_ms, once.seconds * 1e3);
+    once_ms = std::max(once_ms, once.seconds * 1e3);
     if (s + 1 < plan.stages()) {
       const int stride = l.tensor * l.data;  // ranks between neighbouring stages
       const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
@@ -324,7 +316,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const std::vector<double> host_cores(static_cast<size_t>(cluster.hosts), cluster.per_host() * scale_to_full_speed);
   const double step_s = simulate_pipeline(stages, parse_pipe_schedule(recipe.strategy.schedule), l.micro_batches, host_cores);
   e.bubble_ms = std::max(0.0, step_s * 1e3 - e.compute_ms - e.tensor_ms - e.pipe_ms);
-  e.tensor_ms += e.tensor_once_ms;
+  e.tensor_ms += once_ms;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
   const bool sharded = l.shard_optimizer || l.zero_stage > 0;

@@ -52,7 +52,6 @@ struct LayerTimes {
 
 struct StepEstimate {
   double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
-  double tensor_once_ms = 0;  // of tensor_ms: the sums once a step (sequence parallelism's whole weights)
   // What rank 0 sends along the tensor axis in a step, as `bench` counts it, and what a
   // rank with the most weights sends along the data axis (rank 0 without a pipeline).
   double rank0_tensor_bytes = 0, rank0_tensor_collectives = 0, data_bytes = 0;
