@@ -60,12 +60,19 @@ print(sum((p[0] if isinstance(p, list) else p)["step_ms"]["median"] for p in poi
 # The reference's milliseconds a step now (REFERENCE=1), else nothing.
 reference() {
   [ -n "${REFERENCE:-}" ] || return 0
-  local i
+  local i pids=()
   for i in 1 2; do
     "$distrain" bench "$recipe" --set 'strategy.name="one_device"' --set strategy.per_replica_batch=3 \
-      --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>/dev/null </dev/null &
+      --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>"$work/ref$i.err" </dev/null &
+    pids+=($!)
   done
-  wait
+  # A failed reference leaves that layout without one (and the sweep without the second report).
+  local pid failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  if [ "$failed" = 1 ]; then
+    echo "reference run failed: $(tail -n 1 "$work/ref1.err" "$work/ref2.err" | tr '\n' ' ')" >&2
+    return 0
+  fi
   median_ms "$work/ref1.json" "$work/ref2.json"
 }
 
