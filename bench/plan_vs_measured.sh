@@ -70,7 +70,7 @@ reference() {
   local pid failed=0
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   if [ "$failed" = 1 ]; then
-    echo "reference run failed: $(tail -n 1 "$work/ref1.err" "$work/ref2.err" | tr '\n' ' ')" >&2
+    echo "reference run failed: $(tail -q -n 1 "$work/ref1.err" "$work/ref2.err" | tr '\n' ' ')" >&2
     return 0
   fi
   median_ms "$work/ref1.json" "$work/ref2.json"

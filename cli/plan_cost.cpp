@@ -78,14 +78,6 @@ double per_s(const std::string& amount, const std::string& unit, const std::stri
   return v;
 }
 
-// The names of the model's layers that sit in repeat blocks.
-std::set<std::string> block_layers(const ModelSpec& spec) {
-  std::set<std::string> names;
-  for (const auto& l : spec.layers)
-    if (l.block >= 0) names.insert(l.prototype->name());
-  return names;
-}
-
 // Collectives a rank makes: how many, the bytes it sends in them (counted as Communicator
 // counts them: an all-reduce 2(n - 1)/n of its buffer, a reduce-scatter or an all-gather
 // (n - 1)/n of the whole) and their time over a link (a reduce-scatter or an all-gather is
@@ -117,28 +109,22 @@ struct StageTime {
   double total() const { return std::max(compute_s() + tensor_s(), pipe_s); }
 };
 
-// Whether layer i of `m` makes an input gradient: not where it reads the model's input.
-bool makes_input_gradient(const Model& m, size_t i) {
-  const std::vector<int>& in = m.layer_inputs(i);
-  return std::any_of(in.begin(), in.end(), [](int j) { return j >= 0; });
-}
-
 StageTime stage_time(const Model& whole, size_t first, size_t end, const PlanLayout& l, int64_t micro, const Links& links,
-                     const LayerTimes& times, const std::set<std::string>& blocks, double profile_scale) {
+                     const LayerTimes& times, double profile_scale) {
   StageTime st;
   const Link tensor = link(links, false);
   for (size_t i = first; i < end; ++i) {
     const Layer& layer = *whole.layers()[i];
     const TensorPlace& place = layer.tensor_place();
     const bool split = place.split != TensorSplit::none || (place.sequence && l.sequence_parallel);
-    const bool rerun = l.recompute && blocks.count(layer.name());
+    const bool rerun = whole.reruns_forward(i);
     if (const auto it = times.layer_ms.find(layer.name()); it != times.layer_ms.end()) {
       const double per_ms = profile_scale / 1e3 / (split ? l.tensor : 1);  // the profile's ms to this rank's s
       st.forward_s += it->second.first * per_ms;
       st.backward_s += (it->second.second + (rerun ? it->second.first : 0)) * per_ms;  // a rerun forward too
     }
     if (l.tensor == 1) continue;
-    const TensorTraffic sent = layer.tensor_traffic(makes_input_gradient(whole, i));
+    const TensorTraffic sent = layer.tensor_traffic(whole.makes_input_gradient(i));
     st.tensor_forward.add(sent.forward, micro, tensor, l.tensor);
     st.tensor_backward.add(sent.backward, micro, tensor, l.tensor);
     if (rerun) st.tensor_backward.add(sent.forward, micro, tensor, l.tensor);
@@ -167,45 +153,46 @@ Sent sequence_shard_gradients(const Model& whole, size_t first, size_t end, cons
   return sent;
 }
 
-// The layers with weights inside repeat blocks and their share of the model's weights:
-// under recomputation a rerun forward gathers them again (ZeRO-3).
-struct RerunWeights {
-  double layers = 0, share = 0;
+// A stage's layers with weights and its trainable elements; of them, those a rerun forward
+// gathers again under ZeRO-3 (recomputation's inner layers) and their share of the elements.
+struct StageWeights {
+  double layers = 0, elements = 0, rerun_layers = 0, rerun_share = 0;
 };
 
-RerunWeights rerun_weights(const Model& whole, const std::set<std::string>& blocks) {
-  RerunWeights r;
-  double all = 0, rerun = 0;
-  for (size_t i = 0; i < whole.layers().size(); ++i) {
+StageWeights stage_weights(const Model& whole, size_t first, size_t end) {
+  StageWeights w;
+  double rerun = 0;
+  for (size_t i = first; i < end; ++i) {
     const auto size = static_cast<double>(whole.trainable_ranges()[i].size());
-    all += size;
-    if (size == 0 || !blocks.count(whole.layers()[i]->name())) continue;
-    rerun += size;
-    r.layers += 1;
+    if (size == 0) continue;
+    w.layers += 1, w.elements += size;
+    if (!whole.reruns_forward(i)) continue;
+    w.rerun_layers += 1, rerun += size;
   }
-  r.share = all > 0 ? rerun / all : 0;
-  return r;
+  w.rerun_share = w.elements > 0 ? rerun / w.elements : 0;
+  return w;
 }
 
 // ZeRO's collectives over the data axis (stages 1-3, the mesh's shard_optimizer), one per
 // layer with weights each time: every layer's gradients reduce-scattered (stages 2, 3: at
 // each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
 // 2) or before each micro-batch's forward and again before its backward (stage 3; under
-// recomputation the blocks' layers a third time, for the rerun forward); each half of a
-// ring all-reduce, (n - 1)(latency + bytes / n / bandwidth). Under bf16 ZeRO and
-// shard_optimizer gather the weights in bf16 (zero_gatherers.hpp): half the bytes.
-Sent zero_collectives(const Link& l, const Model& whole, double value_bytes, const PlanLayout& layout,
-                      const RerunWeights& rerun) {
+// recomputation the layers it reruns a third time, for the rerun forward); each half of a
+// ring all-reduce, (n - 1)(latency + bytes / n / bandwidth), on the stage with the most
+// weights. Under bf16 ZeRO and shard_optimizer gather the weights in bf16
+// (zero_gatherers.hpp): half the bytes. Left out: ZeRO-3 gathers a tied table once more
+// for the layer that shares it (GPT's head: 0.7% of the Shakespeare GPT's bytes).
+Sent zero_collectives(const Link& l, const StageWeights& weights, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return {};
-  const auto layers = static_cast<double>(layers_with_weights(whole));
   const auto m = static_cast<double>(layout.micro_batches);
   const bool regathers = layout.zero_stage == 3 && layout.recompute;
   const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
   const double gathered = layout.bf16 ? 0.5 : 1.0;
   Sent sent;
-  sent.collectives = (scatters + gathers) * layers + (regathers ? m * rerun.layers : 0);
-  const double whole_bytes = scatters * value_bytes + (gathers + (regathers ? m * rerun.share : 0)) * gathered * value_bytes;
+  sent.collectives = (scatters + gathers) * weights.layers + (regathers ? m * weights.rerun_layers : 0);
+  const double regathered = regathers ? m * weights.rerun_share : 0;
+  const double whole_bytes = (scatters + (gathers + regathered) * gathered) * value_bytes;
   sent.bytes = whole_bytes * (n - 1) / n;
   sent.seconds = (n - 1) * (sent.collectives * l.latency_s + whole_bytes / n / l.bytes_per_s);
   return sent;
@@ -276,9 +263,9 @@ Links parse_links(const std::string& text) {
 
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Cluster& cluster, const Links& links,
                            const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores) {
-  const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
+  Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
+  whole.set_recompute(l.recompute);  // which layers backward reruns
   const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
-  const std::set<std::string> blocks = block_layers(recipe.model());
   const int64_t micro = recipe.step_batch() / l.micro_batches;  // a data rank's batch, cut
   // The slowest stage's work and messages; the schedule run op by op (plan_pipeline.hpp)
   // says what the bubble adds. A stage sends its output forward and receives its gradient
@@ -287,10 +274,13 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   std::vector<PipeStage> stages;
   StageTime slowest;
   StepEstimate e;
-  double once_ms = 0;  // the slowest stage's sums once a step (sequence parallelism's whole weights)
+  double once_ms = 0;  // the longest of the stages' sums once a step (sequence parallelism's whole weights)
+  StageWeights heaviest;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
-    StageTime st = stage_time(whole, first, end, l, micro, links, times, blocks, cores.profile_scale());
+    StageTime st = stage_time(whole, first, end, l, micro, links, times, cores.profile_scale());
+    const StageWeights weights = stage_weights(whole, first, end);
+    if (weights.elements > heaviest.elements) heaviest = weights;  // the rank with the most weights'
     const Sent once = sequence_shard_gradients(whole, first, end, l, links);
     if (s == 0) {  // rank 0's, as bench counts them
       e.rank0_tensor_bytes = (st.tensor_forward.bytes + st.tensor_backward.bytes) * l.micro_batches + once.bytes;
@@ -325,7 +315,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   const auto values = static_cast<double>(rank_value_bytes);
   Sent summed;  // the gradients' all-reduce
   if (l.data > 1 && !sharded) summed.add(TensorCollective::Kind::all_reduce, values, data, l.data);
-  const Sent sent = sharded ? zero_collectives(data, whole, values, l, rerun_weights(whole, blocks)) : summed;
+  const Sent sent = sharded ? zero_collectives(data, heaviest, values, l) : summed;
   e.data_ms = sent.seconds * 1e3;
   e.data_bytes = sent.bytes;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));

@@ -126,7 +126,7 @@ class Attention final : public Layer {
     using K = TensorCollective::Kind;
     const int64_t whole = t_ * c_;
     TensorTraffic t;
-    if (sequence_) {  // input gathered, output reduce-scattered; backward gathers both again
+    if (sequence_) {  // input gathered, output reduce-scattered; backward gathers the output gradient and the input
       t.forward = {{K::all_gather, whole}, {K::reduce_scatter, whole}};
       t.backward = {{K::all_gather, whole}, {K::all_gather, whole}};
       if (input_gradient) t.backward.push_back({K::reduce_scatter, whole});

@@ -87,11 +87,13 @@ class Conv2D final : public Layer {
     op_->backward_data(dout, kernel_ref_.value(), din);
     if (column_) tensor_group(ctx).all_reduce(din, ReduceOp::sum);  // each slice of the filters contributes
   }
+
   TensorTraffic tensor_traffic(bool input_gradient) const override {
+    using K = TensorCollective::Kind;
     TensorTraffic t;
-    const int64_t full_out = spec_.out_h * spec_.out_w * spec_.out_c, full_in = spec_.in_h * spec_.in_w * spec_.in_c;
-    if (row_) t.forward.push_back({TensorCollective::Kind::all_reduce, full_out});
-    if (column_ && input_gradient) t.backward.push_back({TensorCollective::Kind::all_reduce, full_in});
+    const int64_t out = spec_.out_h * spec_.out_w * spec_.out_c, in = spec_.in_h * spec_.in_w * spec_.in_c;
+    if (row_) t.forward.push_back({K::all_reduce, out});                        // the partial sums
+    if (column_ && input_gradient) t.backward.push_back({K::all_reduce, in});   // each slice's share
     return t;
   }
 

@@ -166,9 +166,9 @@ class Layer {
   virtual void release_workspace() {}
 
   // The collectives its forward and its backward make along the tensor axis, as set up;
-  // `input_gradient`: whether its backward makes an input gradient (not for the model's
-  // first layer). Each layer that calls the tensor group says here what it calls; a test
-  // checks the sum against a run's count (tests/dist).
+  // `input_gradient`: whether its backward makes an input gradient (Model::
+  // makes_input_gradient). Each layer that calls the tensor group says here what it calls;
+  // the dist tests hold plan's sum of them against a run's count.
   virtual TensorTraffic tensor_traffic(bool /*input_gradient*/) const { return {}; }
   // The splits this layer supports; set_tensor_place() picks one before setup(). A layer
   // that works per channel can run sliced.

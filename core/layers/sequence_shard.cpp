@@ -102,10 +102,10 @@ class SequenceGather final : public SequenceReshard {
     return Shape{in[0] * place_.degree, in[1]};
   }
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override { gather_sequence(ctx, tensor_group(ctx), in, out); }
-  TensorTraffic tensor_traffic(bool) const override { return {{{TensorCollective::Kind::all_gather, whole_}}, {}}; }
   void backward(Ctx& ctx, const Tensor&, const Tensor&, Tensor dout, Tensor din) override {
     if (!din.empty()) take_shard(ctx, place_, dout, din);
   }
+  TensorTraffic tensor_traffic(bool) const override { return {{{TensorCollective::Kind::all_gather, whole_}}, {}}; }
 };
 
 }  // namespace

@@ -460,6 +460,13 @@ std::vector<Tensor> Model::layer_input_grads(size_t i, size_t last, std::vector<
   return din;
 }
 
+bool Model::makes_input_gradient(size_t i) const {
+  const size_t last = backward_end();
+  return std::any_of(inputs_[i].begin(), inputs_[i].end(), [&](int j) {
+    return j < 0 ? input_grad_wanted_ : static_cast<size_t>(j) >= last;
+  });
+}
+
 Tensor Model::forward(Ctx& ctx, const Tensor& x) {
   DT_CHECK(x.shape.rank() == input_shape_.rank() + 1, "model input {} for input_shape {}", x.shape.str(),
            input_shape_.str());

@@ -101,6 +101,12 @@ class Model {
   // forward just before its layers' backward, with the same step seed (the same dropout
   // masks). Throws UserError for a block layer that changes state in forward (batch norm).
   void set_recompute(bool on);
+  // What backward does with layer i, for `distrain plan`'s traffic (cli/plan_cost.hpp):
+  // whether it makes an input gradient (not where it reads the model's input, nor below
+  // the first layer with weights unless the input's gradient is wanted), and whether
+  // recomputation reruns its forward first.
+  bool makes_input_gradient(size_t i) const;
+  bool reruns_forward(size_t i) const { return made_per_block(i); }
   // train.precision: float32, or bf16: layers read their parameters rounded to bf16 (the
   // gatherer's float32 values are the masters the update changes), the layers' matrix
   // products (dense, attention) take bf16-rounded operands, and every layer's output but

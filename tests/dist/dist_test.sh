@@ -702,14 +702,16 @@ PY
   # plan's traffic is what a run sends. Along the tensor axis (each layer's tensor_traffic,
   # the loss's sums, the whole weights' sums under sequence parallelism) rank 0's bytes and
   # collectives per step exactly, for each tensor layout of 4 ranks on 1 host (tensor 4
-  # included) and with the vocabulary kept whole (the head's output gathered). Along the
-  # data axis the bytes within 1% without a pipeline (ZeRO-3 gathers the tied table once
-  # more for the head, which plan leaves out: 0.7% here), recomputation's regathers included.
-  traffic_case() {  # NAME AXES PLAN-ARGS...   (AXES: "tensor" or "tensor data")
+  # included): the GPT, with the vocabulary kept whole too (the head's output gathered),
+  # the MLP and the CNN (their first split layers read untrained layers: no input gradient).
+  # Along the data axis the bytes within 1% without a pipeline (ZeRO-3 gathers the tied
+  # table once more for the head, which plan leaves out: 0.7% here), recomputation's
+  # regathers included.
+  traffic_case() {  # NAME AXES RECIPE-ARGS...   (AXES: "tensor" or "tensor data"; RECIPE-ARGS to plan and bench)
     local name=$1 axes=$2
     shift 2
-    "$distrain" plan "${gpt[@]}" --ranks 4 --hosts 1 --links intra=1GB/s --profile-steps 1 --profile-rounds 1 --json "$@" \
-      >"$work/$name.plan.json" 2>"$work/$name.plan.err" || { bad "gpt $name: plan: $(tail -n 2 "$work/$name.plan.err")"; return; }
+    "$distrain" plan "$@" --ranks 4 --hosts 1 --links intra=1GB/s --profile-steps 1 --profile-rounds 1 --json \
+      >"$work/$name.plan.json" 2>"$work/$name.plan.err" || { bad "$name: plan: $(tail -n 2 "$work/$name.plan.err")"; return; }
     python3 - "$work/$name.plan.json" "$axes" >"$work/$name.layouts" <<'PY'
 import json, shlex, sys
 data = "data" in sys.argv[2].split()
@@ -723,12 +725,12 @@ PY
     local layout tensor_bytes collectives data_bytes sets checked=0
     while IFS=$'\t' read -r layout tensor_bytes collectives data_bytes sets; do
       eval "local -a set_args=($sets)"
-      if ! timeout 300 "${mpirun[@]}" -np 4 "$distrain" bench "${gpt[@]}" "${set_args[@]}" "$@" --steps 2 --warmup 1 --json \
+      if ! timeout 300 "${mpirun[@]}" -np 4 "$distrain" bench "$@" "${set_args[@]}" --steps 2 --warmup 1 --json \
           >"$work/$name.bench.json" 2>"$work/$name.bench.err" </dev/null; then
-        bad "gpt $name $layout: bench: $(tail -n 2 "$work/$name.bench.err")"; continue
+        bad "$name $layout: bench: $(tail -n 2 "$work/$name.bench.err")"; continue
       fi
       local seen
-      if seen=$(python3 - "$work/$name.bench.json" "$tensor_bytes" "$collectives" "$data_bytes" <<'PY'
+      if seen=$(python3 - "$work/$name.bench.json" "$tensor_bytes" "$collectives" "$data_bytes" 2>&1 <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["sent_per_step"]
 tensor_bytes, collectives, data_bytes = (float(v) for v in sys.argv[2:])
@@ -740,13 +742,15 @@ PY
       ); then
         checked=$((checked + 1))
       else
-        bad "gpt $name $layout: plan says $tensor_bytes B in $collectives collectives along the tensor axis, $data_bytes B along the data axis; $seen"
+        bad "$name $layout: plan says $tensor_bytes B in $collectives collectives along the tensor axis, $data_bytes B along the data axis; $seen"
       fi
     done <"$work/$name.layouts"
-    [ "$checked" -gt 0 ] && ok "gpt $name: plan's traffic is bench's for $checked layouts" || bad "gpt $name: no layout checked"
+    [ "$checked" -gt 0 ] && ok "$name: plan's traffic is bench's for $checked layouts" || bad "$name: no layout checked"
   }
-  traffic_case traffic "tensor data"
-  traffic_case traffic_vocabulary_whole tensor "${msh[@]}" --set strategy.vocab_parallel=false
+  traffic_case traffic "tensor data" "${gpt[@]}"
+  traffic_case traffic_vocabulary_whole tensor "${gpt[@]}" "${msh[@]}" --set strategy.vocab_parallel=false
+  traffic_case traffic_mlp tensor "$src/recipes/fashion_mnist_mlp_tensor_parallel.toml"
+  traffic_case traffic_cnn tensor "$src/recipes/fashion_mnist_cnn.toml"
   # bf16 products (emulated where the CPU has neither AVX512_BF16 nor AMX): tensor 2 with
   # sequence parallelism keeps to one_device in bf16 within a bf16 step (1e-3 of the largest
   # weight; operands are rounded alike, the sums' order differs), and the operand copies are
