@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Everything measured on the lent GPU machine, in one command.
-#   here:            [LLMC_DIR=~/llm.c] bash bench/gpu_session.sh prepare [gpt]   # writes .gpu/ (carry it)
+#   here:            [LLMC_DIR=~/llm.c] [BASELINE=old.tar.gz] bash bench/gpu_session.sh prepare [gpt]   # writes .gpu/ (carry it)
 #   on the GPU:      bash bench/gpu_session.sh run OUTDIR [PART...]    # from the repository root
 # prepare packs the relocatable bundle (make bundle), the unit-test binary and the
 # Fashion-MNIST files into .gpu/ (git-ignored, about 60 MB; 30 MB less with 'gpt', which
 # leaves Fashion-MNIST out: enough for the parts tests, sanitize, gpt, gpt_refs and
 # kernels), and the kernel timer (bench/kernel_times.cpp); with LLMC_DIR (a checkout of
-# https://github.com/karpathy/llm.c) also llm.c's CUDA trainer built from it (build_llmc).
+# https://github.com/karpathy/llm.c) also llm.c's CUDA trainer built from it (build_llmc);
+# with BASELINE (a bundle made by `make bundle` at an earlier commit) that bundle's
+# executable and CUDA plugin, for the part ab.
 # run unpacks them, points the
 # library path at the CUDA, cuBLAS, cuDNN and NCCL libraries of the machine's PyTorch,
 # and runs the PARTs (default: all but kernels_refs and gemm_modes, in this order), each
@@ -34,6 +36,9 @@
 #   kernels_refs  the same for PyTorch eager and torch.compile
 #   gemm_modes    bench/bf16_gemm_modes.cu: GPT-2's bf16 products with packed operands and
 #             with cuBLAS's own rounding (CUBLAS_COMPUTE_32F_FAST_16BF), into kernels.txt
+#   ab        the baseline (prepared with BASELINE) and this build in turn, twice: GPT-2 124M
+#             at 16 and 4 x 1024 and the Shakespeare GPT, PRECISIONS; each JSON line in
+#             results.jsonl gets "build": "baseline" or "this"
 #   llmc      llm.c's train_gpt2cu (prepared with LLMC_DIR), GPT-2 124M from scratch at 4 and
 #             16 x 1024 on random token ids, its defaults (bf16, float32 master weights,
 #             GELU recomputed): step times into results.jsonl, its output into train.txt
@@ -74,6 +79,11 @@ if [ "$mode" = prepare ]; then
   gzip -9 -c /usr/local/cuda/lib/libcupti.so.13 >.gpu/tools/libcupti.so.13.gz
   /usr/local/cuda/bin/nvcc -O2 -std=c++17 -arch=sm_90 bench/bf16_gemm_modes.cu -o .gpu/tools/bf16_gemm_modes -lcublas
   [ -z "${LLMC_DIR:-}" ] || build_llmc "$LLMC_DIR" .gpu/tools/train_gpt2cu
+  if [ -n "${BASELINE:-}" ]; then  # the rest of its bundle is this one's
+    mkdir -p .gpu/baseline
+    tar -C .gpu/baseline -xzf "$BASELINE" --strip-components=2 --wildcards '*/bin/distrain' '*/lib/libdistrain_cuda.so'
+    gzip .gpu/baseline/distrain .gpu/baseline/libdistrain_cuda.so
+  fi
   [ "${2:-}" = gpt ] || cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
   du -sh .gpu
   exit 0
@@ -190,6 +200,34 @@ part_gpt() {
     echo "== GPT-2 124M, 16 x 1024, $precision" >>"$out/profile.txt"
     timeout 90 "$exe" bench recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" --set strategy.per_replica_batch=16 \
       --set "train.precision=\"$precision\"" --steps 5 --warmup 2 --profile >>"$out/profile.txt" 2>>"$errors"
+  done
+}
+# One bench of `build` (baseline or this), its JSON line tagged with the build's name.
+ab_bench() {
+  local build=$1 exe=$2 plugin=$3
+  shift 3
+  DISTRAIN_CUDA_PLUGIN=$plugin timeout 120 "$exe" bench "$@" --json 2>>"$errors" |
+    python3 -c "import json, sys; [print(json.dumps({**json.loads(l), 'build': sys.argv[1]})) for l in sys.stdin if l.strip()]" \
+      "$build" >>"$results"
+}
+part_ab() {
+  [ -f .gpu/baseline/distrain.gz ] || { echo "ab: no .gpu/baseline: prepare with BASELINE=<bundle>" >>"$errors"; return; }
+  gunzip -c .gpu/baseline/distrain.gz >"$bundle/bin/distrain-baseline" && chmod +x "$bundle/bin/distrain-baseline"
+  gunzip -c .gpu/baseline/libdistrain_cuda.so.gz >"$bundle/lib/libdistrain_cuda_baseline.so"
+  make_gpt2_tokens
+  for round in 1 2; do
+    for precision in $precisions; do
+      for build in baseline this; do
+        local exe_of=$exe plugin=$DISTRAIN_CUDA_PLUGIN
+        [ $build = baseline ] && exe_of=$bundle/bin/distrain-baseline plugin=$bundle/lib/libdistrain_cuda_baseline.so
+        for batch in 16 4; do
+          ab_bench $build "$exe_of" "$plugin" recipes/gpt2_124m.toml "${gpt2_on_gpu[@]}" \
+            --set strategy.per_replica_batch=$batch --set "train.precision=\"$precision\"" --steps 20 --warmup 5
+        done
+        ab_bench $build "$exe_of" "$plugin" recipes/shakespeare_char_gpt.toml --set 'strategy.devices=["cuda:0"]' \
+          --set "data.path=\"$PWD/data/tiny_shakespeare.txt\"" --set "train.precision=\"$precision\"" --steps 100 --warmup 10
+      done
+    done
   done
 }
 part_gpt_refs() {

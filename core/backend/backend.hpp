@@ -26,6 +26,15 @@ struct Conv2DSpec {
   bool relu;  // fuse a ReLU into the forward pass
 };
 
+// An op's output rounded to bfloat16 as the op writes it, where the model would round it
+// next (train.precision = "bf16"): the float32 output holds the rounded values and, where
+// `packed` is given (bf16, as many elements), the same values at 2 bytes each. Bit for bit
+// the op followed by to_bf16(output, packed), in one pass over the output instead of two.
+struct OutputRounding {
+  bool round = false;
+  Tensor packed;
+};
+
 class Conv2DOp {
  public:
   virtual ~Conv2DOp() = default;
@@ -138,12 +147,15 @@ class Backend {
   // y = x rounded to bf16, x unchanged: as float32 (y f32) or packed (y bf16).
   virtual void rounded_bf16(const Tensor& x, Tensor y);
   virtual void from_bf16(const Tensor& x, Tensor y);
-  virtual void add_bias(Tensor y, const Tensor& bias) = 0;        // y (rows, C) += bias (C)
+  // y (rows, C) += bias (C). The ops that take an OutputRounding use the same default in
+  // every backend.
+  virtual void add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding = {}) = 0;
   virtual void bias_grad(const Tensor& dy, Tensor dbias) = 0;     // dbias (C) += column sums of dy (rows, C)
   virtual void relu(const Tensor& x, Tensor y) = 0;               // may be in place
   virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) = 0;  // dx = dy * (y > 0); dx may be dy
   virtual void scale_shift(const Tensor& x, Tensor y, float scale, float shift) = 0;  // y = x*scale + shift
   virtual void axpby(float a, const Tensor& x, float b, Tensor y) = 0;                 // y = a*x + b*y
+  virtual void add(const Tensor& a, const Tensor& b, Tensor y, const OutputRounding& rounding = {}) = 0;  // y = a + b
   // y = x * keep / (1 - rate), keep drawn from uniform_at(seed, i) >= rate. The same call
   // with the same seed applied to dy gives dx, so no mask is stored.
   virtual void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) = 0;
@@ -158,12 +170,12 @@ class Backend {
   virtual void embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable);
   // y = (x - mean) * rstd * gamma + beta per row; mean, rstd (rows) kept for the backward.
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
-                          Tensor mean, Tensor rstd) = 0;
+                          Tensor mean, Tensor rstd, const OutputRounding& rounding = {}) = 0;
   // dx written, dgamma and dbeta accumulated.
   virtual void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                                    const Tensor& rstd, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
   // GPT-2's tanh approximation of GELU; dx may be dy.
-  virtual void gelu(const Tensor& x, Tensor y) = 0;
+  virtual void gelu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) = 0;
   virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) = 0;
   // Causal multi-head self-attention. qkv (N, T, 3C) holds queries, keys and values, head h
   // at [h*D, (h+1)*D) of each C; out (N, T, C) = softmax(q k^T / sqrt(D), causal) v per
@@ -173,6 +185,8 @@ class Backend {
   // every product's operands are bf16 values, as tensor cores take them: qkv is already
   // rounded (the attention layer rounds it), the probabilities, output gradients and score
   // gradients are rounded as they enter a product; sums, softmax and results stay float32.
+  // Under bf16 operands qkv may come packed in bf16 (the values the layer keeps), read as
+  // they are.
   virtual void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
                          Tensor lse) = 0;
   // dqkv (N, T, 3C) written from dout (N, T, C) and the forward's qkv, out and lse.

@@ -16,9 +16,9 @@ class Add final : public Layer {
     return in[0];
   }
   void forward_inputs(Ctx& ctx, const std::vector<Tensor>& in, Tensor out) override {
-    ctx.backend.copy(in.at(0), out);
-    ctx.backend.axpby(1.0f, in.at(1), 1.0f, out);
+    ctx.backend.add(in.at(0), in.at(1), out, ctx.output_rounding);
   }
+  bool rounds_output() const override { return true; }
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }
   void backward_inputs(Ctx& ctx, const std::vector<Tensor>&, const Tensor&, Tensor dout,

@@ -73,9 +73,8 @@ class Attention final : public Layer {
     const Tensor qkv = pass.qkv, mixed = pass.mixed;
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
-    ctx.backend.add_bias(qkv, qkv_bias_.value());
-    round_and_keep(ctx, qkv, qkv_);
-    ctx.backend.attention(qkv, local_heads_, matmul_dtype(), training_rate(ctx), seed(ctx), mixed, lse_.view());
+    ctx.backend.add_bias(qkv, qkv_bias_.value(), rounding_for(qkv_));
+    ctx.backend.attention(kept_or(qkv_, qkv), local_heads_, matmul_dtype(), training_rate(ctx), seed(ctx), mixed, lse_.view());
     round_and_keep(ctx, mixed, mixed_);
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
@@ -85,8 +84,9 @@ class Attention final : public Layer {
       matmul(ctx, false, false, mixed.rows(local_c_), proj_kernel_.value(), 0.0f, out.rows(c_));
       if (split_) tensor_group(ctx).all_reduce(out, ReduceOp::sum);  // each rank's heads' share
     }
-    ctx.backend.add_bias(out, proj_bias_.value());
+    ctx.backend.add_bias(out, proj_bias_.value(), ctx.output_rounding);
   }
+  bool rounds_output() const override { return true; }  // with the output bias
 
   bool backward_reads_output() const override { return false; }  // it keeps the heads' output
   // Its input feeds the qkv product only; sequence shards gather it first (float32 there).
@@ -138,7 +138,8 @@ class Attention final : public Layer {
   }
 
   // Backward holds the gradients of qkv and of the heads' output (3C + C per token), under
-  // bf16 also float32 copies of both and one of the rounded gradients the products share;
+  // bf16 also a float32 copy of the heads' output (forward's copies of both, 4C, are
+  // fewer) and one of the rounded gradients the products share;
   // on sequence shards also the whole output gradient, the whole input and the partial
   // input gradient. On top, one of: the operand copies of
   // the largest product (bf16), the bf16 copies of qkv and of the output gradient the
@@ -150,7 +151,7 @@ class Attention final : public Layer {
         std::max(linear_scratch_bytes(n * t_, c_, 3 * local_c_), linear_scratch_bytes(n * t_, local_c_, c_));
     const int64_t attention_operands = matmul_dtype() == DType::bf16 ? 2 * 4 * local_c_ * n * t_ : 0;
     const int64_t rounded_gradient = std::max(shared_operand_bytes(n * t_, c_), shared_operand_bytes(n * t_, 3 * local_c_));
-    const int64_t per_token = workspace_dtype() == DType::bf16 ? 8 * local_c_ : 4 * local_c_;
+    const int64_t per_token = workspace_dtype() == DType::bf16 ? 5 * local_c_ : 4 * local_c_;
     const int64_t whole = sequence_ ? n * t_ * c_ * element : 0;
     return per_token * n * t_ * element + 3 * whole + rounded_gradient + std::max({products, attention_operands, whole});
   }
@@ -178,9 +179,9 @@ class Attention final : public Layer {
     lse_ = Buffer(backend, Shape{n, local_heads_, t_});
   }
 
-  // The float32 qkv and heads' output a pass works on: the kept buffers themselves, or
-  // where those are bf16 copies for this pass only: forward's to be written and then kept
-  // (round_and_keep), backward's unpacked from the kept ones.
+  // The qkv and heads' output a pass works on: the kept buffers themselves, or where those
+  // are bf16, float32 copies for this pass only: forward's to be written and then kept
+  // (round_and_keep); backward's heads' output unpacked from the kept one.
   struct PassCopies {
     Buffer qkv_copy, mixed_copy;
     Tensor qkv, mixed;
@@ -196,21 +197,37 @@ class Attention final : public Layer {
       pass.mixed = pass.mixed_copy.view();
       return pass;
     }
+    // The attention kernels read qkv as it is kept, bf16 too: only the heads' output is
+    // unpacked.
     static PassCopies to_read(Backend& backend, const Buffer& kept_qkv, const Buffer& kept_mixed) {
-      PassCopies pass = to_write(backend, kept_qkv, kept_mixed);
-      if (pass.qkv_copy.empty()) return pass;
-      backend.from_bf16(kept_qkv.view(), pass.qkv);
+      PassCopies pass;
+      pass.qkv = kept_qkv.view();
+      pass.mixed = kept_mixed.view();
+      if (kept_mixed.view().dtype != DType::bf16) return pass;
+      pass.mixed_copy = Buffer(backend, kept_mixed.shape());
+      pass.mixed = pass.mixed_copy.view();
       backend.from_bf16(kept_mixed.view(), pass.mixed);
       return pass;
     }
   };
 
+  // What the attention kernels read: the kept bf16 values where they are kept so (the
+  // same rounded values, half the bytes), else the float32 ones.
+  static Tensor kept_or(const Buffer& kept, const Tensor& values) {
+    return kept.view().dtype == DType::bf16 ? kept.view() : values;
+  }
+
   // Under bf16 products `values` are rounded to bf16 in place, as a bf16 product's output
   // would be (inside a recomputed block too, so that its rerun is bitwise the same), and
   // packed into `kept` where that is bf16.
+  // The same, as the op writing `values` does it (OutputRounding).
+  OutputRounding rounding_for(const Buffer& kept) const {
+    if (matmul_dtype() != DType::bf16) return {};
+    return {true, kept.view().dtype == DType::bf16 ? kept.view() : Tensor{}};
+  }
   void round_and_keep(Ctx& ctx, const Tensor& values, const Buffer& kept) const {
-    if (matmul_dtype() != DType::bf16) return;
-    ctx.backend.to_bf16(values, kept.view().dtype == DType::bf16 ? kept.view() : Tensor{});
+    const OutputRounding rounding = rounding_for(kept);
+    if (rounding.round) ctx.backend.to_bf16(values, rounding.packed);
   }
 
   int64_t heads_;

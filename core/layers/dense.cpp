@@ -96,6 +96,7 @@ class Dense final : public Layer {
   }
 
   bool backward_reads_output() const override { return relu_; }  // the ReLU's mask
+  bool rounds_output() const override { return use_bias_ && !relu_; }  // with the bias
   // Sequence shards gather their input over the tensor group first: float32 there.
   bool reads_inputs_as_products() const override { return !sequence_; }
 
@@ -178,7 +179,7 @@ class Dense final : public Layer {
   }
 
   void finish_forward(Ctx& ctx, const Tensor& out) {
-    if (use_bias_) ctx.backend.add_bias(out, bias_.value());
+    if (use_bias_) ctx.backend.add_bias(out, bias_.value(), ctx.output_rounding);
     if (relu_) ctx.backend.relu(out, out);
   }
 

@@ -9,7 +9,8 @@ class Gelu final : public Layer {
   std::string type() const override { return "gelu"; }
   bool elementwise() const override { return true; }
   Shape setup(const Shape& in, ParamArena&) override { return in; }
-  void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.gelu(in, out); }
+  void forward(Ctx& ctx, const Tensor& in, Tensor out) override { ctx.backend.gelu(in, out, ctx.output_rounding); }
+  bool rounds_output() const override { return true; }
   bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {
     if (!din.empty()) ctx.backend.gelu_backward(in, dout, din);

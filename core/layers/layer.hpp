@@ -40,6 +40,9 @@ struct Ctx {
   Communicator* tensor = nullptr;
   // A pipeline stage's link to its neighbours: Model moves its sends on between layers.
   Communicator* messages = nullptr;
+  // Set by Model around the forward of a layer that rounds_output(): how the op writing
+  // that layer's output rounds it (not rounded outside train.precision = "bf16").
+  OutputRounding output_rounding{};
 };
 
 // How a layer is split over the tensor axis of a mesh (Megatron's tensor parallelism):
@@ -150,6 +153,10 @@ class Layer {
   // backward: then under bf16 the model hands it the bf16 copies it keeps, which the
   // products read as they are, instead of float32 copies made for it.
   virtual bool reads_inputs_as_products() const { return false; }
+  // Whether the op that writes its output last rounds it as ctx.output_rounding says: then
+  // under bf16 the model gives it that rounding instead of rounding the output after (one
+  // pass over the output less).
+  virtual bool rounds_output() const { return false; }
 
   // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
   // projections, layer norm's statistics), for `check` and the memory estimate.

@@ -28,8 +28,10 @@ class LayerNorm final : public Layer {
       mean_ = Buffer(ctx.backend, Shape{rows});
       rstd_ = Buffer(ctx.backend, Shape{rows});
     }
-    ctx.backend.layer_norm(in, gamma_.value(), beta_.value(), epsilon_, out, mean_.view(), rstd_.view());
+    ctx.backend.layer_norm(in, gamma_.value(), beta_.value(), epsilon_, out, mean_.view(), rstd_.view(),
+                           ctx.output_rounding);
   }
+  bool rounds_output() const override { return true; }
 
   bool backward_reads_output() const override { return false; }
   void backward(Ctx& ctx, const Tensor& in, const Tensor&, Tensor dout, Tensor din) override {

@@ -30,8 +30,9 @@ class PositionEmbedding final : public Layer {
   // Seen as (N, T*C), the table's rows of the positions held are a bias over each example.
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     ctx.backend.copy(in, out);
-    ctx.backend.add_bias(flat(out), used_rows(table_.value(), out));
+    ctx.backend.add_bias(flat(out), used_rows(table_.value(), out), ctx.output_rounding);
   }
+  bool rounds_output() const override { return true; }
 
   bool backward_reads_inputs() const override { return false; }
   bool backward_reads_output() const override { return false; }

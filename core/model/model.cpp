@@ -487,11 +487,14 @@ void Model::run_forward(Ctx& ctx, size_t i, bool timed) {
   gather(i);
   if (clock_ && timed) clock_->start();
   const Tensor out = output_for_write(i);
+  // What later layers read is what backward reads: rounded, by the layer's last op where
+  // it can, else here.
+  const OutputRounding rounding{output_rounded(i), kept_in_bf16(i) ? acts_[i].view() : Tensor{}};
+  const bool layer_rounds = rounding.round && layers_[i]->rounds_output();
+  if (layer_rounds) ctx.output_rounding = rounding;
   layers_[i]->forward_inputs(ctx, layer_input_values(i, true), out);
-  if (output_rounded(i)) {
-    // What later layers read is what backward reads: rounded.
-    backend_.to_bf16(out, kept_in_bf16(i) ? acts_[i].view() : Tensor{});
-  }
+  ctx.output_rounding = {};
+  if (rounding.round && !layer_rounds) backend_.to_bf16(out, rounding.packed);
   if (clock_ && timed) clock_->stop_forward(i);
   release(i);
   if (ctx.messages) ctx.messages->progress();

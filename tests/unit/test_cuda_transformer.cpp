@@ -4,11 +4,22 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "tests/unit/cuda_pair.hpp"
 #include "tests/unit/gpt_fixture.hpp"
 
 namespace distrain::test {
+namespace {
+
+void same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  INFO(what);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) FAIL_CHECK("element " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+}  // namespace
 
 TEST_CASE("cuda parity: embedding and vocabulary slices, forward and the scatter-added gradient") {
   SKIP_WITHOUT_GPU();
@@ -123,12 +134,6 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
   values[2] = 3.0e38f;  // rounds up past float's largest finite bf16 neighbour
   Pair x(Shape{4099}, values), rounded(Shape{4099}, 2), packed(Shape{4099}, std::vector<float>(4099), DType::bf16);
   Pair back(Shape{4099}, 3);
-  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-    INFO(what);
-    REQUIRE(a.size() == b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) FAIL_CHECK("element " << i << ": " << a[i] << " vs " << b[i]);
-  };
   cpu().rounded_bf16(x.cv(), rounded.cv());
   gpu().rounded_bf16(x.gv(), rounded.gv());
   same_bits(to_host(rounded.cv()), to_host(rounded.gv()), "rounded_bf16 to float32");
@@ -175,6 +180,48 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
           gpu().gemm_bf16(ta, tb, a16.gv(), b16.gv(), 0.5f, c.gv());
           check_pair(c, "gemm_bf16 with bf16 operands", 1e-4);
         }
+}
+
+// An op that rounds its output as it writes it (OutputRounding, train.precision = "bf16")
+// gives the op followed by to_bf16, bit for bit: the float32 values, the packed ones, and
+// rounded without packing. 97 x 45 values: rows and the packed buffer unaligned.
+TEST_CASE("cuda: bias, add, layer norm and GELU rounding the output they write give the op then to_bf16, bit for bit") {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 97, c = 45;
+  const Shape shape{rows, c};
+  const Pair x(shape, 1, -4, 4), other(shape, 2, -4, 4), bias(Shape{c}, 3), gamma(Shape{c}, 4), beta(Shape{c}, 5);
+  const Pair mean(Shape{rows}, 6), rstd(Shape{rows}, 7);
+  auto unpacked = [](const Buffer& packed) {
+    Buffer values(gpu(), packed.shape());
+    gpu().from_bf16(packed.view(), values.view());
+    return to_host(values.view());
+  };
+  using Op = std::function<void(Tensor y, const OutputRounding&)>;
+  auto check = [&](const char* what, const Op& op) {
+    INFO(what);
+    Buffer after(gpu(), shape), fused(gpu(), shape), fused_unpacked(gpu(), shape);
+    Buffer after_packed(gpu(), shape, DType::bf16), fused_packed(gpu(), shape, DType::bf16);
+    op(after.view(), {});
+    gpu().to_bf16(after.view(), after_packed.view());
+    op(fused.view(), {true, fused_packed.view()});
+    op(fused_unpacked.view(), {true, Tensor{}});
+    same_bits(to_host(after.view()), to_host(fused.view()), "float32");
+    same_bits(unpacked(after_packed), unpacked(fused_packed), "packed");
+    same_bits(to_host(after.view()), to_host(fused_unpacked.view()), "rounded, not packed");
+  };
+  check("add_bias", [&](Tensor y, const OutputRounding& r) {
+    gpu().copy(x.gv(), y);
+    gpu().add_bias(y, bias.gv(), r);
+  });
+  check("add", [&](Tensor y, const OutputRounding& r) { gpu().add(x.gv(), other.gv(), y, r); });
+  check("layer_norm", [&](Tensor y, const OutputRounding& r) {
+    gpu().layer_norm(x.gv(), gamma.gv(), beta.gv(), 1e-5f, y, mean.gv(), rstd.gv(), r);
+  });
+  check("gelu", [&](Tensor y, const OutputRounding& r) { gpu().gelu(x.gv(), y, r); });
+  Pair sum(shape, 8);  // and add against the CPU's
+  cpu().add(x.cv(), other.cv(), sum.cv());
+  gpu().add(x.gv(), other.gv(), sum.gv());
+  check_pair(sum, "add", 0.0);
 }
 
 // C's rows unaligned (4,099 floats) and larger than the 256 MB staged at once: the product

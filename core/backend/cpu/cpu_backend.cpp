@@ -112,7 +112,7 @@ void CpuBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tens
   DT_CHECK(status == dnnl_success, "dnnl_sgemm failed with status {}", static_cast<int>(status));
 }
 
-void CpuBackend::add_bias(Tensor y, const Tensor& bias) {
+void CpuBackend::add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding) {
   const int64_t c = bias.numel();
   const int64_t rows = y.numel() / c;
   float* py = y.f32();
@@ -120,6 +120,7 @@ void CpuBackend::add_bias(Tensor y, const Tensor& bias) {
 #pragma omp parallel for if (rows * c > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < c; ++j) py[r * c + j] += pb[j];
+  round_output(y, rounding);
 }
 
 void CpuBackend::bias_grad(const Tensor& dy, Tensor dbias) {
@@ -186,6 +187,17 @@ void CpuBackend::axpby(float a, const Tensor& x, float b, Tensor y) {
   const int64_t tiles = (n + kTile - 1) / kTile;
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t t = 0; t < tiles; ++t) axpby_tile(a, px + t * kTile, b, py + t * kTile, std::min(kTile, n - t * kTile));
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor y, const OutputRounding& rounding) {
+  check_same_numel(a, y);
+  check_same_numel(b, y);
+  const float *pa = a.f32(), *pb = b.f32();
+  float* py = y.f32();
+  const int64_t n = y.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[i];
+  round_output(y, rounding);
 }
 
 void CpuBackend::dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) {

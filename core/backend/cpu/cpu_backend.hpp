@@ -38,12 +38,13 @@ class CpuBackend final : public Backend {
   void to_bf16(Tensor x, Tensor packed) override;
   void rounded_bf16(const Tensor& x, Tensor y) override;
   void from_bf16(const Tensor& x, Tensor y) override;
-  void add_bias(Tensor y, const Tensor& bias) override;
+  void add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding = {}) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;
   void relu(const Tensor& x, Tensor y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) override;
   void scale_shift(const Tensor& x, Tensor y, float scale, float shift) override;
   void axpby(float a, const Tensor& x, float b, Tensor y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor y, const OutputRounding& rounding = {}) override;
   void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
@@ -55,10 +56,10 @@ class CpuBackend final : public Backend {
   void class_slice_cross_entropy(const Tensor& logits, const Tensor& labels, int64_t first, const Tensor& max,
                                  const Tensor& sums, float grad_scale, Tensor dlogits, Tensor stats) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y, Tensor mean,
-                  Tensor rstd) override;
+                  Tensor rstd, const OutputRounding& rounding = {}) override;
   void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            Tensor dx, Tensor dgamma, Tensor dbeta) override;
-  void gelu(const Tensor& x, Tensor y) override;
+  void gelu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
   void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
                  Tensor lse) override;
@@ -77,6 +78,11 @@ class CpuBackend final : public Backend {
   dnnl::stream& stream() { return stream_; }
 
  private:
+  // The CPU rounds in a second pass over the output (threaded, in cache-sized tiles).
+  void round_output(Tensor y, const OutputRounding& rounding) {
+    if (rounding.round) to_bf16(y, rounding.packed);
+  }
+
   int index_;
   dnnl::engine engine_;
   dnnl::stream stream_;

@@ -9,12 +9,22 @@
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/base/rng.hpp"
+#include "core/tensor/buffer.hpp"
 
 namespace distrain {
 
 namespace {
 
 constexpr int64_t kKeyTile = 64;       // keys scored at once: the scores a thread holds
+
+// qkv in float32: itself, or a packed bf16 qkv (Backend::attention) unpacked into `copy`.
+Tensor float32_qkv(Backend& backend, const Tensor& qkv, DType operands, Buffer& copy) {
+  if (qkv.dtype != DType::bf16) return qkv;
+  DT_CHECK(operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands", qkv.shape.str());
+  copy = Buffer(backend, qkv.shape);
+  backend.from_bf16(qkv, copy.view());
+  return copy.view();
+}
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 
 // tanh without a library call, so that GELU's loops vectorise (std::tanh kept them scalar
@@ -118,7 +128,7 @@ void CpuBackend::embedding_slice_backward(const Tensor& ids, int64_t first, cons
 }
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
-                            Tensor mean, Tensor rstd) {
+                            Tensor mean, Tensor rstd, const OutputRounding& rounding) {
   const int64_t c = gamma.numel(), rows = x.numel() / c;
   const float *px = x.f32(), *g = gamma.f32(), *b = beta.f32();
   float *py = y.f32(), *pm = mean.f32(), *pr = rstd.f32();
@@ -135,6 +145,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
     pr[r] = s;
     for (int64_t j = 0; j < c; ++j) py[r * c + j] = (xr[j] - m) * s * g[j] + b[j];
   }
+  round_output(y, rounding);
 }
 
 void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
@@ -168,7 +179,7 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const Te
   }
 }
 
-void CpuBackend::gelu(const Tensor& x, Tensor y) {
+void CpuBackend::gelu(const Tensor& x, Tensor y, const OutputRounding& rounding) {
   check_same_numel(x, y);
   const int64_t n = x.numel();
   const float* px = x.f32();
@@ -178,6 +189,7 @@ void CpuBackend::gelu(const Tensor& x, Tensor y) {
     const float v = px[i];
     py[i] = 0.5f * v * (1.0f + vector_tanh(kGeluC * (v + 0.044715f * v * v * v)));
   }
+  round_output(y, rounding);
 }
 
 void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
@@ -208,7 +220,8 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
                            Tensor lse) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
   DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
-  const float* pqkv = qkv.f32();
+  Buffer unpacked;
+  const float* pqkv = float32_qkv(*this, qkv, operands, unpacked).f32();
   float *po = out.f32(), *plse = lse.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 #pragma omp parallel for schedule(dynamic)
@@ -250,7 +263,9 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
-  const float *pqkv = qkv.f32(), *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
+  Buffer unpacked;
+  const float *pqkv = float32_qkv(*this, qkv, operands, unpacked).f32(), *po = out.f32(), *plse = lse.f32(),
+              *pdo = dout.f32();
   float* pd = dqkv.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 #pragma omp parallel for schedule(dynamic)

@@ -297,32 +297,43 @@ size_t aligned16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 size_t packed_bytes(int64_t elements) { return aligned16(sizeof(uint16_t) * static_cast<size_t>(elements)); }
 }  // namespace
 
-size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool bf16) { return bf16 ? packed_bytes(n * t * 3 * c) : 0; }
+size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool pack_qkv) {
+  return pack_qkv ? packed_bytes(n * t * 3 * c) : 0;
+}
+
+namespace {
+// The bf16 qkv the tensor-core kernels read: as given, or packed into `scratch` (exact:
+// the layer rounded it).
+const uint16_t* packed_qkv(AttentionInput in, int64_t elements, void* scratch, cudaStream_t s) {
+  if (in.qkv16) return in.qkv16;
+  auto* qkv16 = static_cast<uint16_t*>(scratch);
+  round_bf16(in.qkv, nullptr, qkv16, elements, s);
+  return qkv16;
+}
+}  // namespace
 
 // Heads of up to 64 features hold 4 columns a thread, wider ones 8; bf16 operands take the
-// tensor-core kernels, on qkv packed to bf16 in the scratch (exact: the layer rounded it).
-void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
+// tensor-core kernels.
+void attention(AttentionInput in, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
                uint64_t seed, float* out, float* lse, void* scratch, cudaStream_t s) {
   if (n * heads * t == 0) return;
   const HeadGeometry g = head_geometry(t, c, heads);
   if (bf16) {
-    auto* qkv16 = static_cast<uint16_t*>(scratch);
-    round_bf16(qkv, nullptr, qkv16, n * t * 3 * c, s);
-    attention_bf16(qkv16, n, g, rate, seed, out, lse, s);
+    attention_bf16(packed_qkv(in, n * t * 3 * c, scratch, s), n, g, rate, seed, out, lse, s);
   } else if (g.d <= 64) {
-    forward<4>(qkv, n, g, rate, seed, out, lse, s);
+    forward<4>(in.qkv, n, g, rate, seed, out, lse, s);
   } else {
-    forward<kMaxHeadDim / 16>(qkv, n, g, rate, seed, out, lse, s);
+    forward<kMaxHeadDim / 16>(in.qkv, n, g, rate, seed, out, lse, s);
   }
 }
 
-// The row dots (float32), then under bf16 qkv and dout packed to bf16.
-size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16) {
+// The row dots (float32), then under bf16 dout and, unless given packed, qkv packed to bf16.
+size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, bool pack_qkv) {
   const size_t dots = aligned16(sizeof(float) * static_cast<size_t>(n * heads * t));
-  return dots + (bf16 ? packed_bytes(n * t * 3 * c) + packed_bytes(n * t * c) : 0);
+  return dots + (bf16 ? packed_bytes(n * t * c) : 0) + (pack_qkv ? packed_bytes(n * t * 3 * c) : 0);
 }
 
-void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
+void attention_backward(AttentionInput in, const float* out, const float* lse, const float* dout, int64_t n,
                         int64_t heads, int64_t t, int64_t c, bool bf16, float rate, uint64_t seed, float* dqkv,
                         void* scratch, cudaStream_t s) {
   const int64_t rows = n * heads * t;
@@ -332,15 +343,14 @@ void attention_backward(const float* qkv, const float* out, const float* lse, co
   row_dot_kernel<<<blocks_for(rows * 32), 256, 0, s>>>(out, dout, rows, g, big_d);
   DT_CUDA_LAUNCHED();
   if (bf16) {
-    auto* qkv16 = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch) + aligned16(sizeof(float) * rows));
-    uint16_t* dout16 = qkv16 + packed_bytes(n * t * 3 * c) / sizeof(uint16_t);
-    round_bf16(qkv, nullptr, qkv16, n * t * 3 * c, s);
+    auto* dout16 = reinterpret_cast<uint16_t*>(static_cast<char*>(scratch) + aligned16(sizeof(float) * rows));
     round_bf16(dout, nullptr, dout16, n * t * c, s);
+    const uint16_t* qkv16 = packed_qkv(in, n * t * 3 * c, dout16 + packed_bytes(n * t * c) / sizeof(uint16_t), s);
     attention_backward_bf16(qkv16, dout16, lse, big_d, n, g, rate, seed, dqkv, s);
   } else if (g.d <= 64) {
-    backward<4>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+    backward<4>(in.qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
   } else {
-    backward<kMaxHeadDim / 16>(qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
+    backward<kMaxHeadDim / 16>(in.qkv, dout, lse, big_d, n, g, rate, seed, dqkv, s);
   }
 }
 

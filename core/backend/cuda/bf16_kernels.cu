@@ -1,22 +1,14 @@
 // bfloat16 conversions on the GPU, bit for bit the CPU's (core/backend/cpu/cpu_bf16.hpp):
-// rounding to nearest even, NaN kept NaN.
+// rounding to nearest even, NaN kept NaN (bf16_bits.cuh).
 #include <algorithm>
 
+#include "core/backend/cuda/bf16_bits.cuh"
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
 
 namespace distrain::cuda {
 
 namespace {
-
-__device__ uint16_t to_bf16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint32_t nearest_even = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;  // rounding could carry a NaN into infinity
-  return static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : nearest_even);
-}
-
-__device__ float from_bf16_bits(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
 // One element a thread: the tails of the 8-wide kernels, and buffers not 16-byte aligned.
 __global__ void round_kernel(const float* x, float* y, uint16_t* packed, int64_t n) {

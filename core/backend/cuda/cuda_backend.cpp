@@ -136,9 +136,18 @@ void CudaBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Ten
                         static_cast<int>(a.shape[1]), &beta, c.f32(), static_cast<int>(n)));
 }
 
-void CudaBackend::add_bias(Tensor y, const Tensor& bias) {
+cuda::RoundOut round_out(const OutputRounding& rounding, const Tensor& y) {
+  if (!rounding.round) return {};
+  if (rounding.packed.empty()) return {true, nullptr};
+  DT_CHECK(rounding.packed.dtype == DType::bf16 && rounding.packed.numel() == y.numel(),
+           "an output of {} rounded into {} {}", y.shape.str(), dtype_name(rounding.packed.dtype),
+           rounding.packed.shape.str());
+  return {true, static_cast<uint16_t*>(rounding.packed.data)};
+}
+
+void CudaBackend::add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding) {
   auto lock = enter();
-  cuda::add_bias(y.f32(), bias.f32(), y.numel(), bias.numel(), stream_);
+  cuda::add_bias(y.f32(), bias.f32(), y.numel(), bias.numel(), round_out(rounding, y), stream_);
 }
 
 void CudaBackend::bias_grad(const Tensor& dy, Tensor dbias) {
@@ -172,6 +181,13 @@ void CudaBackend::axpby(float a, const Tensor& x, float b, Tensor y) {
   auto lock = enter();
   check_same_numel(x, y);
   cuda::axpby(a, x.f32(), b, y.f32(), x.numel(), stream_);
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor y, const OutputRounding& rounding) {
+  auto lock = enter();
+  check_same_numel(a, y);
+  check_same_numel(b, y);
+  cuda::add(a.f32(), b.f32(), y.f32(), y.numel(), round_out(rounding, y), stream_);
 }
 
 void CudaBackend::dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) {

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "core/backend/backend.hpp"
+#include "core/backend/cuda/kernels.hpp"
 #include "core/backend/gpu_info.hpp"
 
 namespace distrain {
@@ -46,12 +47,13 @@ class CudaBackend final : public Backend {
   void to_bf16(Tensor x, Tensor packed) override;
   void rounded_bf16(const Tensor& x, Tensor y) override;
   void from_bf16(const Tensor& x, Tensor y) override;
-  void add_bias(Tensor y, const Tensor& bias) override;
+  void add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding = {}) override;
   void bias_grad(const Tensor& dy, Tensor dbias) override;
   void relu(const Tensor& x, Tensor y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor dx) override;
   void scale_shift(const Tensor& x, Tensor y, float scale, float shift) override;
   void axpby(float a, const Tensor& x, float b, Tensor y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor y, const OutputRounding& rounding = {}) override;
   void dropout(const Tensor& x, Tensor y, float rate, uint64_t seed) override;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
@@ -59,10 +61,10 @@ class CudaBackend final : public Backend {
   void embedding_slice(const Tensor& table, const Tensor& ids, int64_t first, Tensor out) override;
   void embedding_slice_backward(const Tensor& ids, int64_t first, const Tensor& dout, Tensor dtable) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y, Tensor mean,
-                  Tensor rstd) override;
+                  Tensor rstd, const OutputRounding& rounding = {}) override;
   void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            Tensor dx, Tensor dgamma, Tensor dbeta) override;
-  void gelu(const Tensor& x, Tensor y) override;
+  void gelu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
   void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
                  Tensor lse) override;
@@ -99,6 +101,9 @@ class CudaBackend final : public Backend {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };
+
+// The kernels' form of an op's OutputRounding of y.
+cuda::RoundOut round_out(const OutputRounding& rounding, const Tensor& y);
 
 // The backend of GPU `index`; throws UserError when there is no such GPU.
 std::unique_ptr<Backend> make_cuda_backend(int index);

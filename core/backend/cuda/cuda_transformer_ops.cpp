@@ -19,6 +19,13 @@ uint16_t* bf16_data(const Tensor& t) {
 
 int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
+// qkv as the attention kernels take it: float32, or packed bf16 under bf16 operands.
+cuda::AttentionInput attention_input(const Tensor& qkv, bool bf16_operands) {
+  if (qkv.dtype != DType::bf16) return {qkv.f32(), nullptr};
+  DT_CHECK(bf16_operands, "attention on a bf16 qkv {} takes bf16 operands", qkv.shape.str());
+  return {nullptr, bf16_data(qkv)};
+}
+
 }  // namespace
 
 // Ids outside the table give NaN rows: the CPU refuses them, the GPU cannot without
@@ -50,11 +57,12 @@ void CudaBackend::embedding_slice_backward(const Tensor& ids, int64_t first, con
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon, Tensor y,
-                             Tensor mean, Tensor rstd) {
+                             Tensor mean, Tensor rstd, const OutputRounding& rounding) {
   auto lock = enter();
   const int64_t c = gamma.numel(), rows = x.numel() / c;
   check_same_numel(x, y);
-  cuda::layer_norm(x.f32(), gamma.f32(), beta.f32(), epsilon, rows, c, y.f32(), mean.f32(), rstd.f32(), stream_);
+  cuda::layer_norm(x.f32(), gamma.f32(), beta.f32(), epsilon, rows, c, y.f32(), mean.f32(), rstd.f32(),
+                   round_out(rounding, y), stream_);
 }
 
 void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
@@ -66,10 +74,10 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const T
                             workspace(cuda::layer_norm_backward_scratch(rows, c)), stream_);
 }
 
-void CudaBackend::gelu(const Tensor& x, Tensor y) {
+void CudaBackend::gelu(const Tensor& x, Tensor y, const OutputRounding& rounding) {
   auto lock = enter();
   check_same_numel(x, y);
-  cuda::gelu(x.f32(), y.f32(), x.numel(), stream_);
+  cuda::gelu(x.f32(), y.f32(), x.numel(), round_out(rounding, y), stream_);
 }
 
 void CudaBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) {
@@ -97,8 +105,9 @@ void CudaBackend::attention(const Tensor& qkv, int64_t heads, DType operands, fl
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
   const bool bf16 = operands == DType::bf16;
-  cuda::attention(qkv.f32(), n, heads, t, c, bf16, rate, seed, out.f32(), lse.f32(),
-                  workspace(cuda::attention_scratch(n, t, c, bf16)), stream_);
+  const cuda::AttentionInput in = attention_input(qkv, bf16);
+  cuda::attention(in, n, heads, t, c, bf16, rate, seed, out.f32(), lse.f32(),
+                  workspace(cuda::attention_scratch(n, t, c, bf16 && !in.qkv16)), stream_);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
@@ -106,8 +115,10 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const
   auto lock = enter();
   const auto [n, t, c] = attention_dims(qkv, heads);
   const bool bf16 = operands == DType::bf16;
-  cuda::attention_backward(qkv.f32(), out.f32(), lse.f32(), dout.f32(), n, heads, t, c, bf16, rate, seed, dqkv.f32(),
-                           workspace(cuda::attention_backward_scratch(n, heads, t, c, bf16)), stream_);
+  const cuda::AttentionInput in = attention_input(qkv, bf16);
+  cuda::attention_backward(in, out.f32(), lse.f32(), dout.f32(), n, heads, t, c, bf16, rate, seed, dqkv.f32(),
+                           workspace(cuda::attention_backward_scratch(n, heads, t, c, bf16, bf16 && !in.qkv16)),
+                           stream_);
 }
 
 std::string CudaBackend::bf16_matmul_unavailable() const { return ""; }

@@ -2,6 +2,7 @@
 // thread per element (per example for the losses: K is a class count).
 #include <cmath>
 
+#include "core/backend/cuda/bf16_bits.cuh"
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
 #include "core/base/rng.hpp"
@@ -19,11 +20,17 @@ __global__ void fill_kernel(float* p, int64_t n, float v) {
 
 // I: the index type, 32-bit where n allows (a 64-bit remainder costs many instructions).
 template <typename I>
-__global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu) {
+__global__ void bias_relu_kernel(float* y, const float* b, I n, I c, bool relu, RoundOut out) {
   const I i = grid_index<I>();
   if (i >= n) return;
   const float v = y[i] + (b ? b[i % c] : 0.0f);
-  y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  y[i] = rounded_output(relu && !(v > 0.0f) ? 0.0f : v, out, i);
+}
+
+template <typename I>
+__global__ void add_kernel(const float* a, const float* b, float* y, I n, RoundOut out) {
+  const I i = grid_index<I>();
+  if (i < n) y[i] = rounded_output(a[i] + b[i], out, i);
 }
 
 // One thread per value of the output; I: 32-bit indices where the batch allows.
@@ -240,16 +247,32 @@ void fill(float* p, int64_t n, float value, cudaStream_t s) {
   DT_CUDA_LAUNCHED();
 }
 
-void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t s) {
-  bias_relu(y, bias, n, channels, false, s);
+namespace {
+void launch_bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, RoundOut out, cudaStream_t s) {
+  if (n == 0) return;
+  if (n < kMaxInt32Index)
+    bias_relu_kernel<int32_t><<<blocks_for(n), 256, 0, s>>>(y, bias, static_cast<int32_t>(n),
+                                                            static_cast<int32_t>(channels), relu, out);
+  else
+    bias_relu_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu, out);
+  DT_CUDA_LAUNCHED();
+}
+}  // namespace
+
+void add_bias(float* y, const float* bias, int64_t n, int64_t channels, RoundOut out, cudaStream_t s) {
+  launch_bias_relu(y, bias, n, channels, false, out, s);
 }
 
 void bias_relu(float* y, const float* bias, int64_t n, int64_t channels, bool relu, cudaStream_t s) {
+  launch_bias_relu(y, bias, n, channels, relu, RoundOut{}, s);
+}
+
+void add(const float* a, const float* b, float* y, int64_t n, RoundOut out, cudaStream_t s) {
   if (n == 0) return;
   if (n < kMaxInt32Index)
-    bias_relu_kernel<int32_t><<<blocks_for(n), 256, 0, s>>>(y, bias, static_cast<int32_t>(n), static_cast<int32_t>(channels), relu);
+    add_kernel<int32_t><<<blocks_for(n), 256, 0, s>>>(a, b, y, static_cast<int32_t>(n), out);
   else
-    bias_relu_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(y, bias, n, channels, relu);
+    add_kernel<int64_t><<<blocks_for(n), 256, 0, s>>>(a, b, y, n, out);
   DT_CUDA_LAUNCHED();
 }
 

@@ -14,9 +14,17 @@ namespace distrain::cuda {
 // 64 bits otherwise. The margin keeps the last block's thread indices representable too.
 constexpr int64_t kMaxInt32Index = (int64_t{1} << 31) - 256;
 
+// What a kernel does with the values it writes (OutputRounding in backend.hpp): nothing, or
+// rounds them to bf16 and, where packed is not null, stores their bits there too.
+struct RoundOut {
+  bool round = false;
+  uint16_t* packed = nullptr;
+};
+
 // --- element-wise (elementwise.cu) ---
 void fill(float* p, int64_t n, float value, cudaStream_t stream);
-void add_bias(float* y, const float* bias, int64_t n, int64_t channels, cudaStream_t stream);
+void add_bias(float* y, const float* bias, int64_t n, int64_t channels, RoundOut out, cudaStream_t stream);
+void add(const float* a, const float* b, float* y, int64_t n, RoundOut out, cudaStream_t stream);  // y = a + b
 void relu(const float* x, float* y, int64_t n, cudaStream_t stream);
 void relu_backward(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
 void scale_shift(const float* x, float* y, int64_t n, float scale, float shift, cudaStream_t stream);
@@ -60,26 +68,31 @@ size_t embedding_backward_scratch(int64_t n);
 void embedding_backward(const int32_t* ids, int64_t n, int64_t c, int64_t rows, int64_t first, const float* dout,
                         float* dtable, void* scratch, cudaStream_t stream);
 void layer_norm(const float* x, const float* gamma, const float* beta, float epsilon, int64_t rows, int64_t c,
-                float* y, float* mean, float* rstd, cudaStream_t stream);
+                float* y, float* mean, float* rstd, RoundOut out, cudaStream_t stream);
 size_t layer_norm_backward_scratch(int64_t rows, int64_t c);
 // dx written unless null; dgamma and dbeta accumulated.
 void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
                          int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta, void* scratch,
                          cudaStream_t stream);
-void gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void gelu(const float* x, float* y, int64_t n, RoundOut out, cudaStream_t stream);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
 // --- causal attention (attention_kernels.cu; bf16 operands: attention_bf16_kernels.cu) ---
 // The largest head dimension the attention kernels take.
 constexpr int64_t kMaxHeadDim = 128;
 // qkv (n, t, 3c) with c / heads <= kMaxHeadDim: out (n, t, c), lse (n, heads, t); dropout
 // of `rate` on the probabilities, the mask drawn as dropout() draws it; bf16: the products'
-// operands rounded to bf16 (Backend::attention).
-void attention(const float* qkv, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
+// operands rounded to bf16 (Backend::attention). The qkv of bf16 operands: `qkv` packed
+// into the scratch, or qkv16 where given (already packed, qkv unused).
+struct AttentionInput {
+  const float* qkv;
+  const uint16_t* qkv16;
+};
+void attention(AttentionInput in, int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, float rate,
                uint64_t seed, float* out, float* lse, void* scratch, cudaStream_t stream);
-size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool bf16);
-size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16);
+size_t attention_scratch(int64_t n, int64_t t, int64_t c, bool pack_qkv);
+size_t attention_backward_scratch(int64_t n, int64_t heads, int64_t t, int64_t c, bool bf16, bool pack_qkv);
 // dqkv (n, t, 3c) written whole from dout (n, t, c) and the forward's qkv, out and lse.
-void attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t n,
+void attention_backward(AttentionInput in, const float* out, const float* lse, const float* dout, int64_t n,
                         int64_t heads, int64_t t, int64_t c, bool bf16, float rate, uint64_t seed, float* dqkv,
                         void* scratch, cudaStream_t stream);
 

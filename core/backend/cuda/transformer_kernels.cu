@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "core/backend/cuda/bf16_bits.cuh"
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
 
@@ -67,7 +68,7 @@ __global__ void embedding_backward_kernel(const int32_t* sorted_ids, const int32
 // --- layer norm ---
 
 __global__ void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float epsilon, int64_t rows,
-                                  int64_t c, float* y, float* mean, float* rstd) {
+                                  int64_t c, float* y, float* mean, float* rstd, RoundOut out) {
   const int64_t r = warp_index();
   if (r >= rows) return;
   const float* xr = x + r * c;
@@ -83,7 +84,7 @@ __global__ void layer_norm_kernel(const float* x, const float* gamma, const floa
     mean[r] = m;
     rstd[r] = s;
   }
-  for (int64_t j = lane(); j < c; j += kWarp) y[r * c + j] = (xr[j] - m) * s * gamma[j] + beta[j];
+  for (int64_t j = lane(); j < c; j += kWarp) y[r * c + j] = rounded_output((xr[j] - m) * s * gamma[j] + beta[j], out, r * c + j);
 }
 
 __global__ void layer_norm_dx_kernel(const float* x, const float* dy, const float* gamma, const float* mean,
@@ -117,11 +118,11 @@ struct DyTimesNorm {
 
 // --- GELU (GPT-2's tanh form) ---
 
-__global__ void gelu_kernel(const float* x, float* y, int64_t n) {
+__global__ void gelu_kernel(const float* x, float* y, int64_t n, RoundOut out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];
-  y[i] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+  y[i] = rounded_output(0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v))), out, i);
 }
 
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n) {
@@ -168,10 +169,10 @@ void embedding_backward(const int32_t* ids, int64_t n, int64_t c, int64_t rows, 
 }
 
 void layer_norm(const float* x, const float* gamma, const float* beta, float epsilon, int64_t rows, int64_t c,
-                float* y, float* mean, float* rstd, cudaStream_t s) {
+                float* y, float* mean, float* rstd, RoundOut out, cudaStream_t s) {
   if (rows == 0) return;
   layer_norm_kernel<<<blocks_for_warps(rows), kWarp * kWarpsPerBlock, 0, s>>>(x, gamma, beta, epsilon, rows, c, y,
-                                                                               mean, rstd);
+                                                                               mean, rstd, out);
   DT_CUDA_LAUNCHED();
 }
 
@@ -189,9 +190,9 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
   DT_CUDA_LAUNCHED();
 }
 
-void gelu(const float* x, float* y, int64_t n, cudaStream_t s) {
+void gelu(const float* x, float* y, int64_t n, RoundOut out, cudaStream_t s) {
   if (n == 0) return;
-  gelu_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, n);
+  gelu_kernel<<<blocks_for(n), 256, 0, s>>>(x, y, n, out);
   DT_CUDA_LAUNCHED();
 }
 
