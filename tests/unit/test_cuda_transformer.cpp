@@ -184,10 +184,12 @@ TEST_CASE("cuda parity: bf16 rounding, packing and unpacking bit for bit, and bf
 
 // An op that rounds its output as it writes it (OutputRounding, train.precision = "bf16")
 // gives the op followed by to_bf16, bit for bit: the float32 values, the packed ones, and
-// rounded without packing. 97 x 45 values: rows and the packed buffer unaligned.
-TEST_CASE("cuda: bias, add, layer norm and GELU rounding the output they write give the op then to_bf16, bit for bit") {
-  SKIP_WITHOUT_GPU();
-  const int64_t rows = 97, c = 45;
+// rounded without packing. Rows of 45 (unaligned: one value a thread) and of 48 (the bias
+// and GELU 8 values a thread); and the same ops without rounding against the CPU's.
+namespace {
+void check_rounded_output_ops(int64_t c) {
+  INFO("rows of " << c);
+  const int64_t rows = 97;
   const Shape shape{rows, c};
   const Pair x(shape, 1, -4, 4), other(shape, 2, -4, 4), bias(Shape{c}, 3), gamma(Shape{c}, 4), beta(Shape{c}, 5);
   const Pair mean(Shape{rows}, 6), rstd(Shape{rows}, 7);
@@ -218,10 +220,23 @@ TEST_CASE("cuda: bias, add, layer norm and GELU rounding the output they write g
     gpu().layer_norm(x.gv(), gamma.gv(), beta.gv(), 1e-5f, y, mean.gv(), rstd.gv(), r);
   });
   check("gelu", [&](Tensor y, const OutputRounding& r) { gpu().gelu(x.gv(), y, r); });
-  Pair sum(shape, 8);  // and add against the CPU's
+  Pair sum(shape, 8), biased(shape, 1, -4, 4), gelu(shape, 9);
   cpu().add(x.cv(), other.cv(), sum.cv());
   gpu().add(x.gv(), other.gv(), sum.gv());
   check_pair(sum, "add", 0.0);
+  cpu().add_bias(biased.cv(), bias.cv());
+  gpu().add_bias(biased.gv(), bias.gv());
+  check_pair(biased, "add_bias", 0.0);
+  cpu().gelu(x.cv(), gelu.cv());
+  gpu().gelu(x.gv(), gelu.gv());
+  check_pair(gelu, "gelu");
+}
+}  // namespace
+
+TEST_CASE("cuda: bias, add, layer norm and GELU rounding the output they write give the op then to_bf16, bit for bit") {
+  SKIP_WITHOUT_GPU();
+  check_rounded_output_ops(45);
+  check_rounded_output_ops(48);
 }
 
 // C's rows unaligned (4,099 floats) and larger than the 256 MB staged at once: the product

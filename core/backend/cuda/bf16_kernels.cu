@@ -24,39 +24,6 @@ __global__ void unpack_kernel(const uint16_t* packed, float* y, int64_t n) {
   if (i < n) y[i] = from_bf16_bits(packed[i]);
 }
 
-// Eight values a thread, read and written 16 bytes at a time: the conversions are pure
-// memory traffic, and one element a thread (2-byte stores) ran at half the bandwidth.
-struct Floats8 {
-  float v[8];
-};
-__device__ Floats8 load8(const float* p) {
-  const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
-  return {{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
-}
-__device__ void store8(const Floats8& f, float* p) {
-  reinterpret_cast<float4*>(p)[0] = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
-  reinterpret_cast<float4*>(p)[1] = make_float4(f.v[4], f.v[5], f.v[6], f.v[7]);
-}
-__device__ uint32_t bits2(float lo, float hi) {
-  return static_cast<uint32_t>(to_bf16_bits(lo)) | static_cast<uint32_t>(to_bf16_bits(hi)) << 16;
-}
-__device__ uint4 to_bf16x8(const Floats8& f) {
-  return make_uint4(bits2(f.v[0], f.v[1]), bits2(f.v[2], f.v[3]), bits2(f.v[4], f.v[5]), bits2(f.v[6], f.v[7]));
-}
-__device__ Floats8 from_bf16x8(uint4 b) {
-  const uint32_t w[4] = {b.x, b.y, b.z, b.w};
-  Floats8 f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f.v[2 * i] = __uint_as_float(w[i] << 16);
-    f.v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-  return f;
-}
-
-__device__ int64_t first_group() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t group_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
 __global__ void round8_kernel(const float* x, float* y, uint16_t* packed, int64_t groups) {
   for (int64_t g = first_group(); g < groups; g += group_stride()) {
     const uint4 bits = to_bf16x8(load8(x + 8 * g));
@@ -112,10 +79,6 @@ __global__ void unpad_rows_kernel(const float* padded, int64_t rows, int64_t col
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-unsigned grid_for_groups(int64_t groups) {
-  return static_cast<unsigned>(std::min<int64_t>((groups + 255) / 256, int64_t{1} << 16));
-}
 dim3 row_grid(int64_t columns_of_threads, int64_t rows, unsigned threads) {
   return dim3(static_cast<unsigned>((columns_of_threads + threads - 1) / threads),
               static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
