@@ -9,7 +9,6 @@
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/base/rng.hpp"
-#include "core/tensor/buffer.hpp"
 
 namespace distrain {
 
@@ -17,14 +16,6 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;       // keys scored at once: the scores a thread holds
 
-// qkv in float32: itself, or a packed bf16 qkv (Backend::attention) unpacked into `copy`.
-Tensor float32_qkv(Backend& backend, const Tensor& qkv, DType operands, Buffer& copy) {
-  if (qkv.dtype != DType::bf16) return qkv;
-  DT_CHECK(operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands", qkv.shape.str());
-  copy = Buffer(backend, qkv.shape);
-  backend.from_bf16(qkv, copy.view());
-  return copy.view();
-}
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 
 // tanh without a library call, so that GELU's loops vectorise (std::tanh kept them scalar
@@ -70,6 +61,25 @@ struct HeadView {
   int64_t k(int64_t j) const { return base + j * 3 * c + c; }
   int64_t v(int64_t j) const { return base + j * 3 * c + 2 * c; }
 };
+
+// One (example, head)'s queries, keys and values as attention reads them: in place where
+// qkv is float32; where it is bf16 (Backend::attention), unpacked into `local` (t rows of
+// q, k and v), so that no float32 copy of the whole qkv is made.
+struct HeadOperands {
+  const float* data;
+  HeadView view;
+};
+HeadOperands head_operands(const Tensor& qkv, DType operands, const HeadView& whole, std::vector<float>& local) {
+  if (qkv.dtype != DType::bf16) return {qkv.f32(), whole};
+  DT_CHECK(operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands", qkv.shape.str());
+  const auto* packed = static_cast<const uint16_t*>(qkv.data);
+  local.resize(static_cast<size_t>(whole.t * 3 * whole.d));
+  for (int64_t i = 0; i < whole.t; ++i)
+    for (int64_t part = 0; part < 3; ++part)
+      for (int64_t e = 0; e < whole.d; ++e)
+        local[static_cast<size_t>((i * 3 + part) * whole.d + e)] = from_bf16_bits(packed[whole.q(i) + part * whole.c + e]);
+  return {local.data(), HeadView{whole.t, whole.d, whole.d, 0}};
+}
 
 // The dropout mask of one attention probability: the same draw in forward and backward.
 float keep_scale(uint64_t seed, float rate, int64_t row, int64_t t, int64_t j) {
@@ -220,14 +230,13 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
                            Tensor lse) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
   DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
-  Buffer unpacked;
-  const float* pqkv = float32_qkv(*this, qkv, operands, unpacked).f32();
   float *po = out.f32(), *plse = lse.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 #pragma omp parallel for schedule(dynamic)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
-    const HeadView hv{t, c, d, b * t * 3 * c + h * d};
+    std::vector<float> local;
+    const auto [pqkv, hv] = head_operands(qkv, operands, HeadView{t, c, d, b * t * 3 * c + h * d}, local);
     float scores[kKeyTile];
     for (int64_t i = 0; i < t; ++i) {
       float* o = po + (b * t + i) * c + h * d;
@@ -263,20 +272,20 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
-  Buffer unpacked;
-  const float *pqkv = float32_qkv(*this, qkv, operands, unpacked).f32(), *po = out.f32(), *plse = lse.f32(),
-              *pdo = dout.f32();
+  const float *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
   float* pd = dqkv.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 #pragma omp parallel for schedule(dynamic)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
-    const HeadView hv{t, c, d, b * t * 3 * c + h * d};
+    const HeadView whole{t, c, d, b * t * 3 * c + h * d};  // where dqkv is written
+    std::vector<float> local;
+    const auto [pqkv, hv] = head_operands(qkv, operands, whole, local);  // what is read
     std::vector<float> dout_operand(static_cast<size_t>(d));
     for (int64_t i = 0; i < t; ++i) {
-      std::fill(pd + hv.q(i), pd + hv.q(i) + d, 0.0f);
-      std::fill(pd + hv.k(i), pd + hv.k(i) + d, 0.0f);
-      std::fill(pd + hv.v(i), pd + hv.v(i) + d, 0.0f);
+      std::fill(pd + whole.q(i), pd + whole.q(i) + d, 0.0f);
+      std::fill(pd + whole.k(i), pd + whole.k(i) + d, 0.0f);
+      std::fill(pd + whole.v(i), pd + whole.v(i) + d, 0.0f);
     }
     for (int64_t i = 0; i < t; ++i) {
       const float* q = pqkv + hv.q(i);
@@ -287,11 +296,11 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const 
       for (int64_t j = 0; j <= i; ++j) {
         const float p = std::exp(dot(q, pqkv + hv.k(j), d) * scale - row_lse);
         const float keep = keep_scale(seed, rate, nh * t + i, t, j);
-        add_scaled(pd + hv.v(j), attention_operand(operands, p * keep), dout_operand.data(), d);
+        add_scaled(pd + whole.v(j), attention_operand(operands, p * keep), dout_operand.data(), d);
         const float ds =
             attention_operand(operands, p * (dot(dout_operand.data(), pqkv + hv.v(j), d) * keep - big_d) * scale);
-        add_scaled(pd + hv.q(i), ds, pqkv + hv.k(j), d);
-        add_scaled(pd + hv.k(j), ds, q, d);
+        add_scaled(pd + whole.q(i), ds, pqkv + hv.k(j), d);
+        add_scaled(pd + whole.k(j), ds, q, d);
       }
     }
   }
