@@ -217,10 +217,10 @@ class Attention final : public Layer {
     return kept.view().dtype == DType::bf16 ? kept.view() : values;
   }
 
-  // Under bf16 products `values` are rounded to bf16 in place, as a bf16 product's output
-  // would be (inside a recomputed block too, so that its rerun is bitwise the same), and
-  // packed into `kept` where that is bf16.
-  // The same, as the op writing `values` does it (OutputRounding).
+  // Under bf16 products values are rounded to bf16, as a bf16 product's output would be
+  // (inside a recomputed block too, so that its rerun is bitwise the same), and packed
+  // into `kept` where that is bf16: by the op that writes them (rounding_for) or after
+  // (round_and_keep).
   OutputRounding rounding_for(const Buffer& kept) const {
     if (matmul_dtype() != DType::bf16) return {};
     return {true, kept.view().dtype == DType::bf16 ? kept.view() : Tensor{}};

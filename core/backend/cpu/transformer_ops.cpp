@@ -69,9 +69,8 @@ struct HeadOperands {
   const float* data;
   HeadView view;
 };
-HeadOperands head_operands(const Tensor& qkv, DType operands, const HeadView& whole, std::vector<float>& local) {
+HeadOperands head_operands(const Tensor& qkv, const HeadView& whole, std::vector<float>& local) {
   if (qkv.dtype != DType::bf16) return {qkv.f32(), whole};
-  DT_CHECK(operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands", qkv.shape.str());
   const auto* packed = static_cast<const uint16_t*>(qkv.data);
   local.resize(static_cast<size_t>(whole.t * 3 * whole.d));
   for (int64_t i = 0; i < whole.t; ++i)
@@ -79,6 +78,11 @@ HeadOperands head_operands(const Tensor& qkv, DType operands, const HeadView& wh
       for (int64_t e = 0; e < whole.d; ++e)
         local[static_cast<size_t>((i * 3 + part) * whole.d + e)] = from_bf16_bits(packed[whole.q(i) + part * whole.c + e]);
   return {local.data(), HeadView{whole.t, whole.d, whole.d, 0}};
+}
+
+void check_qkv(const Tensor& qkv, DType operands) {
+  DT_CHECK(qkv.dtype != DType::bf16 || operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands",
+           qkv.shape.str());
 }
 
 // The dropout mask of one attention probability: the same draw in forward and backward.
@@ -230,13 +234,14 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
                            Tensor lse) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
   DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
+  check_qkv(qkv, operands);
   float *po = out.f32(), *plse = lse.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-#pragma omp parallel for schedule(dynamic)
+  std::vector<float> local;  // a thread's head of a bf16 qkv (firstprivate: one each)
+#pragma omp parallel for schedule(dynamic) firstprivate(local)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
-    std::vector<float> local;
-    const auto [pqkv, hv] = head_operands(qkv, operands, HeadView{t, c, d, b * t * 3 * c + h * d}, local);
+    const auto [pqkv, hv] = head_operands(qkv, HeadView{t, c, d, b * t * 3 * c + h * d}, local);
     float scores[kKeyTile];
     for (int64_t i = 0; i < t; ++i) {
       float* o = po + (b * t + i) * c + h * d;
@@ -272,15 +277,16 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
+  check_qkv(qkv, operands);
   const float *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
   float* pd = dqkv.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-#pragma omp parallel for schedule(dynamic)
+  std::vector<float> local;  // a thread's head of a bf16 qkv (firstprivate: one each)
+#pragma omp parallel for schedule(dynamic) firstprivate(local)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
     const HeadView whole{t, c, d, b * t * 3 * c + h * d};  // where dqkv is written
-    std::vector<float> local;
-    const auto [pqkv, hv] = head_operands(qkv, operands, whole, local);  // what is read
+    const auto [pqkv, hv] = head_operands(qkv, whole, local);  // what is read
     std::vector<float> dout_operand(static_cast<size_t>(d));
     for (int64_t i = 0; i < t; ++i) {
       std::fill(pd + whole.q(i), pd + whole.q(i) + d, 0.0f);
