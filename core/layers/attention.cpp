@@ -74,7 +74,8 @@ class Attention final : public Layer {
     const WholeSequence x(ctx, *this, in, sequence_, t_);
     matmul(ctx, false, false, x.view.rows(c_), qkv_kernel_.value(), 0.0f, qkv.rows(3 * local_c_));
     ctx.backend.add_bias(qkv, qkv_bias_.value(), rounding_for(qkv_));
-    ctx.backend.attention(kept_or(qkv_, qkv), local_heads_, matmul_dtype(), training_rate(ctx), seed(ctx), mixed, lse_.view());
+    // The kernels read qkv as it is kept: the same rounded values, bf16 where kept so.
+    ctx.backend.attention(qkv_.view(), local_heads_, matmul_dtype(), training_rate(ctx), seed(ctx), mixed, lse_.view());
     round_and_keep(ctx, mixed, mixed_);
     if (sequence_) {  // each rank's heads' share, summed into this rank's positions
       Buffer partial(ctx.backend, Shape{n, t_, c_});
@@ -210,12 +211,6 @@ class Attention final : public Layer {
       return pass;
     }
   };
-
-  // What the attention kernels read: the kept bf16 values where they are kept so (the
-  // same rounded values, half the bytes), else the float32 ones.
-  static Tensor kept_or(const Buffer& kept, const Tensor& values) {
-    return kept.view().dtype == DType::bf16 ? kept.view() : values;
-  }
 
   // Under bf16 products values are rounded to bf16, as a bf16 product's output would be
   // (inside a recomputed block too, so that its rerun is bitwise the same), and packed
