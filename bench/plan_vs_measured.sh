@@ -14,9 +14,11 @@
 # the fastest, with rounds to spare).
 # REFERENCE=1: before each layout's bench, a fixed reference (the recipe on one_device at
 # batch 3, one thread, in two processes at once, one per core: the mean of their median
-# steps) says how fast the machine is that minute; each measurement is also given at the
-# sweep's mean reference speed (measured x mean reference / its reference), so that the
-# model's error is told apart from a shared machine's fast and slow spells.
+# steps) says how fast the machine is that minute; so do two around each round's plan
+# (their mean: the speed its profiles saw). Each measurement and each prediction is also
+# given at the sweep's mean reference speed (measured x mean reference / its reference,
+# predicted x mean reference / its plan's), so that the model's error is told apart from a
+# shared machine's fast and slow spells.
 # Prints one row per layout per round as it goes, then the table of medians, the median
 # |error|, the layouts within 25%, and whether the predicted fastest is the measured
 # fastest (and the measured fastest's spread, to say whether the two are told apart); with
@@ -57,6 +59,11 @@ points = [json.load(open(f)) for f in sys.argv[1:]]
 print(sum((p[0] if isinstance(p, list) else p)["step_ms"]["median"] for p in points) / len(points))' "$@"
 }
 
+# The mean of two numbers, or nothing where either is missing (a reference not taken or failed).
+mean_of() {
+  [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { print (a + b) / 2 }' || true
+}
+
 # The reference's milliseconds a step now (REFERENCE=1), else nothing.
 reference() {
   [ -n "${REFERENCE:-}" ] || return 0
@@ -79,7 +86,9 @@ reference() {
 SLOTS=$per_host "$here/scripts/emulate-hosts.sh" up "$hosts" "$rate" >/dev/null
 printf '%-6s %-56s %10s %10s %8s\n' round layout predicted measured error
 for ((round = 1; round <= rounds; round++)); do
+  before=$(reference)
   predict "$@" >"$work/predicted.txt"
+  plan_ref=$(mean_of "$before" "$(reference)")
   if [ "$round" = 1 ]; then
     sort -g "$work/predicted.txt" | cut -f2 | { [ "$top" -gt 0 ] && head -n "$top" || cat; } >"$work/chosen.txt"
   fi
@@ -98,7 +107,7 @@ for ((round = 1; round <= rounds; round++)); do
     measured=$(median_ms "$work/bench.json")
     printf '%-6s %-56s %10.1f %10.1f %+7.0f%%\n' "$round" "$layout" "$predicted" "$measured" \
       "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print 100 * (p - m) / m }')"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$layout" "$predicted" "$measured" "$ref" >>"$work/rows.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$layout" "$predicted" "$measured" "$ref" "$plan_ref" >>"$work/rows.tsv"
   done <"$work/order.txt"
 done
 python3 - "$work/rows.tsv" "$rounds" <<'EOF'
@@ -106,7 +115,7 @@ import collections, statistics, sys
 rounds = int(sys.argv[2])
 lines = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 refs = [float(l[4]) for l in lines if l[4]]
-mean_ref = statistics.mean(refs) if refs and len(refs) == len(lines) else 0
+mean_ref = statistics.mean(refs) if refs and len(refs) == len(lines) and all(l[5] for l in lines) else 0
 
 def summary(rows, label):
     errors = [abs(p - m) / m for _, p, m, _ in rows]
@@ -118,8 +127,8 @@ def summary(rows, label):
 
 def report(at_mean_speed):
     seen = collections.defaultdict(lambda: ([], []))
-    for r, layout, p, m, ref in lines:
-        seen[layout][0].append(float(p))
+    for r, layout, p, m, ref, plan_ref in lines:
+        seen[layout][0].append(float(p) * (mean_ref / float(plan_ref) if at_mean_speed else 1))
         seen[layout][1].append(float(m) * (mean_ref / float(ref) if at_mean_speed else 1))
     what = "at the mean reference speed" if at_mean_speed else "as measured"
     if rounds > 1:  # each round alone, as a single run would have reported it
@@ -137,6 +146,8 @@ def report(at_mean_speed):
 
 report(False)
 if mean_ref:
-    print(f"\nreference: {len(refs)} runs, mean {mean_ref:.1f} ms, from {min(refs):.1f} to {max(refs):.1f} ms")
+    plan_refs = sorted({(int(l[0]), float(l[5])) for l in lines})
+    print(f"\nreference: {len(refs)} runs beside the layouts, mean {mean_ref:.1f} ms, from {min(refs):.1f} to "
+          f"{max(refs):.1f} ms; around the plans: " + ", ".join(f"{ref:.1f}" for _, ref in plan_refs) + " ms")
     report(True)
 EOF
