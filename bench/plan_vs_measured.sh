@@ -11,7 +11,8 @@
 # falls on different layouts; each layout's prediction and measurement are the medians
 # of its rounds, its spread the measurements' (largest - smallest) / median.
 # TOP=K: only the K layouts the first round's plan predicts fastest (whether its pick is
-# the fastest, with rounds to spare).
+# the fastest, with rounds to spare). ONLY=REGEX: only the layouts whose names match
+# (grep -E; e.g. ONLY='ZeRO' for the data axis's collectives), before TOP.
 # REFERENCE=1: before each layout's bench, a fixed reference (the recipe on one_device at
 # batch 3, one thread, in two processes at once, one per core: the mean of their median
 # steps) says how fast the machine is that minute; so do two around each round's plan
@@ -90,7 +91,9 @@ for ((round = 1; round <= rounds; round++)); do
   predict "$@" >"$work/predicted.txt"
   plan_ref=$(mean_of "$before" "$(reference)")
   if [ "$round" = 1 ]; then
-    sort -g "$work/predicted.txt" | cut -f2 | { [ "$top" -gt 0 ] && head -n "$top" || cat; } >"$work/chosen.txt"
+    sort -g "$work/predicted.txt" | cut -f2 | { grep -E -- "${ONLY:-.}" || true; } |
+      { [ "$top" -gt 0 ] && head -n "$top" || cat; } >"$work/chosen.txt"
+    [ -s "$work/chosen.txt" ] || { echo "no layout that fits matches ONLY='${ONLY:-}'" >&2; exit 1; }
   fi
   awk -F'\t' 'NR == FNR { chosen[$0] = 1; next } chosen[$2]' "$work/chosen.txt" "$work/predicted.txt" >"$work/layouts.txt"
   count=$(wc -l <"$work/layouts.txt")

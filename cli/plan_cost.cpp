@@ -39,31 +39,46 @@ Link message_link(const Links& links, bool across_hosts) {
   return l;
 }
 
-Link shard_link(const Links& links, bool across_hosts, int sharing) {
-  Link l = link(links, across_hosts, sharing);
-  const double measured = across_hosts ? links.inter_shard_bytes_per_s : links.intra_shard_bytes_per_s;
-  if (measured > 0) l.bytes_per_s = measured / (across_hosts ? sharing : 1);
-  return l;
+// ZeRO's two collectives over one link: the reduce-scatters and the all-gathers.
+struct ShardLink {
+  Link scatter, gather;
+};
+
+ShardLink shard_link(const Links& links, bool across_hosts, int sharing) {
+  const Link l = link(links, across_hosts, sharing);
+  const ShardRates& measured = across_hosts ? links.inter_shard : links.intra_shard;
+  if (!measured.measured()) return {l, l};
+  const ShardRates rates = measured.times(1.0 / (across_hosts ? sharing : 1));
+  return {Link{rates.scatter_bytes_per_s, l.latency_s}, Link{rates.gather_bytes_per_s, l.latency_s}};
 }
 
-// The link a data group's collectives run over: reduce-scatters and all-gathers where its
-// optimizer is sharded, else all-reduces.
-Link data_link(const Links& links, bool sharded, bool across_hosts, int sharing) {
-  return sharded ? shard_link(links, across_hosts, sharing) : link(links, across_hosts, sharing);
-}
+Link slower(const Link& a, const Link& b) { return a.bytes_per_s <= b.bytes_per_s ? a : b; }
 
 // A ring that passes between ranks of one host and between hosts: as measured on the
-// whole job, else as fast as its slowest hop.
-Link ring_on_both_links(const Links& links, bool sharded, int sharing) {
-  const double measured = sharded ? links.both_shard_bytes_per_s : links.both_bytes_per_s;
-  if (measured > 0) return Link{measured, links.both_latency_s};
-  const Link across = data_link(links, sharded, true, sharing), local = data_link(links, sharded, false, 1);
-  return across.bytes_per_s <= local.bytes_per_s ? across : local;
+// whole job, else as fast as its slowest hop; its all-reduce, then ZeRO's collectives.
+Link ring_on_both_links(const Links& links, int sharing) {
+  if (links.both_bytes_per_s > 0) return Link{links.both_bytes_per_s, links.both_latency_s};
+  return slower(link(links, true, sharing), link(links, false));
+}
+
+ShardLink shards_on_both_links(const Links& links, int sharing) {
+  const ShardRates& measured = links.both_shard;
+  const double latency_s = links.both_latency_s;
+  if (measured.measured())
+    return {Link{measured.scatter_bytes_per_s, latency_s}, Link{measured.gather_bytes_per_s, latency_s}};
+  const ShardLink across = shard_link(links, true, sharing), local = shard_link(links, false, 1);
+  return {slower(across.scatter, local.scatter), slower(across.gather, local.gather)};
 }
 
 // A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
 double all_reduce_s(const Link& l, double bytes, int n) {
   return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
+}
+
+// `collectives` reduce-scatters (or all-gathers) of `bytes` in all among n ranks, each half
+// a ring all-reduce: (n - 1)(latency + its bytes / n / bandwidth).
+double half_rings_s(const Link& l, double collectives, double bytes, int n) {
+  return (n - 1) * (collectives * l.latency_s + bytes / n / l.bytes_per_s);
 }
 
 double per_s(const std::string& amount, const std::string& unit, const std::string& text) {
@@ -178,23 +193,26 @@ StageWeights stage_weights(const Model& whole, size_t first, size_t end) {
 // each micro-batch's backward) and its weights all-gathered, after the update (stages 1,
 // 2) or before each micro-batch's forward and again before its backward (stage 3; under
 // recomputation the layers it reruns a third time, for the rerun forward); each half of a
-// ring all-reduce, (n - 1)(latency + bytes / n / bandwidth), on the stage with the most
-// weights. Under bf16 ZeRO and shard_optimizer gather the weights in bf16
-// (zero_gatherers.hpp): half the bytes. Left out: ZeRO-3 gathers a tied table once more
-// for the layer that shares it (GPT's head: 0.7% of the Shakespeare GPT's bytes).
-Sent zero_collectives(const Link& l, const StageWeights& weights, double value_bytes, const PlanLayout& layout) {
+// ring all-reduce at its kind's rate, on the stage with the most weights. Under bf16 ZeRO
+// and shard_optimizer gather the weights in bf16 (zero_gatherers.hpp): half the bytes.
+// Left out: ZeRO-3 gathers a tied table once more for the layer that shares it (GPT's head:
+// 0.7% of the Shakespeare GPT's bytes).
+Sent zero_collectives(const ShardLink& l, const StageWeights& weights, double value_bytes, const PlanLayout& layout) {
   const int n = layout.data;
   if (n <= 1) return {};
   const auto m = static_cast<double>(layout.micro_batches);
   const bool regathers = layout.zero_stage == 3 && layout.recompute;
   const double scatters = layout.zero_stage >= 2 ? m : 1, gathers = layout.zero_stage == 3 ? 2 * m : 1;
   const double gathered = layout.bf16 ? 0.5 : 1.0;
+  const double scatter_collectives = scatters * weights.layers,
+               gather_collectives = gathers * weights.layers + (regathers ? m * weights.rerun_layers : 0);
+  const double scatter_bytes = scatters * value_bytes,
+               gather_bytes = (gathers + (regathers ? m * weights.rerun_share : 0)) * gathered * value_bytes;
   Sent sent;
-  sent.collectives = (scatters + gathers) * weights.layers + (regathers ? m * weights.rerun_layers : 0);
-  const double regathered = regathers ? m * weights.rerun_share : 0;
-  const double whole_bytes = (scatters + (gathers + regathered) * gathered) * value_bytes;
-  sent.bytes = whole_bytes * (n - 1) / n;
-  sent.seconds = (n - 1) * (sent.collectives * l.latency_s + whole_bytes / n / l.bytes_per_s);
+  sent.collectives = scatter_collectives + gather_collectives;
+  sent.bytes = (scatter_bytes + gather_bytes) * (n - 1) / n;
+  sent.seconds = half_rings_s(l.scatter, scatter_collectives, scatter_bytes, n) +
+                 half_rings_s(l.gather, gather_collectives, gather_bytes, n);
   return sent;
 }
 
@@ -230,19 +248,23 @@ int layers_with_weights(const Model& model) {
 }
 
 std::string Links::str() const {
-  const auto measured = [](double message, double shard) {
+  const auto shards = [](const ShardRates& r) {
+    return fmt::format("reduce-scatter {:.3g} GB/s, all-gather {:.3g} GB/s", r.scatter_bytes_per_s / 1e9,
+                       r.gather_bytes_per_s / 1e9);
+  };
+  const auto measured = [&](double message, const ShardRates& shard) {
     std::string s;
     if (message > 0) s += fmt::format(" (messages {:.3g} GB/s", message / 1e9);
-    if (shard > 0) s += fmt::format("{}reduce-scatter + all-gather {:.3g} GB/s", s.empty() ? " (" : ", ", shard / 1e9);
+    if (shard.measured()) s += (s.empty() ? " (" : ", ") + shards(shard);
     return s.empty() ? s : s + ")";
   };
   const std::string both = both_bytes_per_s <= 0 ? ""
-      : fmt::format(", a ring through both {:.3g} GB/s (reduce-scatter + all-gather {:.3g} GB/s) and {:.3g} us",
-                    both_bytes_per_s / 1e9, both_shard_bytes_per_s / 1e9, both_latency_s * 1e6);
+      : fmt::format(", a ring through both {:.3g} GB/s ({}) and {:.3g} us", both_bytes_per_s / 1e9, shards(both_shard),
+                    both_latency_s * 1e6);
   return fmt::format("intra-host {:.3g} GB/s{} and {:.3g} us, inter-host {:.3g} GB/s ({:.3g} Gbit/s){} and {:.3g} us{}",
-                     intra_bytes_per_s / 1e9, measured(intra_message_bytes_per_s, intra_shard_bytes_per_s),
+                     intra_bytes_per_s / 1e9, measured(intra_message_bytes_per_s, intra_shard),
                      intra_latency_s * 1e6, inter_bytes_per_s / 1e9, inter_bytes_per_s * 8 / 1e9,
-                     measured(inter_message_bytes_per_s, inter_shard_bytes_per_s), inter_latency_s * 1e6, both);
+                     measured(inter_message_bytes_per_s, inter_shard), inter_latency_s * 1e6, both);
 }
 
 Links parse_links(const std::string& text) {
@@ -309,13 +331,16 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.tensor_ms += once_ms;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
   const int sharing = data_groups_on_a_host(l, cluster);
-  const bool sharded = l.shard_optimizer || l.zero_stage > 0;
-  const Link data = data_group_on_both_links(l, cluster) ? ring_on_both_links(links, sharded, sharing)
-                                                         : data_link(links, sharded, data_across, sharing);
+  const bool sharded = l.shard_optimizer || l.zero_stage > 0, both = data_group_on_both_links(l, cluster);
   const auto values = static_cast<double>(rank_value_bytes);
-  Sent summed;  // the gradients' all-reduce
-  if (l.data > 1 && !sharded) summed.add(TensorCollective::Kind::all_reduce, values, data, l.data);
-  const Sent sent = sharded ? zero_collectives(data, heaviest, values, l) : summed;
+  Sent sent;  // ZeRO's collectives, else the gradients' all-reduce
+  if (sharded) {
+    sent = zero_collectives(both ? shards_on_both_links(links, sharing) : shard_link(links, data_across, sharing), heaviest,
+                            values, l);
+  } else if (l.data > 1) {
+    sent.add(TensorCollective::Kind::all_reduce, values,
+             both ? ring_on_both_links(links, sharing) : link(links, data_across, sharing), l.data);
+  }
   e.data_ms = sent.seconds * 1e3;
   e.data_bytes = sent.bytes;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));

@@ -21,19 +21,28 @@
 
 namespace distrain::cli {
 
+// A reduce-scatter's and an all-gather's rates, each as half a ring all-reduce's: n ranks
+// take (n - 1)(latency + bytes / n / rate) for the whole's bytes.
+struct ShardRates {
+  double scatter_bytes_per_s = 0, gather_bytes_per_s = 0;
+  bool measured() const { return scatter_bytes_per_s > 0 && gather_bytes_per_s > 0; }
+  ShardRates times(double factor) const { return {scatter_bytes_per_s * factor, gather_bytes_per_s * factor}; }
+};
+
 struct Links {
   double intra_bytes_per_s = 10e9, inter_bytes_per_s = 1.25e9;  // 10 GB/s, 10 Gbit/s
   double intra_latency_s = 5e-6, inter_latency_s = 50e-6;
   // A pipeline message's own rate where measured (--measure; an MPI all-reduce of two
   // ranks may send the whole buffer each way), else 0: the link's.
   double intra_message_bytes_per_s = 0, inter_message_bytes_per_s = 0;
-  // The rate of a reduce-scatter and all-gather pair (ZeRO's collectives), as a ring
-  // all-reduce's, where measured (--measure; MPI picks other algorithms for them), else 0.
-  double intra_shard_bytes_per_s = 0, inter_shard_bytes_per_s = 0;
+  // ZeRO's collectives' rates where measured (--measure; MPI picks other algorithms for them
+  // than for an all-reduce, and not the same for both), else 0: the link's.
+  ShardRates intra_shard, inter_shard;
   // A ring through both links (ranks of one host and of others), all-reduce's and ZeRO's
   // rates and its latency, where measured on the whole job (--measure; on shared cores a
   // host's ranks move both links' bytes at once), else 0: its slower link's.
-  double both_bytes_per_s = 0, both_shard_bytes_per_s = 0, both_latency_s = 0;
+  double both_bytes_per_s = 0, both_latency_s = 0;
+  ShardRates both_shard;
   std::string str() const;
 };
 

@@ -35,21 +35,26 @@ double median_all_reduce_s(Communicator& group, int64_t floats) {
   return median_s(group, [&] { group.all_reduce(host_tensor(values.data(), floats), ReduceOp::sum); });
 }
 
-// `floats` cut into `layers` parts, each reduce-scattered and its result all-gathered, as
-// ZeRO sends each layer's gradients and weights: their rate as a ring all-reduce's, less
-// a latency per collective.
-double shard_bytes_per_s(Communicator& group, int64_t floats, int layers, double latency_s) {
+// `floats` cut into `layers` parts, each reduce-scattered, then each all-gathered, as ZeRO
+// sends each layer's gradients and weights: each kind's rate as half a ring all-reduce's,
+// less a latency per collective. They are timed apart: MPI runs them by other algorithms
+// (a ZeRO-3 step gathers twice as often as it scatters).
+ShardRates shard_rates(Communicator& group, int64_t floats, int layers, double latency_s) {
   const int n = group.size();
   const int64_t part = std::max<int64_t>(1, floats / layers / n);
   std::vector<float> whole(static_cast<size_t>(part * n), 1.0f), mine(static_cast<size_t>(part));
-  const double median = median_s(group, [&] {
-    for (int l = 0; l < layers; ++l) {
-      group.reduce_scatter(host_tensor(whole.data(), part * n), host_tensor(mine.data(), part), ReduceOp::sum);
-      group.all_gather(host_tensor(mine.data(), part), host_tensor(whole.data(), part * n));
-    }
+  const Tensor whole_t = host_tensor(whole.data(), part * n), mine_t = host_tensor(mine.data(), part);
+  const double scatter_s = median_s(group, [&] {
+    for (int l = 0; l < layers; ++l) group.reduce_scatter(whole_t, mine_t, ReduceOp::sum);
   });
-  const double moving = median - 2.0 * (n - 1) * layers * latency_s;
-  return 2.0 * (n - 1) * static_cast<double>(part) * layers * 4.0 / std::max(1e-9, moving);
+  const double gather_s = median_s(group, [&] {
+    for (int l = 0; l < layers; ++l) group.all_gather(mine_t, whole_t);
+  });
+  const auto rate = [&](double median) {
+    const double moving = median - (n - 1.0) * layers * latency_s;
+    return (n - 1.0) * static_cast<double>(part) * layers * 4.0 / std::max(1e-9, moving);
+  };
+  return {rate(scatter_s), rate(gather_s)};
 }
 
 // Latency and bandwidth of a ring all-reduce among n ranks: t = 2(n - 1)(latency + bytes / n / bandwidth).
@@ -86,18 +91,18 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   if (cluster.per_host() > 1) {
     fit(*host, floats, links.intra_bytes_per_s, links.intra_latency_s);
     links.intra_message_bytes_per_s = message_bytes_per_s(*host, floats);
-    links.intra_shard_bytes_per_s = shard_bytes_per_s(*host, floats, layers, links.intra_latency_s);
+    links.intra_shard = shard_rates(*host, floats, layers, links.intra_latency_s);
   }
   if (cluster.hosts > 1) {
     fit(*across, floats, links.inter_bytes_per_s, links.inter_latency_s);
     links.inter_message_bytes_per_s = message_bytes_per_s(*across, floats);
-    links.inter_shard_bytes_per_s = shard_bytes_per_s(*across, floats, layers, links.inter_latency_s);
+    links.inter_shard = shard_rates(*across, floats, layers, links.inter_latency_s);
     links.inter_bytes_per_s *= cluster.per_host();  // every rank of a host sent over its link at once
-    links.inter_shard_bytes_per_s *= cluster.per_host();
+    links.inter_shard = links.inter_shard.times(cluster.per_host());
   }
   if (cluster.hosts > 1 && cluster.per_host() > 1) {  // a ring through both links: the whole job's
     fit(world, floats, links.both_bytes_per_s, links.both_latency_s);
-    links.both_shard_bytes_per_s = shard_bytes_per_s(world, floats, layers, links.both_latency_s);
+    links.both_shard = shard_rates(world, floats, layers, links.both_latency_s);
   }
   return links;
 }

@@ -269,15 +269,23 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   // pass both links.
   Links measured = local_slower;
   measured.both_bytes_per_s = 0.2e9;
-  measured.both_shard_bytes_per_s = 0.25e9;
+  measured.both_shard = {0.25e9, 0.25e9};
   measured.both_latency_s = 100e-6;
   CHECK(estimate(PlanLayout{4}, two_by_two, measured).data_ms ==
         doctest::Approx(2.0 * 3 * (100e-6 + largest_values(PlanLayout{4}) / 4 / 0.2e9) * 1e3));
   const PlanLayout zero1{4, 1, 1, 1, true};
   Links faster_shards = measured;
-  faster_shards.both_shard_bytes_per_s = 0.5e9;  // a reduce-scatter and an all-gather, (n - 1) / n of the bytes each
+  faster_shards.both_shard = {0.5e9, 0.5e9};  // a reduce-scatter and an all-gather, (n - 1) / n of the bytes each
   CHECK(estimate(zero1, two_by_two, measured).data_ms - estimate(zero1, two_by_two, faster_shards).data_ms ==
         doctest::Approx(3.0 * 2 * largest_values(zero1) / 4 * (1 / 0.25e9 - 1 / 0.5e9) * 1e3));
+  // Each kind at its own rate: ZeRO-1 gathers the weights once a step, ZeRO-3 before the
+  // forward and again before the backward.
+  Links faster_gathers = measured;
+  faster_gathers.both_shard.gather_bytes_per_s = 0.5e9;
+  const PlanLayout zero3{4, 1, 1, 1, false, false, false, false, 3};
+  for (const auto& [layout, gathers] : {std::pair{zero1, 1.0}, std::pair{zero3, 2.0}})
+    CHECK(estimate(layout, two_by_two, measured).data_ms - estimate(layout, two_by_two, faster_gathers).data_ms ==
+          doctest::Approx(3.0 * gathers * largest_values(layout) / 4 * (1 / 0.25e9 - 1 / 0.5e9) * 1e3));
   CHECK(estimate(PlanLayout{2, 2}, two_by_two, measured).data_ms ==
         doctest::Approx(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms));
 }
