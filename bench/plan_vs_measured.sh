@@ -23,7 +23,7 @@
 # Prints one row per layout per round as it goes, then the table of medians, the median
 # |error|, the layouts within 25%, and whether the predicted fastest is the measured
 # fastest (and the measured fastest's spread, to say whether the two are told apart); with
-# REFERENCE=1 the same for the measurements at the mean reference speed.
+# REFERENCE=1 the same with the measurements and the predictions at the mean reference speed.
 set -euo pipefail
 recipe=$1 hosts=$2 per_host=$3 rate=$4
 shift 4
@@ -74,7 +74,8 @@ reference() {
       --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>"$work/ref$i.err" </dev/null &
     pids+=($!)
   done
-  # A failed reference leaves that layout without one (and the sweep without the second report).
+  # A failed reference leaves that layout, or that round's plan, without one (and the sweep
+  # without the second report).
   local pid failed=0
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   if [ "$failed" = 1 ]; then
@@ -93,7 +94,7 @@ for ((round = 1; round <= rounds; round++)); do
   if [ "$round" = 1 ]; then
     sort -g "$work/predicted.txt" | cut -f2 | { grep -E -- "${ONLY:-.}" || true; } |
       { [ "$top" -gt 0 ] && head -n "$top" || cat; } >"$work/chosen.txt"
-    [ -s "$work/chosen.txt" ] || { echo "no layout that fits matches ONLY='${ONLY:-}'" >&2; exit 1; }
+    [ -s "$work/chosen.txt" ] || { echo "no layout that fits${ONLY:+ matches ONLY='$ONLY'}" >&2; exit 1; }
   fi
   awk -F'\t' 'NR == FNR { chosen[$0] = 1; next } chosen[$2]' "$work/chosen.txt" "$work/predicted.txt" >"$work/layouts.txt"
   count=$(wc -l <"$work/layouts.txt")

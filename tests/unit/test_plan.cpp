@@ -265,7 +265,7 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   CHECK(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms ==
         doctest::Approx(2.0 * (50e-6 + largest_values(PlanLayout{2, 2}) / 2 / (1e9 / 2)) * 1e3));
   // Where --measure timed a ring of the whole job, data 4 goes at its rate and latency,
-  // ZeRO's collectives at its reduce-scatter + all-gather rate; data 2 x tensor 2 does not
+  // ZeRO's collectives at its reduce-scatter and all-gather rates; data 2 x tensor 2 does not
   // pass both links.
   Links measured = local_slower;
   measured.both_bytes_per_s = 0.2e9;
