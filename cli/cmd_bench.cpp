@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "cli/one_device_profile.hpp"
+#include "cli/bench_steps.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
@@ -47,6 +47,7 @@ struct Args {
   bool json = false;
   bool profile = false;
   bool alone = false;  // a one-process strategy in a launched job (make_strategy's alone_in_job)
+  bool reference_bandwidth = true;  // the update's figures with an axpby pass beside them (plan's steps skip it)
 };
 
 struct Measured {
@@ -181,13 +182,13 @@ double axpby_bandwidth() {
 }
 
 // Adam's update figures: its parameters (a moment's elements per local replica) and place.
-void take_update_figures(Strategy& strategy, Measured& m) {
+void take_update_figures(Strategy& strategy, bool reference_bandwidth, Measured& m) {
   const std::string type = strategy.optimizer().type();
   if (type != "adam" && type != "adamw") return;
   const Tensor moment = strategy.optimizer().slot("m");
   m.updated = moment.numel() * strategy.local_replicas();
   m.update_place = moment.device == Device::host() ? "in host memory" : "on the device";
-  m.reference_gbps = axpby_bandwidth();
+  if (reference_bandwidth) m.reference_gbps = axpby_bandwidth();
 }
 
 // One point, in this process (and its MPI peers when launched so): the Trainer's own step
@@ -231,7 +232,7 @@ Measured measure(const Recipe& recipe, const Args& a, int& rank) {
   m.device = first_device.device().str();
   m.device_peak = first_device.memory().peak();
   m.replica_memory = strategy->device_memory_over_job(recipe.strategy.per_replica_batch);
-  take_update_figures(*strategy, m);
+  take_update_figures(*strategy, a.reference_bandwidth, m);
   if (a.profile) m.profile = profile_steps(*strategy, times, a.warmup);
   return m;
 }
@@ -242,10 +243,20 @@ StepProfile profile_on_one_device(const Recipe& recipe, int64_t steps, int64_t w
   Args a;
   a.profile = true;
   a.alone = true;
+  a.reference_bandwidth = false;
   a.steps = steps;
   a.warmup = warmup;
   int rank = 0;
   return *measure(recipe, a, rank).profile;
+}
+
+double median_step_ms_in_job(const Recipe& recipe, int64_t steps, int64_t warmup) {
+  Args a;
+  a.reference_bandwidth = false;
+  a.steps = steps;
+  a.warmup = warmup;
+  int rank = 0;
+  return measure(recipe, a, rank).median_ms;
 }
 
 namespace {

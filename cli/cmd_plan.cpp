@@ -13,7 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/mesh_plan.hpp"
-#include "cli/one_device_profile.hpp"
+#include "cli/bench_steps.hpp"
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
 #include "cli/plan_probe.hpp"
@@ -267,7 +267,9 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}\n",
              threads_per_rank(a, cluster), a.cores, cluster.per_host(),
-             cores.measured_slowdown > 0 ? fmt::format("; {:.2f}x slower on every rank at once (measured)", cores.measured_slowdown)
+             cores.measured_slowdown > 0 ? fmt::format("; {:.2f}x slower in a step of every rank (measured: data {} "
+                                                       "of the profiled blocks, against its prediction)",
+                                                       cores.measured_slowdown, cluster.ranks)
                                          : "");
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
@@ -327,13 +329,22 @@ void run_plan(const PlanArgs& a) {
   links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // messages of the gradients' size
                         layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
   world.set_timeout(0);  // the profiles may take minutes
-  // Besides the turns ranks take on a core, a machine with all its cores busy computes
-  // slower than with one (2 emulated hosts x 2 ranks on this 2-core machine: 4 one_device
-  // steps at once took 2.2x one alone, 2 on one core with the other idle 1.9x).
+  // Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
+  // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low):
+  // a real step of the profiled blocks on every rank calibrates the profile.
+  PlanLayout data_n;
+  data_n.data = a.ranks;
+  data_n.bf16 = weighed.front();
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
-  cores.measured_slowdown = measure_compute_slowdown(
-      world, profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster)), a.profile_steps,
-      a.profile_rounds);
+  const Recipe profiled = profile_recipe(base, data_rank_batch, data_n.bf16, threads_per_rank(a, cluster));
+  Recipe in_job = layout_recipe(profiled, data_n, data_rank_batch * a.ranks);
+  in_job.strategy.threads = profiled.strategy.threads;
+  const auto profile_alone = [&] {
+    return layer_times(profiled, data_rank_batch, data_n.bf16, a.profile_steps, threads_per_rank(a, cluster),
+                       model_value_bytes(profiled, data_rank_batch));
+  };
+  cores.measured_slowdown = measure_compute_slowdown(world, cluster, links, in_job, data_n, cores, profile_alone,
+                                                     a.profile_steps, a.profile_rounds);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);

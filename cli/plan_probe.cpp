@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "cli/one_device_profile.hpp"
+#include "cli/bench_steps.hpp"
 #include "core/base/error.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/tensor/tensor.hpp"
@@ -107,16 +107,30 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   return links;
 }
 
-double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps, int64_t rounds) {
-  float ms[2] = {0, 0};  // rank 0 alone, then the sum over the ranks at once, summed over the rounds
+double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
+                                const PlanLayout& layout, const CoreSharing& cores,
+                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
+  const auto predicted_ms = [&](const LayerTimes& t, double slowdown) {
+    return estimate_step(data_n, layout, cluster, links, t, t.value_bytes, CoreSharing{cores.ranks_per_core, slowdown})
+        .total_ms();
+  };
+  // Summed over the rounds: the step measured; the model's part that scales with the
+  // slowdown (at 1x) and the rest (the links').
+  double measured_ms = 0, scaled_ms = 0, rest_ms = 0;
   for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that both see the machine's fast and slow spells
     world.barrier();
-    if (world.rank() == 0) ms[0] += static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+    if (world.rank() == 0) {
+      const LayerTimes alone = profile_alone();
+      const double once = predicted_ms(alone, 1), twice = predicted_ms(alone, 2);  // linear in the slowdown
+      scaled_ms += twice - once, rest_ms += 2 * once - twice;
+    }
     world.barrier();
-    ms[1] += static_cast<float>(profile_on_one_device(profiled, steps, 2).step_ms);
+    measured_ms += median_step_ms_in_job(data_n, steps, 2);
   }
-  world.all_reduce(host_tensor(ms, 2), ReduceOp::sum);
-  return ms[1] / world.size() / ms[0];
+  // No faster than alone: a step that beats the links' own price leaves compute as profiled.
+  float slowdown = world.rank() == 0 ? static_cast<float>(std::max(1.0, (measured_ms - rest_ms) / scaled_ms)) : 0.0f;
+  world.all_reduce(host_tensor(&slowdown, 1), ReduceOp::sum);  // rank 0's, to every rank
+  return slowdown;
 }
 
 }  // namespace distrain::cli

@@ -1,7 +1,10 @@
-// `distrain plan --measure`: the links measured on the cluster itself. Run under the
-// launcher with --ranks processes; every group all-reduces at once, as a step's
-// collectives do, through the communicator training uses (so its waiting counts too).
+// `distrain plan --measure`: the links measured on the cluster itself, and the compute's
+// pace in a real step there. Run under the launcher with --ranks processes; every group
+// all-reduces at once, as a step's collectives do, through the communicator training uses
+// (so its waiting counts too).
 #pragma once
+#include <functional>
+
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
 #include "core/comm/mpi_communicator.hpp"
@@ -20,10 +23,17 @@ namespace distrain::cli {
 // Throws UserError when `world`'s size is not cluster.ranks.
 Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers);
 
-// How much slower a one_device step of `profiled` runs on every rank of `world` at once
-// than on rank 0 alone (the others asleep in a barrier): the median steps of `steps` after
-// 2, the ranks' mean against rank 0's, alone and at once taken in turn `rounds` times and
-// summed. Every rank returns it.
-double measure_compute_slowdown(MpiCommunicator& world, const Recipe& profiled, int64_t steps, int64_t rounds);
+// The compute slowdown `plan` prices every layout with: a real step of `data_n` (the
+// profiled blocks as `layout`, data over every rank, each with a data rank's batch) timed on
+// the cluster as bench times it, against the step estimate_step predicts for it from
+// `profile_alone()` (rank 0's profile of the same blocks and batch, the others asleep in a
+// barrier): the factor on the profile that makes the two agree (at least 1). It holds
+// what ranks sharing a core lose inside a step (besides their turns: caches, the waits at
+// each collective, the slowest host's pace), which profiles run side by side miss. Alone
+// and in the job taken in turn `rounds` times and summed, `steps` steps after 2. Every
+// rank returns it.
+double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
+                                const PlanLayout& layout, const CoreSharing& cores,
+                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds);
 
 }  // namespace distrain::cli
