@@ -134,19 +134,6 @@ double ranks_per_core(const PlanArgs& a, const Cluster& cluster) {
   return std::max(1.0, static_cast<double>(cluster.per_host()) / a.cores);
 }
 
-// The mean of `rounds`' profiles, field by field.
-LayerTimes mean_of(const std::vector<LayerTimes>& rounds) {
-  LayerTimes mean = rounds.front();
-  const auto n = static_cast<double>(rounds.size());
-  for (auto& [name, ms] : mean.layer_ms) {
-    ms = {0, 0};
-    for (const LayerTimes& r : rounds) ms.first += r.layer_ms.at(name).first / n, ms.second += r.layer_ms.at(name).second / n;
-  }
-  mean.update_ms = mean.step_ms = 0;
-  for (const LayerTimes& r : rounds) mean.update_ms += r.update_ms / n, mean.step_ms += r.step_ms / n;
-  return mean;
-}
-
 // One profile per micro-batch size and precision, taken in rounds that visit every size in
 // turn: a shared machine's speed changes from one minute to the next (this 2-core VM's
 // single-thread step swung 1.6x within seconds), and rounds spread over the whole

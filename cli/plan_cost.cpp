@@ -349,4 +349,27 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   return e;
 }
 
+LayerTimes mean_of(const std::vector<LayerTimes>& rounds) {
+  LayerTimes mean = rounds.front();
+  const auto n = static_cast<double>(rounds.size());
+  for (auto& [name, ms] : mean.layer_ms) {
+    ms = {0, 0};
+    for (const LayerTimes& r : rounds) ms.first += r.layer_ms.at(name).first / n, ms.second += r.layer_ms.at(name).second / n;
+  }
+  mean.update_ms = mean.step_ms = 0;
+  for (const LayerTimes& r : rounds) mean.update_ms += r.update_ms / n, mean.step_ms += r.step_ms / n;
+  return mean;
+}
+
+double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
+                         const LayerTimes& times, double ranks_per_core, double measured_ms) {
+  const auto predicted_ms = [&](double slowdown) {
+    return estimate_step(recipe, layout, cluster, links, times, times.value_bytes, CoreSharing{ranks_per_core, slowdown})
+        .total_ms();
+  };
+  const double once = predicted_ms(1), scaled = predicted_ms(2) - once;  // the part the slowdown multiplies
+  // No faster than alone: a step that beats the links' own price leaves compute as profiled.
+  return std::max(1.0, (measured_ms - (once - scaled)) / scaled);
+}
+
 }  // namespace distrain::cli

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cli/plan_layouts.hpp"
 #include "core/io/recipe.hpp"
@@ -59,6 +60,9 @@ struct LayerTimes {
   int64_t value_bytes = 0;  // the whole model's trainable values
 };
 
+// The mean of rounds' profiles of one micro-batch size, field by field.
+LayerTimes mean_of(const std::vector<LayerTimes>& rounds);
+
 struct StepEstimate {
   double compute_ms = 0, tensor_ms = 0, pipe_ms = 0, bubble_ms = 0, data_ms = 0, update_ms = 0, other_ms = 0;
   // What rank 0 sends along the tensor axis in a step, as `bench` counts it, and what a
@@ -71,9 +75,10 @@ struct StepEstimate {
 int layers_with_weights(const Model& model);
 
 // How a rank computes against the profile, which one process ran alone: the ranks of a
-// host that take turns on one core, and how much slower the profiled step ran on every
-// rank at once than alone where measured (plan --measure; 0 where not): besides the
-// turns, a machine with all its cores busy is slower than with one.
+// host that take turns on one core, and where measured (plan --measure; 0 where not) how
+// much slower than the profile a real step on the cluster computes (measure_compute_slowdown):
+// besides the turns, a machine with all its cores busy is slower than with one, and ranks
+// sharing a core lose more inside a step.
 struct CoreSharing {
   double ranks_per_core = 1;
   double measured_slowdown = 0;
@@ -84,5 +89,11 @@ struct CoreSharing {
 // values a rank holds.
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
                            const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores);
+
+// The slowdown (CoreSharing::measured_slowdown) at which estimate_step gives `measured_ms`
+// for `recipe` as `layout`, a data-parallel layout (no pipeline: the estimate is then
+// linear in it), on ranks that share their cores `ranks_per_core` to one; at least 1.
+double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
+                         const LayerTimes& times, double ranks_per_core, double measured_ms);
 
 }  // namespace distrain::cli

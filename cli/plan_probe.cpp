@@ -110,25 +110,17 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
 double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
                                 const PlanLayout& layout, const CoreSharing& cores,
                                 const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
-  const auto predicted_ms = [&](const LayerTimes& t, double slowdown) {
-    return estimate_step(data_n, layout, cluster, links, t, t.value_bytes, CoreSharing{cores.ranks_per_core, slowdown})
-        .total_ms();
-  };
-  // Summed over the rounds: the step measured; the model's part that scales with the
-  // slowdown (at 1x) and the rest (the links').
-  double measured_ms = 0, scaled_ms = 0, rest_ms = 0;
+  std::vector<LayerTimes> alone;  // rank 0's
+  double measured_ms = 0;
   for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that both see the machine's fast and slow spells
     world.barrier();
-    if (world.rank() == 0) {
-      const LayerTimes alone = profile_alone();
-      const double once = predicted_ms(alone, 1), twice = predicted_ms(alone, 2);  // linear in the slowdown
-      scaled_ms += twice - once, rest_ms += 2 * once - twice;
-    }
+    if (world.rank() == 0) alone.push_back(profile_alone());
     world.barrier();
-    measured_ms += median_step_ms_in_job(data_n, steps, 2);
+    measured_ms += median_step_ms_in_job(data_n, steps, 2) / static_cast<double>(rounds);
   }
-  // No faster than alone: a step that beats the links' own price leaves compute as profiled.
-  float slowdown = world.rank() == 0 ? static_cast<float>(std::max(1.0, (measured_ms - rest_ms) / scaled_ms)) : 0.0f;
+  float slowdown = world.rank() == 0 ? static_cast<float>(slowdown_for_step(data_n, layout, cluster, links, mean_of(alone),
+                                                                            cores.ranks_per_core, measured_ms))
+                                     : 0.0f;
   world.all_reduce(host_tensor(&slowdown, 1), ReduceOp::sum);  // rank 0's, to every rank
   return slowdown;
 }

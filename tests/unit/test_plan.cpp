@@ -290,6 +290,26 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
         doctest::Approx(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms));
 }
 
+TEST_CASE("plan --measure's calibration: the slowdown at which a data-parallel step takes what it measured") {
+  const Recipe base = shakespeare();
+  LayerTimes times = flat_times(base);
+  times.step_ms = 4.0;
+  const Cluster two_by_two{4, 2};
+  const Links links = parse_links("intra=1GB/s,inter=100Mbit/s");
+  for (const PlanLayout& layout : {PlanLayout{4}, PlanLayout{4, 1, 1, 2}, PlanLayout{4, 1, 1, 1, true}}) {
+    const Recipe r = layout_recipe(base, layout, 12);
+    const auto step_ms = [&](double slowdown) {
+      return estimate_step(r, layout, two_by_two, links, times, times.value_bytes, CoreSharing{2.0, slowdown}).total_ms();
+    };
+    // A step measured as the model prices it at 2.7x gives 2.7x back; one faster than the
+    // links alone allow leaves the profile as it ran (1x).
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, step_ms(2.7)) == doctest::Approx(2.7));
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, step_ms(1.6)) == doctest::Approx(1.6));
+    const double links_ms = estimate_step(r, layout, two_by_two, links, times, times.value_bytes, CoreSharing{2.0, 1.0}).data_ms;
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, links_ms / 2) == 1.0);
+  }
+}
+
 TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
   const Recipe base = shakespeare();
   std::set<std::string> zero;
