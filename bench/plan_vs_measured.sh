@@ -24,6 +24,7 @@
 # |error|, the layouts within 25%, and whether the predicted fastest is the measured
 # fastest (and the measured fastest's spread, to say whether the two are told apart); with
 # REFERENCE=1 the same with the measurements and the predictions at the mean reference speed.
+# A layout whose bench failed in a round is missing from that round only.
 set -euo pipefail
 recipe=$1 hosts=$2 per_host=$3 rate=$4
 shift 4
@@ -74,8 +75,8 @@ reference() {
       --set strategy.threads=1 --steps 4 --warmup 1 --json >"$work/ref$i.json" 2>"$work/ref$i.err" </dev/null &
     pids+=($!)
   done
-  # A failed reference leaves that layout, or that round's plan, without one (and the sweep
-  # without the second report).
+  # A failed reference leaves that layout, or that round's plan, without one (and that row
+  # out of the second report).
   local pid failed=0
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   if [ "$failed" = 1 ]; then
@@ -118,8 +119,9 @@ python3 - "$work/rows.tsv" "$rounds" <<'EOF'
 import collections, statistics, sys
 rounds = int(sys.argv[2])
 lines = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-refs = [float(l[4]) for l in lines if l[4]]
-mean_ref = statistics.mean(refs) if refs and len(refs) == len(lines) and all(l[5] for l in lines) else 0
+# At the mean reference speed: the rows whose layout and plan both had a reference taken.
+referenced = [l for l in lines if l[4] and l[5]]
+mean_ref = statistics.mean(float(l[4]) for l in referenced) if referenced else 0
 
 def summary(rows, label):
     errors = [abs(p - m) / m for _, p, m, _ in rows]
@@ -129,29 +131,33 @@ def summary(rows, label):
           f"predicted fastest: {best_p[0]} ({best_p[2]:.1f} ms measured{best_p[3]}); "
           f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{best_m[3]})")
 
-def report(at_mean_speed):
-    seen = collections.defaultdict(lambda: ([], []))
-    for r, layout, p, m, ref, plan_ref in lines:
-        seen[layout][0].append(float(p) * (mean_ref / float(plan_ref) if at_mean_speed else 1))
-        seen[layout][1].append(float(m) * (mean_ref / float(ref) if at_mean_speed else 1))
+def report(rows_in, at_mean_speed):
+    seen = collections.defaultdict(dict)  # layout: {round: (predicted, measured)}; a failed bench's round is missing
+    for r, layout, p, m, ref, plan_ref in rows_in:
+        seen[layout][int(r)] = (float(p) * (mean_ref / float(plan_ref) if at_mean_speed else 1),
+                                float(m) * (mean_ref / float(ref) if at_mean_speed else 1))
     what = "at the mean reference speed" if at_mean_speed else "as measured"
     if rounds > 1:  # each round alone, as a single run would have reported it
-        for r in range(rounds):
-            rows = [(l, ps[r], ms[r], "") for l, (ps, ms) in seen.items() if len(ms) > r]
-            if rows: summary(rows, f"round {r + 1}, {what}: ")
+        for r in range(1, rounds + 1):
+            rows = [(l, *by_round[r], "") for l, by_round in seen.items() if r in by_round]
+            if rows: summary(rows, f"round {r}, {what}: ")
     rows = []
     print(f"\n{'layout':<56} {'predicted':>10} {'measured':>10} {'error':>8} {'spread':>7}   ({what})")
-    for layout, (ps, ms) in sorted(seen.items(), key=lambda kv: statistics.median(kv[1][0])):
-        p, m = statistics.median(ps), statistics.median(ms)
+    for layout, by_round in sorted(seen.items(), key=lambda kv: statistics.median(p for p, _ in kv[1].values())):
+        p = statistics.median(p for p, _ in by_round.values())
+        ms = [m for _, m in by_round.values()]
+        m = statistics.median(ms)
         spread = (max(ms) - min(ms)) / m
         rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else ""))
         print(f"{layout:<56} {p:>10.1f} {m:>10.1f} {100 * (p - m) / m:>+7.0f}% {100 * spread:>6.0f}%")
     summary(rows, f"medians of {rounds} round(s), {what}: " if rounds > 1 else f"{what}: ")
 
-report(False)
+report(lines, False)
 if mean_ref:
-    plan_refs = sorted({(int(l[0]), float(l[5])) for l in lines})
+    refs = [float(l[4]) for l in referenced]
+    plan_refs = sorted({(int(l[0]), float(l[5])) for l in referenced})
+    left_out = f"; {len(lines) - len(referenced)} row(s) without a reference left out" if len(referenced) < len(lines) else ""
     print(f"\nreference: {len(refs)} runs beside the layouts, mean {mean_ref:.1f} ms, from {min(refs):.1f} to "
-          f"{max(refs):.1f} ms; around the plans: " + ", ".join(f"{ref:.1f}" for _, ref in plan_refs) + " ms")
-    report(True)
+          f"{max(refs):.1f} ms; around the plans: " + ", ".join(f"{ref:.1f}" for _, ref in plan_refs) + f" ms{left_out}")
+    report(referenced, True)
 EOF
