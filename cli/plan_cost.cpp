@@ -70,15 +70,10 @@ ShardLink shards_on_both_links(const Links& links, int sharing) {
   return {slower(across.scatter, local.scatter), slower(across.gather, local.gather)};
 }
 
-// A ring all-reduce of `bytes` among n ranks: 2(n - 1) steps, each of bytes / n.
-double all_reduce_s(const Link& l, double bytes, int n) {
-  return n <= 1 ? 0.0 : 2.0 * (n - 1) * (l.latency_s + bytes / n / l.bytes_per_s);
-}
-
 // `collectives` reduce-scatters (or all-gathers) of `bytes` in all among n ranks, each half
 // a ring all-reduce: (n - 1)(latency + its bytes / n / bandwidth).
 double half_rings_s(const Link& l, double collectives, double bytes, int n) {
-  return (n - 1) * (collectives * l.latency_s + bytes / n / l.bytes_per_s);
+  return n <= 1 ? 0.0 : (n - 1) * (collectives * l.latency_s + bytes / n / l.bytes_per_s);
 }
 
 double per_s(const std::string& amount, const std::string& unit, const std::string& text) {
@@ -103,7 +98,7 @@ struct Sent {
     const bool all_reduce = kind == TensorCollective::Kind::all_reduce;
     collectives += 1;
     bytes += (all_reduce ? 2 : 1) * whole_bytes * (n - 1) / n;
-    seconds += (all_reduce ? 1.0 : 0.5) * all_reduce_s(l, whole_bytes, n);
+    seconds += (all_reduce ? 2 : 1) * half_rings_s(l, 1, whole_bytes, n);  // a ring all-reduce is two halves
   }
   void add(const std::vector<TensorCollective>& pass, int64_t examples, const Link& l, int n) {
     for (const TensorCollective& c : pass)
