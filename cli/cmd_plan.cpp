@@ -324,14 +324,13 @@ void run_plan(const PlanArgs& a) {
   data_n.bf16 = weighed.front();
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
   const Recipe profiled = profile_recipe(base, data_rank_batch, data_n.bf16, threads_per_rank(a, cluster));
-  Recipe in_job = layout_recipe(profiled, data_n, data_rank_batch * a.ranks);
-  in_job.strategy.threads = profiled.strategy.threads;
+  const Recipe in_job = layout_recipe(profiled, data_n, data_rank_batch * a.ranks);
+  const int64_t profiled_bytes = model_value_bytes(profiled, data_rank_batch);
   const auto profile_alone = [&] {
-    return layer_times(profiled, data_rank_batch, data_n.bf16, a.profile_steps, threads_per_rank(a, cluster),
-                       model_value_bytes(profiled, data_rank_batch));
+    return layer_times(profiled, data_rank_batch, data_n.bf16, a.profile_steps, threads_per_rank(a, cluster), profiled_bytes);
   };
-  cores.measured_slowdown = measure_compute_slowdown(world, cluster, links, in_job, data_n, cores, profile_alone,
-                                                     a.profile_steps, a.profile_rounds);
+  cores.measured_slowdown = measure_compute_slowdown(world, cluster, links, in_job, data_n, cores.ranks_per_core,
+                                                     profile_alone, a.profile_steps, a.profile_rounds);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);

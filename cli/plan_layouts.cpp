@@ -146,13 +146,12 @@ Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads)
   const Recipe one = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, precision);
   toml::table table = *one.table;
   table["strategy"].as_table()->erase("device_memory");  // time is measured here, memory weighed apart
+  table["strategy"].as_table()->insert_or_assign("threads", int64_t{threads});  // kept by a layout_recipe of it
   if (toml::array* layers = table["model"]["layers"].as_array())
     for (toml::node& node : *layers)
       if (toml::table* layer = node.as_table(); layer && (*layer)["type"].value<std::string>() == "repeat")
         if ((*layer)["count"].value<int64_t>().value_or(0) > kProfiledBlocks) layer->insert_or_assign("count", kProfiledBlocks);
-  Recipe r = recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
-  r.strategy.threads = threads;
-  return r;
+  return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
 }
 
 std::string profiled_stand_in(const std::string& name, const std::function<bool(const std::string&)>& profiled) {

@@ -108,7 +108,7 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
 }
 
 double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
-                                const PlanLayout& layout, const CoreSharing& cores,
+                                const PlanLayout& layout, double ranks_per_core,
                                 const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
   std::vector<LayerTimes> alone;  // rank 0's
   double measured_ms = 0;
@@ -119,7 +119,7 @@ double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, 
     measured_ms += median_step_ms_in_job(data_n, steps, 2) / static_cast<double>(rounds);
   }
   float slowdown = world.rank() == 0 ? static_cast<float>(slowdown_for_step(data_n, layout, cluster, links, mean_of(alone),
-                                                                            cores.ranks_per_core, measured_ms))
+                                                                            ranks_per_core, measured_ms))
                                      : 0.0f;
   world.all_reduce(host_tensor(&slowdown, 1), ReduceOp::sum);  // rank 0's, to every rank
   return slowdown;

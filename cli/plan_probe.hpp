@@ -27,13 +27,14 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
 // profiled blocks as `layout`, data over every rank, each with a data rank's batch) timed on
 // the cluster as bench times it, against the step estimate_step predicts for it from
 // `profile_alone()` (rank 0's profile of the same blocks and batch, the others asleep in a
-// barrier): the factor on the profile that makes the two agree (at least 1). It holds
+// barrier), on ranks that share their cores `ranks_per_core` to one: the factor on the
+// profile that makes the two agree (at least 1). It holds
 // what ranks sharing a core lose inside a step (besides their turns: caches, the waits at
 // each collective, the slowest host's pace), which profiles run side by side miss. Alone
-// and in the job taken in turn `rounds` times and summed, `steps` steps after 2. Every
+// and in the job taken in turn `rounds` times and averaged, `steps` steps after 2. Every
 // rank returns it.
 double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
-                                const PlanLayout& layout, const CoreSharing& cores,
+                                const PlanLayout& layout, double ranks_per_core,
                                 const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds);
 
 }  // namespace distrain::cli
