@@ -9,6 +9,7 @@
 #include <tuple>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -243,6 +244,13 @@ void print_table(const std::vector<Candidate>& all, int top, double tokens_per_s
   }
 }
 
+// What plan --measure's calibration found (calibrate_on_steps).
+std::string calibration_line(const CoreSharing& cores, const Cluster& cluster) {
+  return fmt::format("; {:.2f}x slower in a step of every rank, and a data axis {}waits {:.1f}% of the step's compute "
+                     "(measured: steps of the profiled blocks on every rank, against their predictions)",
+                     cores.measured_slowdown, cluster.hosts > 1 ? "across hosts " : "", cores.data_wait_share * 100);
+}
+
 void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
                 const CoreSharing& cores, const std::vector<Candidate>& all) {
   const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits; });
@@ -254,10 +262,7 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
   fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
   fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}\n",
              threads_per_rank(a, cluster), a.cores, cluster.per_host(),
-             cores.measured_slowdown > 0 ? fmt::format("; {:.2f}x slower in a step of every rank (measured: data {} "
-                                                       "of the profiled blocks, against its prediction)",
-                                                       cores.measured_slowdown, cluster.ranks)
-                                         : "");
+             cores.measured_slowdown > 0 ? calibration_line(cores, cluster) : "");
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
   fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
@@ -300,6 +305,24 @@ void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluste
   if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
 }
 
+// `profiled` over every rank as `data` x pipeline (ranks / data, as many micro-batches),
+// each micro-batch a data rank's batch.
+CalibrationStep calibration_step(const Recipe& profiled, int ranks, int data, bool bf16) {
+  PlanLayout l;
+  l.data = data;
+  l.pipeline = ranks / data;
+  l.micro_batches = l.pipeline > 1 ? l.pipeline : 1;
+  l.bf16 = bf16;
+  return {layout_recipe(profiled, l, profiled.step_batch() * ranks), l};
+}
+
+// The calibration's pipeline over every rank, where the profiled blocks have a layer per rank.
+std::optional<CalibrationStep> calibration_pipeline(const Recipe& profiled, int ranks, bool bf16) {
+  const size_t layers = Model(profiled.model(), backend_for(Device{}), storage_free_seams()).layers().size();
+  if (ranks == 1 || layers < static_cast<size_t>(ranks)) return std::nullopt;
+  return calibration_step(profiled, ranks, 1, bf16);
+}
+
 void run_plan(const PlanArgs& a) {
   std::vector<std::string> overrides = a.overrides;
   if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
@@ -317,20 +340,19 @@ void run_plan(const PlanArgs& a) {
                         layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
   world.set_timeout(0);  // the profiles may take minutes
   // Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
-  // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low):
-  // a real step of the profiled blocks on every rank calibrates the profile.
-  PlanLayout data_n;
-  data_n.data = a.ranks;
-  data_n.bf16 = weighed.front();
+  // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low),
+  // and a data axis across hosts waits for the slower host: real steps of the profiled
+  // blocks on every rank calibrate both.
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
-  const Recipe profiled = profile_recipe(base, data_rank_batch, data_n.bf16, threads_per_rank(a, cluster));
-  const Recipe in_job = layout_recipe(profiled, data_n, data_rank_batch * a.ranks);
+  const Recipe profiled = profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster));
   const int64_t profiled_bytes = model_value_bytes(profiled, data_rank_batch);
   const auto profile_alone = [&] {
-    return layer_times(profiled, data_rank_batch, data_n.bf16, a.profile_steps, threads_per_rank(a, cluster), profiled_bytes);
+    return layer_times(profiled, data_rank_batch, weighed.front(), a.profile_steps, threads_per_rank(a, cluster),
+                       profiled_bytes);
   };
-  cores.measured_slowdown = measure_compute_slowdown(world, cluster, links, in_job, data_n, cores.ranks_per_core,
-                                                     profile_alone, a.profile_steps, a.profile_rounds);
+  cores = calibrate_on_steps(world, cluster, links, calibration_step(profiled, a.ranks, a.ranks, weighed.front()),
+                             calibration_pipeline(profiled, a.ranks, weighed.front()), cores.ranks_per_core,
+                             profile_alone, a.profile_steps, a.profile_rounds);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);

@@ -235,6 +235,14 @@ bool data_group_on_both_links(const PlanLayout& l, const Cluster& cluster) {
   return on_first_host > 1 && on_first_host < l.data;
 }
 
+// Whether a layout's data group waits as plan --measure's calibration step measured (its
+// data N crosses hosts where the cluster has several): one that crosses too waits for the
+// slower host's ranks at the all-reduce; one inside a host, its ranks in turn on shared
+// cores, arrives together.
+bool waits_like_calibration(const PlanLayout& l, const Cluster& cluster, bool data_across) {
+  return l.data > 1 && (data_across || cluster.hosts == 1);
+}
+
 }  // namespace
 
 int layers_with_weights(const Model& model) {
@@ -336,7 +344,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
     sent.add(TensorCollective::Kind::all_reduce, values,
              both ? ring_on_both_links(links, sharing) : link(links, data_across, sharing), l.data);
   }
-  e.data_ms = sent.seconds * 1e3;
+  e.data_ms = sent.seconds * 1e3 + (waits_like_calibration(l, cluster, data_across) ? cores.data_wait_share * e.compute_ms : 0);
   e.data_bytes = sent.bytes;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
   e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * cores.profile_scale();
@@ -362,9 +370,23 @@ double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const C
     return estimate_step(recipe, layout, cluster, links, times, times.value_bytes, CoreSharing{ranks_per_core, slowdown})
         .total_ms();
   };
-  const double once = predicted_ms(1), scaled = predicted_ms(2) - once;  // the part the slowdown multiplies
   // No faster than alone: a step that beats the links' own price leaves compute as profiled.
-  return std::max(1.0, (measured_ms - (once - scaled)) / scaled);
+  double low = 1, high = 2;
+  if (predicted_ms(low) >= measured_ms) return low;
+  while (predicted_ms(high) < measured_ms && high < 1e6) low = high, high *= 2;
+  for (int i = 0; i < 40; ++i) {  // halving: a pipeline's simulated step is not linear in it
+    const double mid = (low + high) / 2;
+    (predicted_ms(mid) < measured_ms ? low : high) = mid;
+  }
+  return (low + high) / 2;
+}
+
+double data_wait_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
+                          const LayerTimes& times, const CoreSharing& cores, double measured_ms) {
+  CoreSharing without_wait = cores;
+  without_wait.data_wait_share = 0;
+  const StepEstimate e = estimate_step(recipe, layout, cluster, links, times, times.value_bytes, without_wait);
+  return std::max(0.0, measured_ms - e.total_ms()) / std::max(1e-9, e.compute_ms);
 }
 
 }  // namespace distrain::cli

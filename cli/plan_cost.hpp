@@ -76,12 +76,16 @@ int layers_with_weights(const Model& model);
 
 // How a rank computes against the profile, which one process ran alone: the ranks of a
 // host that take turns on one core, and where measured (plan --measure; 0 where not) how
-// much slower than the profile a real step on the cluster computes (measure_compute_slowdown):
+// much slower than the profile a real step on the cluster computes (calibrate_on_steps):
 // besides the turns, a machine with all its cores busy is slower than with one, and ranks
-// sharing a core lose more inside a step.
+// sharing a core lose more inside a step. Also measured: what a step whose data group spans
+// the calibration's links waits beyond its collectives' price, as a share of its compute
+// (the data axis's all-reduce waits for the slower host's ranks, which compute that much
+// longer).
 struct CoreSharing {
   double ranks_per_core = 1;
   double measured_slowdown = 0;
+  double data_wait_share = 0;
   double profile_scale() const { return measured_slowdown > 0 ? measured_slowdown : ranks_per_core; }
 };
 
@@ -91,9 +95,15 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& layout, const
                            const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores);
 
 // The slowdown (CoreSharing::measured_slowdown) at which estimate_step gives `measured_ms`
-// for `recipe` as `layout`, a data-parallel layout (no pipeline: the estimate is then
-// linear in it), on ranks that share their cores `ranks_per_core` to one; at least 1.
+// for `recipe` as `layout` (the estimate grows with it: a pipeline's too), on ranks that
+// share their cores `ranks_per_core` to one; at least 1.
 double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
                          const LayerTimes& times, double ranks_per_core, double measured_ms);
+
+// What a step of `recipe` as `layout` measured beyond estimate_step's price at `cores`'
+// slowdown, as a share of its compute (CoreSharing::data_wait_share when `layout` has a
+// data axis), at least 0.
+double data_wait_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
+                          const LayerTimes& times, const CoreSharing& cores, double measured_ms);
 
 }  // namespace distrain::cli

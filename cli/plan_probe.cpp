@@ -1,11 +1,14 @@
 #include "cli/plan_probe.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
 #include "cli/bench_steps.hpp"
 #include "core/base/error.hpp"
+#include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/tensor/tensor.hpp"
 
@@ -107,22 +110,33 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   return links;
 }
 
-double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
-                                const PlanLayout& layout, double ranks_per_core,
-                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
+CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
+                               const CalibrationStep& data_n, const std::optional<CalibrationStep>& pipeline_n,
+                               double ranks_per_core, const std::function<LayerTimes()>& profile_alone, int64_t steps,
+                               int64_t rounds) {
   std::vector<LayerTimes> alone;  // rank 0's
-  double measured_ms = 0;
-  for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that both see the machine's fast and slow spells
+  double data_ms = 0, pipeline_ms = 0;
+  for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that all see the machine's fast and slow spells
     world.barrier();
     if (world.rank() == 0) alone.push_back(profile_alone());
     world.barrier();
-    measured_ms += median_step_ms_in_job(data_n, steps, 2) / static_cast<double>(rounds);
+    data_ms += median_step_ms_in_job(data_n.recipe, steps, 2) / static_cast<double>(rounds);
+    if (pipeline_n) pipeline_ms += median_step_ms_in_job(pipeline_n->recipe, steps, 2) / static_cast<double>(rounds);
   }
-  float slowdown = world.rank() == 0 ? static_cast<float>(slowdown_for_step(data_n, layout, cluster, links, mean_of(alone),
-                                                                            ranks_per_core, measured_ms))
-                                     : 0.0f;
-  world.all_reduce(host_tensor(&slowdown, 1), ReduceOp::sum);  // rank 0's, to every rank
-  return slowdown;
+  std::vector<float> fitted(2, 0.0f);  // rank 0's slowdown and wait, to every rank
+  if (world.rank() == 0) {
+    const LayerTimes times = mean_of(alone);
+    const CalibrationStep& sets_pace = pipeline_n ? *pipeline_n : data_n;
+    CoreSharing cores{ranks_per_core, slowdown_for_step(sets_pace.recipe, sets_pace.layout, cluster, links, times,
+                                                        ranks_per_core, pipeline_n ? pipeline_ms : data_ms)};
+    if (pipeline_n) cores.data_wait_share = data_wait_for_step(data_n.recipe, data_n.layout, cluster, links, times, cores, data_ms);
+    fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share)};
+    log::info("plan --measure: steps of the profiled blocks on every rank, the mean of {} round(s)' medians: {}{:.1f} ms as {}",
+              rounds, pipeline_n ? fmt::format("{:.1f} ms as {}, ", pipeline_ms, pipeline_n->layout.str()) : "", data_ms,
+              data_n.layout.str());
+  }
+  world.all_reduce(host_tensor(fitted.data(), 2), ReduceOp::sum);
+  return CoreSharing{ranks_per_core, fitted[0], fitted[1]};
 }
 
 }  // namespace distrain::cli

@@ -4,6 +4,7 @@
 // (so its waiting counts too).
 #pragma once
 #include <functional>
+#include <optional>
 
 #include "cli/plan_cost.hpp"
 #include "cli/plan_layouts.hpp"
@@ -23,18 +24,29 @@ namespace distrain::cli {
 // Throws UserError when `world`'s size is not cluster.ranks.
 Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers);
 
-// The compute slowdown `plan` prices every layout with: a real step of `data_n` (the
-// profiled blocks as `layout`, data over every rank, each with a data rank's batch) timed on
-// the cluster as bench times it, against the step estimate_step predicts for it from
-// `profile_alone()` (rank 0's profile of the same blocks and batch, the others asleep in a
-// barrier), on ranks that share their cores `ranks_per_core` to one: the factor on the
-// profile that makes the two agree (at least 1). It holds
-// what ranks sharing a core lose inside a step (besides their turns: caches, the waits at
-// each collective, the slowest host's pace), which profiles run side by side miss. Alone
-// and in the job taken in turn `rounds` times and averaged, `steps` steps after 2. Every
-// rank returns it.
-double measure_compute_slowdown(MpiCommunicator& world, const Cluster& cluster, const Links& links, const Recipe& data_n,
-                                const PlanLayout& layout, double ranks_per_core,
-                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds);
+// A step plan --measure runs on every rank: the profiled blocks as `layout` (layout_recipe).
+struct CalibrationStep {
+  Recipe recipe;
+  PlanLayout layout;
+};
+
+// How `plan` prices compute and the data axis's waits on this cluster: real steps of the
+// profiled blocks, each rank with a data rank's batch, timed as bench times them, against
+// the steps estimate_step predicts for them from `profile_alone()` (rank 0's profile of the
+// same blocks and batch, the others asleep in a barrier), on ranks that share their cores
+// `ranks_per_core` to one:
+// - `pipeline_n` (stages over every rank; where the blocks have layers enough) sets the
+//   slowdown on the profile that makes its step agree (at least 1): what ranks sharing a
+//   core lose inside a step besides their turns, which profiles run side by side miss;
+// - `data_n` (data over every rank) then its data axis's wait (CoreSharing::data_wait_share):
+//   what its step took beyond that price, as a share of its compute (the ranks' wait at the
+//   all-reduce for the slower host's). Without `pipeline_n`, `data_n` sets the slowdown and
+//   the wait is 0.
+// Alone and in the job taken in turn `rounds` times and averaged, `steps` steps after 2.
+// Every rank returns it.
+CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
+                               const CalibrationStep& data_n, const std::optional<CalibrationStep>& pipeline_n,
+                               double ranks_per_core, const std::function<LayerTimes()>& profile_alone, int64_t steps,
+                               int64_t rounds);
 
 }  // namespace distrain::cli

@@ -290,24 +290,46 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
         doctest::Approx(estimate(PlanLayout{2, 2}, two_by_two, local_slower).data_ms));
 }
 
-TEST_CASE("plan --measure's calibration: the slowdown at which a data-parallel step takes what it measured") {
+TEST_CASE("plan --measure's calibration: the slowdown at which a step takes what it measured, then the data axis's wait") {
   const Recipe base = shakespeare();
   LayerTimes times = flat_times(base);
   times.step_ms = 4.0;
   const Cluster two_by_two{4, 2};
   const Links links = parse_links("intra=1GB/s,inter=100Mbit/s");
-  for (const PlanLayout& layout : {PlanLayout{4}, PlanLayout{4, 1, 1, 2}, PlanLayout{4, 1, 1, 1, true}}) {
+  const auto step = [&](const PlanLayout& layout, CoreSharing cores, const Cluster& cluster = Cluster{4, 2}) {
+    return estimate_step(layout_recipe(base, layout, 12), layout, cluster, links, times, times.value_bytes, cores);
+  };
+  for (const PlanLayout& layout : {PlanLayout{4}, PlanLayout{4, 1, 1, 2}, PlanLayout{4, 1, 1, 1, true},
+                                   PlanLayout{1, 1, 4, 4}, PlanLayout{2, 1, 2, 2}}) {
+    CAPTURE(layout.str());
     const Recipe r = layout_recipe(base, layout, 12);
-    const auto step_ms = [&](double slowdown) {
-      return estimate_step(r, layout, two_by_two, links, times, times.value_bytes, CoreSharing{2.0, slowdown}).total_ms();
-    };
-    // A step measured as the model prices it at 2.7x gives 2.7x back; one faster than the
-    // links alone allow leaves the profile as it ran (1x).
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, step_ms(2.7)) == doctest::Approx(2.7));
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, step_ms(1.6)) == doctest::Approx(1.6));
-    const double links_ms = estimate_step(r, layout, two_by_two, links, times, times.value_bytes, CoreSharing{2.0, 1.0}).data_ms;
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, links_ms / 2) == 1.0);
+    // A step measured as the model prices it at 2.7x gives 2.7x back (a pipeline's by
+    // halving); one faster than the links alone allow leaves the profile as it ran (1x).
+    const auto at = [&](double slowdown) { return step(layout, CoreSharing{2.0, slowdown}).total_ms(); };
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(2.7)) == doctest::Approx(2.7).epsilon(1e-6));
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(1.6)) == doctest::Approx(1.6).epsilon(1e-6));
+    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(1.0) / 2) == 1.0);
   }
+  // The wait: what data 4's step took beyond its price at the pipeline's slowdown, and none
+  // when it took less.
+  const PlanLayout data_4{4};
+  const Recipe r = layout_recipe(base, data_4, 12);
+  const CoreSharing paced{2.0, 2.7};
+  CHECK(data_wait_for_step(r, data_4, two_by_two, links, times, paced, step(data_4, {2.0, 2.7, 0.08}).total_ms()) ==
+        doctest::Approx(0.08));
+  CHECK(data_wait_for_step(r, data_4, two_by_two, links, times, paced, step(data_4, paced).total_ms() - 10) == 0.0);
+  // It is priced, as that share of a step's compute, where a data group crosses hosts as
+  // data 4 does (or on one host, where data 4 does not): not for data 2 inside a host
+  // beside a pipeline across them.
+  const auto wait_share = [&](const PlanLayout& layout, const Cluster& cluster) {
+    const StepEstimate paced_step = step(layout, paced, cluster);
+    return (step(layout, {2.0, 2.7, 0.08}, cluster).data_ms - paced_step.data_ms) / paced_step.compute_ms;
+  };
+  CHECK(wait_share(PlanLayout{2, 2}, two_by_two) == doctest::Approx(0.08));
+  CHECK(wait_share(PlanLayout{4, 1, 1, 1, false, false, false, false, 3}, two_by_two) == doctest::Approx(0.08));
+  CHECK(wait_share(PlanLayout{2, 1, 2, 2}, two_by_two) == 0.0);
+  CHECK(wait_share(PlanLayout{2, 1, 2, 2}, Cluster{4, 1}) == doctest::Approx(0.08));
+  CHECK(wait_share(PlanLayout{1, 1, 4, 4}, Cluster{4, 1}) == 0.0);
 }
 
 TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed without building them") {
