@@ -131,9 +131,10 @@ CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, c
                                                         ranks_per_core, pipeline_n ? pipeline_ms : data_ms)};
     if (pipeline_n) cores.data_wait_share = data_wait_for_step(data_n.recipe, data_n.layout, cluster, links, times, cores, data_ms);
     fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share)};
-    log::info("plan --measure: steps of the profiled blocks on every rank, the mean of {} round(s)' medians: {}{:.1f} ms as {}",
+    log::info("plan --measure: steps of the profiled blocks on every rank, the mean of {} round(s)' medians: {}{:.1f} ms as "
+              "{}; compute {:.2f}x slower than alone, the data axis waits {:.1f}% of its compute",
               rounds, pipeline_n ? fmt::format("{:.1f} ms as {}, ", pipeline_ms, pipeline_n->layout.str()) : "", data_ms,
-              data_n.layout.str());
+              data_n.layout.str(), cores.measured_slowdown, cores.data_wait_share * 100);
   }
   world.all_reduce(host_tensor(fitted.data(), 2), ReduceOp::sum);
   return CoreSharing{ranks_per_core, fitted[0], fitted[1]};
