@@ -127,8 +127,19 @@ CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, c
   if (world.rank() == 0) {
     const LayerTimes times = mean_of(alone);
     const CalibrationStep& sets_pace = pipeline_n ? *pipeline_n : data_n;
+    const double pace_ms = pipeline_n ? pipeline_ms : data_ms;
     CoreSharing cores{ranks_per_core, slowdown_for_step(sets_pace.recipe, sets_pace.layout, cluster, links, times,
-                                                        ranks_per_core, pipeline_n ? pipeline_ms : data_ms)};
+                                                        ranks_per_core, pace_ms)};
+    if (cores.measured_slowdown <= 1.0 && ranks_per_core > 1.0) {  // its links' price alone exceeds the step
+      log::warn("plan --measure: the {} step of the profiled blocks took {:.1f} ms, no more than plan prices it with "
+                "the profile's own speed ({:.1f} ms): its links are priced too slow to calibrate compute on, which "
+                "keeps the slowdown of the ranks' turns ({:.2f}x)",
+                sets_pace.layout.str(), pace_ms,
+                estimate_step(sets_pace.recipe, sets_pace.layout, cluster, links, times, times.value_bytes,
+                              CoreSharing{ranks_per_core, 1.0}).total_ms(),
+                ranks_per_core);
+      cores.measured_slowdown = ranks_per_core;
+    }
     if (pipeline_n) cores.data_wait_share = data_wait_for_step(data_n.recipe, data_n.layout, cluster, links, times, cores, data_ms);
     fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share)};
     log::info("plan --measure: steps of the profiled blocks on every rank, the mean of {} round(s)' medians: {}{:.1f} ms as "

@@ -41,7 +41,9 @@ struct CalibrationStep {
 // - `data_n` (data over every rank) then its data axis's wait (CoreSharing::data_wait_share):
 //   what its step took beyond that price, as a share of its compute (the ranks' wait at the
 //   all-reduce for the slower host's). Without `pipeline_n`, `data_n` sets the slowdown and
-//   the wait is 0.
+//   the wait is 0. A step that plan prices above its measured time even at the profile's
+//   speed (its links priced too slow: a pipeline's messages on a slow link) cannot
+//   calibrate compute, which then keeps the ranks' turns (`ranks_per_core`), with a warning.
 // Alone and in the job taken in turn `rounds` times and averaged, `steps` steps after 2.
 // Every rank returns it.
 CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
