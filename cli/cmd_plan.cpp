@@ -176,7 +176,6 @@ double tokens_per_example(const Recipe& recipe) {
   return recipe.model().input_dtype == DType::i32 ? static_cast<double>(recipe.model().input_shape.numel()) : 1.0;
 }
 
-// Why the fastest layout wins, in the decision guide's terms.
 // Why the chosen layout's tensor axis is where it is: layouts keep it inside a host, off the
 // hosts' link, which measured links may show no slower.
 std::string tensor_reason(const Cluster& cluster, const Links& links) {
@@ -189,6 +188,7 @@ std::string tensor_reason(const Cluster& cluster, const Links& links) {
                                      links.intra_bytes_per_s / 1e9, links.inter_bytes_per_s / 1e9);
 }
 
+// Why the fastest layout wins, in the decision guide's terms.
 std::string reason(const std::vector<Candidate>& all, const Candidate& best, const Cluster& cluster, const Links& links) {
   std::vector<std::string> why;
   const auto plain = std::find_if(all.begin(), all.end(), [](const Candidate& c) {
@@ -319,15 +319,14 @@ CalibrationStep calibration_step(const Recipe& profiled, int ranks, int data, bo
   PlanLayout l;
   l.data = data;
   l.pipeline = ranks / data;
-  l.micro_batches = l.pipeline > 1 ? l.pipeline : 1;
+  l.micro_batches = l.pipeline;
   l.bf16 = bf16;
   return {layout_recipe(profiled, l, profiled.step_batch() * ranks), l};
 }
 
 // The calibration's pipeline over every rank, where the profiled blocks have a layer per rank.
 std::optional<CalibrationStep> calibration_pipeline(const Recipe& profiled, int ranks, bool bf16) {
-  const size_t layers = Model(profiled.model(), backend_for(Device{}), storage_free_seams()).layers().size();
-  if (ranks == 1 || layers < static_cast<size_t>(ranks)) return std::nullopt;
+  if (ranks == 1 || profiled.model().layers.size() < static_cast<size_t>(ranks)) return std::nullopt;
   return calibration_step(profiled, ranks, 1, bf16);
 }
 
