@@ -343,8 +343,12 @@ void run_plan(const PlanArgs& a) {
   CoreSharing cores{ranks_per_core(a, cluster)};
   if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, cores);
   MpiCommunicator world(60.0);
-  links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // messages of the gradients' size
-                        layers_with_weights(Model(base.model(), backend_for(Device{}), storage_free_seams())));
+  {
+    const Model shapes(base.model(), backend_for(Device{}), storage_free_seams());
+    links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // collectives of the gradients' size
+                          largest_stage_message_bytes(shapes, std::max<int64_t>(1, global_batch / a.ranks)),
+                          layers_with_weights(shapes));
+  }
   world.set_timeout(0);  // the profiles may take minutes
   // Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
   // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low),

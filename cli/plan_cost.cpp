@@ -32,9 +32,10 @@ Link link(const Links& links, bool across_hosts, int sharing = 1) {
                       : Link{links.intra_bytes_per_s, links.intra_latency_s};
 }
 
-Link message_link(const Links& links, bool across_hosts) {
-  Link l = link(links, across_hosts);
-  const double measured = across_hosts ? links.inter_message_bytes_per_s : links.intra_message_bytes_per_s;
+// A pipeline message's link, `sharing` pairs of ranks sending over a host's link at once.
+Link message_link(const Links& links, bool across_hosts, int sharing) {
+  Link l = link(links, across_hosts, sharing);
+  const double measured = across_hosts ? links.inter_message_bytes_per_s / sharing : links.intra_message_bytes_per_s;
   if (measured > 0) l.bytes_per_s = measured;
   return l;
 }
@@ -228,6 +229,23 @@ std::vector<std::pair<int, int>> stage_ranks_on_hosts(const PlanLayout& l, const
   return {on.begin(), on.end()};
 }
 
+// The most pairs of stage s's and stage s + 1's ranks whose messages leave one host at
+// once (each stage rank sends to the same place in the next stage): 0 where the two stages
+// share their hosts.
+int stage_pairs_on_a_link(const PlanLayout& l, const Cluster& cluster, int s) {
+  const int stride = l.tensor * l.data;
+  std::map<int, int> forward, backward;  // by the sending host: activations, input gradients
+  for (int r = s * stride; r < (s + 1) * stride; ++r) {
+    if (cluster.host_of(r) == cluster.host_of(r + stride)) continue;
+    ++forward[cluster.host_of(r)];
+    ++backward[cluster.host_of(r + stride)];
+  }
+  int most = 0;
+  for (const auto* by_host : {&forward, &backward})
+    for (const auto& [host, pairs] : *by_host) most = std::max(most, pairs);
+  return most;
+}
+
 // Whether rank 0's data group has other ranks on its own host besides ranks elsewhere.
 bool data_group_on_both_links(const PlanLayout& l, const Cluster& cluster) {
   int on_first_host = 0;
@@ -244,6 +262,13 @@ bool waits_like_calibration(const PlanLayout& l, const Cluster& cluster, bool da
 }
 
 }  // namespace
+
+int64_t largest_stage_message_bytes(const Model& model, int64_t batch) {
+  const std::vector<Shape>& shapes = model.layer_shapes();
+  int64_t most = 0;
+  for (size_t i = 0; i + 1 < shapes.size(); ++i) most = std::max(most, shapes[i].numel());
+  return most * batch * static_cast<int64_t>(kFloatBytes);
+}
 
 int layers_with_weights(const Model& model) {
   const auto& ranges = model.trainable_ranges();
@@ -314,10 +339,9 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
     }
     once_ms = std::max(once_ms, once.seconds * 1e3);
     if (s + 1 < plan.stages()) {
-      const int stride = l.tensor * l.data;  // ranks between neighbouring stages
-      const bool across = cluster.host_of(s * stride) != cluster.host_of((s + 1) * stride);
+      const int crossing = stage_pairs_on_a_link(l, cluster, s);
       const double bytes = static_cast<double>(whole.layer_shapes()[end - 1].numel() * micro) * kFloatBytes;
-      st.pipe_s = message_link(links, across).seconds(bytes);
+      st.pipe_s = message_link(links, crossing > 0, std::max(1, crossing)).seconds(bytes);
     }
     stages.push_back(PipeStage{st.forward_s * scale_to_full_speed, st.backward_s * scale_to_full_speed,
                                st.tensor_forward.seconds, st.tensor_backward.seconds, st.pipe_s,

@@ -33,8 +33,9 @@ struct ShardRates {
 struct Links {
   double intra_bytes_per_s = 10e9, inter_bytes_per_s = 1.25e9;  // 10 GB/s, 10 Gbit/s
   double intra_latency_s = 5e-6, inter_latency_s = 50e-6;
-  // A pipeline message's own rate where measured (--measure; an MPI all-reduce of two
-  // ranks may send the whole buffer each way), else 0: the link's.
+  // Pipeline messages' rate where measured (--measure; an MPI all-reduce of two ranks may
+  // send the whole buffer each way), else 0: the link's. Across hosts it is a host link's,
+  // which the pairs of ranks that send over it at once share.
   double intra_message_bytes_per_s = 0, inter_message_bytes_per_s = 0;
   // ZeRO's collectives' rates where measured (--measure; MPI picks other algorithms for them
   // than for an all-reduce, and not the same for both), else 0: the link's.
@@ -70,6 +71,10 @@ struct StepEstimate {
   double rank0_tensor_bytes = 0, rank0_tensor_collectives = 0, data_bytes = 0;
   double total_ms() const { return compute_ms + tensor_ms + pipe_ms + bubble_ms + data_ms + update_ms + other_ms; }
 };
+
+// The largest message a pipeline stage may send for `batch` examples: the widest output of
+// a layer but the last (float32).
+int64_t largest_stage_message_bytes(const Model& model, int64_t batch);
 
 // How many of `model`'s layers hold trainable weights: ZeRO's collectives per pass.
 int layers_with_weights(const Model& model);

@@ -16,19 +16,28 @@ namespace distrain::cli {
 
 namespace {
 
-constexpr int kRepeats = 10;
+constexpr int kRepeats = 10, kFewestRepeats = 3;
+constexpr double kProbeSeconds = 4;  // what one probe's timed calls take at most, unless kFewestRepeats do
 
-// The median seconds of `run` over kRepeats timed calls (after 2 untimed), all ranks
-// starting together.
+// The median seconds of `run` over timed calls after 2 untimed, all ranks starting
+// together: kRepeats, or as many as fit kProbeSeconds at the second untimed call's pace
+// (its slowest rank's, so that every rank makes the same calls), at least kFewestRepeats:
+// a gradient-sized all-reduce over 100 Mbit/s takes seconds.
 template <typename Run>
 double median_s(Communicator& group, Run run) {
-  std::vector<double> times;
-  for (int i = 0; i < kRepeats + 2; ++i) {
+  const auto timed = [&] {
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    if (i >= 2) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed();
+  float pace = static_cast<float>(timed());
+  group.all_reduce(host_tensor(&pace, 1), ReduceOp::max);
+  const int repeats =
+      std::clamp(static_cast<int>(kProbeSeconds / std::max(1e-9, static_cast<double>(pace))), kFewestRepeats, kRepeats);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) times.push_back(timed());
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -84,8 +93,10 @@ double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
 
 }  // namespace
 
-Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes, int layers) {
+Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes,
+                    int64_t message_bytes, int layers) {
   const int64_t floats = std::max<int64_t>(bytes / 4, 1 << 14);
+  const int64_t message_floats = std::max<int64_t>(message_bytes / 4, 1 << 14);
   DT_USER_CHECK(world.size() == cluster.ranks, "plan --measure runs on the cluster it plans: launch it with mpirun -np {} "
                 "(--ranks), one process per rank (this job has {})", cluster.ranks, world.size());
   Links links = given;
@@ -93,14 +104,16 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   const std::unique_ptr<MpiCommunicator> across = world.split(world.rank() % cluster.per_host());
   if (cluster.per_host() > 1) {
     fit(*host, floats, links.intra_bytes_per_s, links.intra_latency_s);
-    links.intra_message_bytes_per_s = message_bytes_per_s(*host, floats);
+    links.intra_message_bytes_per_s = message_bytes_per_s(*host, message_floats);
     links.intra_shard = shard_rates(*host, floats, layers, links.intra_latency_s);
   }
   if (cluster.hosts > 1) {
     fit(*across, floats, links.inter_bytes_per_s, links.inter_latency_s);
-    links.inter_message_bytes_per_s = message_bytes_per_s(*across, floats);
+    links.inter_message_bytes_per_s = message_bytes_per_s(*across, message_floats);
     links.inter_shard = shard_rates(*across, floats, layers, links.inter_latency_s);
-    links.inter_bytes_per_s *= cluster.per_host();  // every rank of a host sent over its link at once
+    // Every rank of a host sent over its link at once: the link's rates.
+    links.inter_bytes_per_s *= cluster.per_host();
+    links.inter_message_bytes_per_s *= cluster.per_host();
     links.inter_shard = links.inter_shard.times(cluster.per_host());
   }
   if (cluster.hosts > 1 && cluster.per_host() > 1) {  // a ring through both links: the whole job's

@@ -64,7 +64,11 @@ Mesh::Mesh(const MeshShape& shape, int rank, std::shared_ptr<Communicator> world
 Mesh Mesh::over_mpi(const MeshShape& shape, std::shared_ptr<MpiCommunicator> world) {
   check_mesh(shape, world->size(), "mesh");
   Axes axes;
-  for (Axis a : kMeshAxes) axes[static_cast<size_t>(a)] = world->split(axis_group(shape, world->rank(), a).front());
+  for (Axis a : kMeshAxes) {
+    auto axis = world->split(axis_group(shape, world->rank(), a).front());
+    if (a == Axis::tensor) axis->set_short_naps();  // its collectives run inside every layer
+    axes[static_cast<size_t>(a)] = std::move(axis);
+  }
   const int rank = world->rank();
   return Mesh(shape, rank, std::move(world), std::move(axes), nullptr);
 }

@@ -154,11 +154,9 @@ void publish(int64_t* slot, int64_t value) { std::atomic_ref<int64_t>(*slot).sto
 // Waits for `req`: polls for a short while (collectives among ranks in step finish in
 // microseconds), yielding the core between tests so that a peer sharing it (more ranks than
 // cores) runs instead of waiting out this rank's spin; then sleeps between tests, backing
-// off to `max_nap` so that ranks waiting for a slow one leave the cores to it. Returns
-// false at the deadline (none when timeout_s <= 0). Messages between pipeline stages wait with short naps: each one that
-// oversleeps delays a whole stage.
-bool wait_until(MPI_Request& req, double timeout_s, const char* what,
-                std::chrono::microseconds max_nap = std::chrono::microseconds(1000)) {
+// off to `max_nap` (MpiCommunicator::set_short_naps says which). Returns false at the
+// deadline (none when timeout_s <= 0).
+bool wait_until(MPI_Request& req, double timeout_s, const char* what, std::chrono::microseconds max_nap) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -177,8 +175,6 @@ bool wait_until(MPI_Request& req, double timeout_s, const char* what,
     nap = std::min(nap * 2, max_nap);
   }
 }
-
-constexpr std::chrono::microseconds kMessageNap(50);
 
 }  // namespace
 
@@ -247,7 +243,7 @@ void MpiCommunicator::run(const char* name, Start&& start) {
   publish(handle_->mine, ++seq_);
   MPI_Request req = MPI_REQUEST_NULL;
   check(start(&req), name);
-  if (!wait_until(req, timeout_s_, name)) timed_out(name, seq_);
+  if (!wait_until(req, timeout_s_, name, collective_nap_)) timed_out(name, seq_);
 }
 
 // Every rank's counter; kNoAnswer for a rank that did not answer the roll call.
@@ -367,7 +363,7 @@ void MpiCommunicator::send(const Tensor& t, int peer, int tag, std::string_view 
   const MPI_Datatype type = mpi_type(t, what);
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Isend(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Isend");
-  if (!wait_until(req, timeout_s_, "MPI_Isend")) message_timed_out(fmt::format("sending {}", what), peer);
+  if (!wait_until(req, timeout_s_, "MPI_Isend", kLongNap)) message_timed_out(fmt::format("sending {}", what), peer);
 }
 
 int64_t MpiCommunicator::start_send(const Tensor& t, int peer, int tag, std::string_view what) {
@@ -384,7 +380,7 @@ void MpiCommunicator::wait_send(int64_t id) {
   if (it == handle_->sends.end()) return;
   Handle::Started started = std::move(it->second);
   handle_->sends.erase(it);
-  if (!wait_until(started.req, timeout_s_, "MPI_Isend", kMessageNap))
+  if (!wait_until(started.req, timeout_s_, "MPI_Isend", kShortNap))
     message_timed_out(fmt::format("sending {}", started.what), started.peer);
 }
 
@@ -401,7 +397,7 @@ void MpiCommunicator::recv(Tensor t, int peer, int tag, std::string_view what) {
   const MPI_Datatype type = mpi_type(t, what);
   MPI_Request req = MPI_REQUEST_NULL;
   check(MPI_Irecv(t.data, static_cast<int>(t.numel()), type, peer, tag, handle_->comm, &req), "MPI_Irecv");
-  if (!wait_until(req, timeout_s_, "MPI_Irecv", kMessageNap)) message_timed_out(fmt::format("waiting for {}", what), peer);
+  if (!wait_until(req, timeout_s_, "MPI_Irecv", kShortNap)) message_timed_out(fmt::format("waiting for {}", what), peer);
 }
 
 std::optional<MpiCommunicator::Incoming> MpiCommunicator::probe(double seconds) {
@@ -417,7 +413,7 @@ std::optional<MpiCommunicator::Incoming> MpiCommunicator::probe(double seconds) 
     if (seconds > 0 && waited >= std::chrono::duration<double>(seconds)) return std::nullopt;
     if (waited < std::chrono::milliseconds(2)) continue;
     std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    nap = std::min(nap * 2, kLongNap);
   }
 }
 

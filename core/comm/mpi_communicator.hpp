@@ -52,6 +52,14 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> split(int color);
   // Collectives that do not complete within `seconds` throw UserError (0: wait forever).
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // A wait polls for 2 ms, then sleeps between tests, backing off to a nap of at most 1 ms
+  // (kLongNap): ranks waiting for a slow one leave the cores to it. A pipeline's messages
+  // (start_send, wait_send, recv) and, after this call, this communicator's collectives
+  // back off to kShortNap instead:
+  // those inside a layer's forward and backward (the tensor axis), where every nap that
+  // oversleeps delays the whole step, dozens of times a step.
+  void set_short_naps() { collective_nap_ = kShortNap; }
+  static constexpr std::chrono::microseconds kLongNap{1000}, kShortNap{50};
   std::string backend_name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   // This rank's and another member's rank in MPI_COMM_WORLD, which messages name.
@@ -106,6 +114,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 0.0;
   int64_t seq_ = 0;  // collectives entered on this communicator
+  std::chrono::microseconds collective_nap_ = kLongNap;
 };
 
 }  // namespace distrain

@@ -197,6 +197,20 @@ TEST_CASE("plan: step times follow the layout: split layers, bubbles, links") {
   const double slow_message_ms = 3 * 64 * 128 * 4 / 1.25e6 * 1e3 + 50e-3;
   CHECK(slow.compute_ms + slow.pipe_ms == doctest::Approx(4 * slow_message_ms));
   CHECK(slow.total_ms() > 5 * slow_message_ms);  // the last gradient back after M + 1 messages
+  // On 2 hosts of 2 ranks, stage-major: pipeline 4 crosses the hosts' link with one pair of
+  // ranks (1 -> 2), data 2 x pipeline 2 with two (0 -> 2 and 1 -> 3), which share it; as
+  // does a measured message rate, a host link's.
+  const Links slow_links = parse_links("inter=10Mbit/s");
+  const auto paced_ms = [&](const PlanLayout& l, const Links& over) {
+    const StepEstimate e = estimate(l, Cluster{4, 2}, over);
+    return (e.compute_ms + e.pipe_ms) / l.micro_batches;  // a micro-batch's message, where messages set the pace
+  };
+  CHECK(paced_ms(PlanLayout{1, 1, 4, 4}, slow_links) == doctest::Approx(slow_message_ms));
+  CHECK(paced_ms(PlanLayout{2, 1, 2, 2}, slow_links) == doctest::Approx(2 * slow_message_ms - 50e-3));
+  Links message_rate = slow_links;
+  message_rate.inter_message_bytes_per_s = 2.5e6;  // twice the link's all-reduce rate
+  CHECK(paced_ms(PlanLayout{1, 1, 4, 4}, message_rate) == doctest::Approx(slow_message_ms / 2 + 25e-3));
+  CHECK(paced_ms(PlanLayout{2, 1, 2, 2}, message_rate) == doctest::Approx(slow_message_ms));
   // Four stages on one host of two cores (each rank computing at half speed while all four
   // work): with one micro-batch only one rank works at a time, at full speed, so the step
   // is every layer once at full speed (3 ms); with four, the cores are rarely idle.
