@@ -19,12 +19,13 @@ namespace {
 constexpr int kRepeats = 10, kFewestRepeats = 3;
 constexpr double kProbeSeconds = 4;  // what one probe's timed calls take at most, unless kFewestRepeats do
 
-// The median seconds of `run` over timed calls after 2 untimed, all ranks starting
-// together: kRepeats, or as many as fit kProbeSeconds at the second untimed call's pace
-// (its slowest rank's, so that every rank makes the same calls), at least kFewestRepeats:
-// a gradient-sized all-reduce over 100 Mbit/s takes seconds.
+// The median seconds of `run` over timed calls after 2 untimed, the ranks of `group`
+// starting together: kRepeats, or as many as fit kProbeSeconds at the second untimed
+// call's pace, at least kFewestRepeats (a gradient-sized all-reduce over 100 Mbit/s takes
+// seconds). The pace is the slowest rank's of `world`, whose other groups time the same at
+// once: every group makes the same calls, and shares the links to the last.
 template <typename Run>
-double median_s(Communicator& group, Run run) {
+double median_s(Communicator& group, Communicator& world, Run run) {
   const auto timed = [&] {
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
@@ -33,7 +34,7 @@ double median_s(Communicator& group, Run run) {
   };
   timed();
   float pace = static_cast<float>(timed());
-  group.all_reduce(host_tensor(&pace, 1), ReduceOp::max);
+  world.all_reduce(host_tensor(&pace, 1), ReduceOp::max);
   const int repeats =
       std::clamp(static_cast<int>(kProbeSeconds / std::max(1e-9, static_cast<double>(pace))), kFewestRepeats, kRepeats);
   std::vector<double> times;
@@ -42,24 +43,24 @@ double median_s(Communicator& group, Run run) {
   return times[times.size() / 2];
 }
 
-double median_all_reduce_s(Communicator& group, int64_t floats) {
+double median_all_reduce_s(Communicator& group, Communicator& world, int64_t floats) {
   std::vector<float> values(static_cast<size_t>(floats), 1.0f);
-  return median_s(group, [&] { group.all_reduce(host_tensor(values.data(), floats), ReduceOp::sum); });
+  return median_s(group, world, [&] { group.all_reduce(host_tensor(values.data(), floats), ReduceOp::sum); });
 }
 
 // `floats` cut into `layers` parts, each reduce-scattered, then each all-gathered, as ZeRO
 // sends each layer's gradients and weights: each kind's rate as half a ring all-reduce's,
 // less a latency per collective. They are timed apart: MPI runs them by other algorithms
 // (a ZeRO-3 step gathers twice as often as it scatters).
-ShardRates shard_rates(Communicator& group, int64_t floats, int layers, double latency_s) {
+ShardRates shard_rates(Communicator& group, Communicator& world, int64_t floats, int layers, double latency_s) {
   const int n = group.size();
   const int64_t part = std::max<int64_t>(1, floats / layers / n);
   std::vector<float> whole(static_cast<size_t>(part * n), 1.0f), mine(static_cast<size_t>(part));
   const Tensor whole_t = host_tensor(whole.data(), part * n), mine_t = host_tensor(mine.data(), part);
-  const double scatter_s = median_s(group, [&] {
+  const double scatter_s = median_s(group, world, [&] {
     for (int l = 0; l < layers; ++l) group.reduce_scatter(whole_t, mine_t, ReduceOp::sum);
   });
-  const double gather_s = median_s(group, [&] {
+  const double gather_s = median_s(group, world, [&] {
     for (int l = 0; l < layers; ++l) group.all_gather(mine_t, whole_t);
   });
   const auto rate = [&](double median) {
@@ -70,9 +71,9 @@ ShardRates shard_rates(Communicator& group, int64_t floats, int layers, double l
 }
 
 // Latency and bandwidth of a ring all-reduce among n ranks: t = 2(n - 1)(latency + bytes / n / bandwidth).
-void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& latency_s) {
+void fit(Communicator& group, Communicator& world, int64_t floats, double& bytes_per_s, double& latency_s) {
   const int n = group.size();
-  const double small = median_all_reduce_s(group, 2), large = median_all_reduce_s(group, floats);
+  const double small = median_all_reduce_s(group, world, 2), large = median_all_reduce_s(group, world, floats);
   latency_s = small / (2.0 * (n - 1));
   const double per_byte = std::max(1e-12, (large - small) / (2.0 * (n - 1)) / (static_cast<double>(floats) * 4.0 / n));
   bytes_per_s = 1.0 / per_byte;
@@ -80,10 +81,10 @@ void fit(Communicator& group, int64_t floats, double& bytes_per_s, double& laten
 
 // A ring shift of a message of `floats` in `group` (each rank sends to the next while it receives
 // from the one before), as pipeline stages send: the message rate.
-double message_bytes_per_s(MpiCommunicator& group, int64_t floats) {
+double message_bytes_per_s(MpiCommunicator& group, Communicator& world, int64_t floats) {
   const int n = group.size(), next = (group.rank() + 1) % n, before = (group.rank() + n - 1) % n;
   std::vector<float> out(static_cast<size_t>(floats), 1.0f), in(static_cast<size_t>(floats));
-  const double median = median_s(group, [&] {
+  const double median = median_s(group, world, [&] {
     const int64_t id = group.start_send(host_tensor(out.data(), floats), next, 1, "the probe's message");
     group.recv(host_tensor(in.data(), floats), before, 1, "the probe's message");
     group.wait_send(id);
@@ -103,22 +104,22 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   const std::unique_ptr<MpiCommunicator> host = world.split(world.rank() / cluster.per_host());
   const std::unique_ptr<MpiCommunicator> across = world.split(world.rank() % cluster.per_host());
   if (cluster.per_host() > 1) {
-    fit(*host, floats, links.intra_bytes_per_s, links.intra_latency_s);
-    links.intra_message_bytes_per_s = message_bytes_per_s(*host, message_floats);
-    links.intra_shard = shard_rates(*host, floats, layers, links.intra_latency_s);
+    fit(*host, world, floats, links.intra_bytes_per_s, links.intra_latency_s);
+    links.intra_message_bytes_per_s = message_bytes_per_s(*host, world, message_floats);
+    links.intra_shard = shard_rates(*host, world, floats, layers, links.intra_latency_s);
   }
   if (cluster.hosts > 1) {
-    fit(*across, floats, links.inter_bytes_per_s, links.inter_latency_s);
-    links.inter_message_bytes_per_s = message_bytes_per_s(*across, message_floats);
-    links.inter_shard = shard_rates(*across, floats, layers, links.inter_latency_s);
+    fit(*across, world, floats, links.inter_bytes_per_s, links.inter_latency_s);
+    links.inter_message_bytes_per_s = message_bytes_per_s(*across, world, message_floats);
+    links.inter_shard = shard_rates(*across, world, floats, layers, links.inter_latency_s);
     // Every rank of a host sent over its link at once: the link's rates.
     links.inter_bytes_per_s *= cluster.per_host();
     links.inter_message_bytes_per_s *= cluster.per_host();
     links.inter_shard = links.inter_shard.times(cluster.per_host());
   }
   if (cluster.hosts > 1 && cluster.per_host() > 1) {  // a ring through both links: the whole job's
-    fit(world, floats, links.both_bytes_per_s, links.both_latency_s);
-    links.both_shard = shard_rates(world, floats, layers, links.both_latency_s);
+    fit(world, world, floats, links.both_bytes_per_s, links.both_latency_s);
+    links.both_shard = shard_rates(world, world, floats, layers, links.both_latency_s);
   }
   return links;
 }

@@ -13,10 +13,11 @@
 namespace distrain::cli {
 
 // Intra-host: among each host's ranks; inter-host: among the ranks with the same place on
-// every host. Each: the latency from an 8-byte all-reduce, the bandwidth from one of
-// `bytes` (the model's gradients: MPI picks its algorithm by size; ring all-reduce times,
-// medians of 10), and the rate of messages of `message_bytes` sent round the group at once
-// (pipeline stages' messages: the largest a stage sends), and ZeRO's rate: `bytes` cut into `layers` equal parts, each
+// every host, all groups at once. Each: the latency from an 8-byte all-reduce, the
+// bandwidth from one of `bytes` (the model's gradients: MPI picks its algorithm by size;
+// ring all-reduce times, medians of 3 to 10 calls, as many as fit 4 s), the rate of
+// messages of `message_bytes` sent round the group (pipeline stages' messages: the largest
+// a stage sends), and ZeRO's rates: `bytes` cut into `layers` equal parts, each
 // reduce-scattered and all-gathered, as a step sends a model of that many layers with
 // weights. With several hosts of several ranks, the same all-reduce and ZeRO rates of the
 // whole job: a ring through both links. A link the cluster lacks (one host, one rank per
