@@ -55,9 +55,8 @@ class MpiCommunicator final : public Communicator {
   // A wait polls for 2 ms, then sleeps between tests, backing off to a nap of at most 1 ms
   // (kLongNap): ranks waiting for a slow one leave the cores to it. A pipeline's messages
   // (start_send, wait_send, recv) and, after this call, this communicator's collectives
-  // back off to kShortNap instead:
-  // those inside a layer's forward and backward (the tensor axis), where every nap that
-  // oversleeps delays the whole step, dozens of times a step.
+  // back off to kShortNap instead. For the tensor axis, whose collectives run inside every
+  // layer's forward and backward, dozens a step: each nap that oversleeps delays the step.
   void set_short_naps() { collective_nap_ = kShortNap; }
   static constexpr std::chrono::microseconds kLongNap{1000}, kShortNap{50};
   std::string backend_name() const override { return "mpi"; }
