@@ -254,9 +254,11 @@ void print_table(const std::vector<Candidate>& all, int top, double tokens_per_s
 
 // What plan --measure's calibration found (calibrate_on_steps).
 std::string calibration_line(const CoreSharing& cores, const Cluster& cluster) {
-  return fmt::format("; {:.2f}x slower in a step of every rank, and a data axis {}waits {:.1f}% of the step's compute "
-                     "(measured: steps of the profiled blocks on every rank, against their predictions)",
-                     cores.measured_slowdown, cluster.hosts > 1 ? "across hosts " : "", cores.data_wait_share * 100);
+  return fmt::format("; {:.2f}x slower in a step of every rank{}, and a data axis {}waits {:.1f}% of the step's compute "
+                     "(measured: calibration steps on every rank, against their predictions)",
+                     cores.measured_slowdown,
+                     cores.tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", cores.tensor_slowdown) : "",
+                     cluster.hosts > 1 ? "across hosts " : "", cores.data_wait_share * 100);
 }
 
 void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, const Links& links, int64_t global_batch,
@@ -313,21 +315,59 @@ void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluste
   if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
 }
 
-// `profiled` over every rank as `data` x pipeline (ranks / data, as many micro-batches),
-// each micro-batch a data rank's batch.
-CalibrationStep calibration_step(const Recipe& profiled, int ranks, int data, bool bf16) {
-  PlanLayout l;
-  l.data = data;
-  l.pipeline = ranks / data;
-  l.micro_batches = l.pipeline;
-  l.bf16 = bf16;
-  return {layout_recipe(profiled, l, profiled.step_batch() * ranks), l};
+// `profiled` over every rank as `layout`, the step's global batch a data rank's batch per
+// rank, so that each rank computes as many examples as in `data N`.
+CalibrationStep calibration_step(const Recipe& profiled, int ranks, const PlanLayout& layout) {
+  return {layout_recipe(profiled, layout, profiled.step_batch() * ranks), layout};
 }
 
-// The calibration's pipeline over every rank, where the profiled blocks have a layer per rank.
-std::optional<CalibrationStep> calibration_pipeline(const Recipe& profiled, int ranks, bool bf16) {
-  if (ranks == 1 || profiled.model().layers.size() < static_cast<size_t>(ranks)) return std::nullopt;
-  return calibration_step(profiled, ranks, 1, bf16);
+// The steps plan --measure calibrates on (CalibrationSteps): data N; pipeline N (as many
+// micro-batches) where the model has a layer per rank; tensor T x pipeline N/T
+// (N micro-batches, each of a rank's batch as profiled) where a host's T ranks can split
+// the blocks: no data axis, whose wait data N sets.
+CalibrationSteps calibration_steps(const Recipe& profiled, const Cluster& cluster, bool bf16) {
+  const int n = cluster.ranks, t = cluster.per_host();
+  PlanLayout data_n{n};
+  data_n.bf16 = bf16;
+  CalibrationSteps on{calibration_step(profiled, n, data_n)};
+  if (n > 1 && profiled.model().layers.size() >= static_cast<size_t>(n)) {
+    PlanLayout pipeline_n{1, 1, n, n};
+    pipeline_n.bf16 = bf16;
+    on.pipeline_n = calibration_step(profiled, n, pipeline_n);
+  }
+  if (t > 1) {
+    PlanLayout tensor_t{1, t, n / t, n};
+    tensor_t.bf16 = bf16;
+    try {
+      CalibrationStep step = calibration_step(profiled, n, tensor_t);
+      mesh_rank_bytes(step.recipe);  // builds the ranks' models: refuses blocks that do not split over t
+      on.tensor_t = std::move(step);
+    } catch (const UserError& e) {
+      log::info("plan --measure: no {} calibration step: {}", tensor_t.str(), e.what());
+    }
+  }
+  return on;
+}
+
+// Whether every calibration step `on` (of the whole model) fits a rank of `base`:
+// strategy.device_memory where given, else the host memory free for each of a host's
+// ranks. Steps of the model's first blocks alone priced the whole model's layouts 10-35%
+// off (docs/BENCHMARKS.md): their embedding, head and messages weigh more beside less work.
+bool calibrates_whole_model(const Recipe& base, const Cluster& cluster, int64_t global_batch, const CalibrationSteps& on) {
+  const int64_t budget = base.strategy.device_memory > 0
+                             ? base.strategy.device_memory
+                             : available_host_memory().value_or(INT64_MAX) / cluster.per_host();
+  std::vector<PlanLayout> layouts{on.data_n.layout};
+  for (const auto* step : {&on.pipeline_n, &on.tensor_t})
+    if (*step) layouts.push_back((*step)->layout);
+  for (const PlanLayout& l : layouts) {
+    try {
+      if (largest_rank(layout_recipe(base, l, global_batch), l).total() > budget) return false;
+    } catch (const UserError&) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void run_plan(const PlanArgs& a) {
@@ -352,18 +392,25 @@ void run_plan(const PlanArgs& a) {
   world.set_timeout(0);  // the profiles may take minutes
   // Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
   // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low),
-  // and a data axis across hosts waits for the slower host: real steps of the profiled
-  // blocks on every rank calibrate both.
+  // and a data axis across hosts waits for the slower host: real steps on every rank
+  // calibrate both, of the whole model where they fit, else of its first blocks.
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
-  const Recipe profiled = profile_recipe(base, data_rank_batch, weighed.front(), threads_per_rank(a, cluster));
-  const int64_t profiled_bytes = model_value_bytes(profiled, data_rank_batch);
+  const int threads = threads_per_rank(a, cluster);
+  const bool bf16 = weighed.front();
+  const Recipe whole = profile_recipe(base, data_rank_batch, bf16, threads, 0);
+  CalibrationSteps on = calibration_steps(whole, cluster, bf16);
+  const bool on_whole = calibrates_whole_model(base, cluster, global_batch, on);
+  const Recipe calibrated = on_whole ? whole : profile_recipe(base, data_rank_batch, bf16, threads);
+  if (!on_whole) on = calibration_steps(calibrated, cluster, bf16);
+  if (world.rank() == 0)
+    log::info("plan --measure: calibrating on steps of {}", on_whole ? "the whole model" : fmt::format(
+        "its first {} blocks (the whole model's calibration steps do not fit a rank)", kProfiledBlocks));
+  const int64_t calibrated_bytes = model_value_bytes(calibrated, data_rank_batch);
   const auto profile_alone = [&] {
-    return layer_times(profiled, data_rank_batch, weighed.front(), a.profile_steps, threads_per_rank(a, cluster),
-                       profiled_bytes);
+    return layer_times(calibrated, data_rank_batch, bf16, a.profile_steps, threads, calibrated_bytes);
   };
-  cores = calibrate_on_steps(world, cluster, links, calibration_step(profiled, a.ranks, a.ranks, weighed.front()),
-                             calibration_pipeline(profiled, a.ranks, weighed.front()), cores.ranks_per_core,
-                             profile_alone, a.profile_steps, a.profile_rounds);
+  cores = calibrate_on_steps(world, cluster, links, on, cores.ranks_per_core, profile_alone, a.profile_steps,
+                             a.profile_rounds);
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);

@@ -328,7 +328,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   StageWeights heaviest;
   for (int s = 0; s < plan.stages(); ++s) {
     const size_t first = plan.first[static_cast<size_t>(s)], end = plan.first[static_cast<size_t>(s) + 1];
-    StageTime st = stage_time(whole, first, end, l, micro, links, times, cores.profile_scale());
+    StageTime st = stage_time(whole, first, end, l, micro, links, times, cores.profile_scale(l));
     const StageWeights weights = stage_weights(whole, first, end);
     if (weights.elements > heaviest.elements) heaviest = weights;  // the rank with the most weights'
     const Sent once = sequence_shard_gradients(whole, first, end, l, links);
@@ -371,8 +371,8 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.data_ms = sent.seconds * 1e3 + (waits_like_calibration(l, cluster, data_across) ? cores.data_wait_share * e.compute_ms : 0);
   e.data_bytes = sent.bytes;
   const double share = static_cast<double>(rank_value_bytes) / static_cast<double>(std::max<int64_t>(1, times.value_bytes));
-  e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * cores.profile_scale();
-  e.other_ms = times.step_ms * cores.profile_scale();
+  e.update_ms = times.update_ms * share / (sharded ? l.data : 1) * cores.profile_scale(l);
+  e.other_ms = times.step_ms * cores.profile_scale(l);
   return e;
 }
 
@@ -389,10 +389,10 @@ LayerTimes mean_of(const std::vector<LayerTimes>& rounds) {
 }
 
 double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
-                         const LayerTimes& times, double ranks_per_core, double measured_ms) {
-  const auto predicted_ms = [&](double slowdown) {
-    return estimate_step(recipe, layout, cluster, links, times, times.value_bytes, CoreSharing{ranks_per_core, slowdown})
-        .total_ms();
+                         const LayerTimes& times, CoreSharing cores, double CoreSharing::*slowdown, double measured_ms) {
+  const auto predicted_ms = [&](double value) {
+    cores.*slowdown = value;
+    return estimate_step(recipe, layout, cluster, links, times, times.value_bytes, cores).total_ms();
   };
   // No faster than alone: a step that beats the links' own price leaves compute as profiled.
   double low = 1, high = 2;

@@ -83,15 +83,21 @@ int layers_with_weights(const Model& model);
 // host that take turns on one core, and where measured (plan --measure; 0 where not) how
 // much slower than the profile a real step on the cluster computes (calibrate_on_steps):
 // besides the turns, a machine with all its cores busy is slower than with one, and ranks
-// sharing a core lose more inside a step. Also measured: what a step whose data group spans
-// the calibration's links waits beyond its collectives' price, as a share of its compute
-// (the data axis's all-reduce waits for the slower host's ranks, which compute that much
-// longer).
+// sharing a core lose more inside a step. Tensor peers, which share a host's cores in
+// lock-step, lose less there than a pipeline's stages (while one waits at a collective its
+// peer computes): layouts with a tensor axis take a slowdown of their own where measured.
+// Also measured: what a step whose data group spans the calibration's links waits beyond
+// its collectives' price, as a share of its compute (the data axis's all-reduce waits for
+// the slower host's ranks, which compute that much longer).
 struct CoreSharing {
   double ranks_per_core = 1;
   double measured_slowdown = 0;
   double data_wait_share = 0;
-  double profile_scale() const { return measured_slowdown > 0 ? measured_slowdown : ranks_per_core; }
+  double tensor_slowdown = 0;
+  double profile_scale(const PlanLayout& l) const {
+    if (l.tensor > 1 && tensor_slowdown > 0) return tensor_slowdown;
+    return measured_slowdown > 0 ? measured_slowdown : ranks_per_core;
+  }
 };
 
 // `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable
@@ -99,11 +105,11 @@ struct CoreSharing {
 StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
                            const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores);
 
-// The slowdown (CoreSharing::measured_slowdown) at which estimate_step gives `measured_ms`
-// for `recipe` as `layout` (the estimate grows with it: a pipeline's too), on ranks that
-// share their cores `ranks_per_core` to one; at least 1.
+// The slowdown at which estimate_step gives `measured_ms` for `recipe` as `layout` (the
+// estimate grows with it: a pipeline's too), `cores` otherwise: its `slowdown` field
+// (measured_slowdown, or tensor_slowdown for a layout with a tensor axis); at least 1.
 double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
-                         const LayerTimes& times, double ranks_per_core, double measured_ms);
+                         const LayerTimes& times, CoreSharing cores, double CoreSharing::*slowdown, double measured_ms);
 
 // What a step of `recipe` as `layout` measured beyond estimate_step's price at `cores`'
 // slowdown, as a share of its compute (CoreSharing::data_wait_share when `layout` has a

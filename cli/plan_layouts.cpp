@@ -140,17 +140,17 @@ std::vector<std::string> layout_overrides(const PlanLayout& l, int64_t global_ba
   return out;
 }
 
-Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads) {
+Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads, int64_t blocks) {
   PlanLayout precision;
   precision.bf16 = bf16;
   const Recipe one = with_strategy(base, toml::table{{"name", "one_device"}, {"per_replica_batch", batch}}, precision);
   toml::table table = *one.table;
   table["strategy"].as_table()->erase("device_memory");  // time is measured here, memory weighed apart
   table["strategy"].as_table()->insert_or_assign("threads", int64_t{threads});  // kept by a layout_recipe of it
-  if (toml::array* layers = table["model"]["layers"].as_array())
+  if (toml::array* layers = table["model"]["layers"].as_array(); layers && blocks > 0)
     for (toml::node& node : *layers)
       if (toml::table* layer = node.as_table(); layer && (*layer)["type"].value<std::string>() == "repeat")
-        if ((*layer)["count"].value<int64_t>().value_or(0) > kProfiledBlocks) layer->insert_or_assign("count", kProfiledBlocks);
+        if ((*layer)["count"].value<int64_t>().value_or(0) > blocks) layer->insert_or_assign("count", blocks);
   return recipe_from_table(std::make_shared<const toml::table>(std::move(table)), base.file);
 }
 

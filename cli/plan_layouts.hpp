@@ -50,11 +50,11 @@ Recipe layout_recipe(const Recipe& base, const PlanLayout& layout, int64_t globa
 std::vector<std::string> layout_overrides(const PlanLayout& layout, int64_t global_batch);
 // The recipe the step times are profiled on: `base` on one device with a batch of `batch`,
 // in bf16 or float32, `threads` CPU threads and no strategy.device_memory, each outermost
-// repeat block cut to kProfiledBlocks copies, so that a model too big for one device is
-// measured too, and quickly (its other blocks take the times of the last copy kept:
-// profiled_stand_in).
+// repeat block cut to `blocks` copies (0: none cut), by default kProfiledBlocks, so that a
+// model too big for one device is measured too, and quickly (its other blocks take the
+// times of the last copy kept: profiled_stand_in).
 inline constexpr int64_t kProfiledBlocks = 2;
-Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads);
+Recipe profile_recipe(const Recipe& base, int64_t batch, bool bf16, int threads, int64_t blocks = kProfiledBlocks);
 // The layer of the profiled model whose times stand for layer `name` of the whole one:
 // itself, or for a block copy the profile cut ("h.9.attn"), the same layer of the last copy
 // kept ("h.1.attn"); "" when neither was profiled. `profiled` says whether a name was.

@@ -124,45 +124,90 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
   return links;
 }
 
+namespace {
+
+// Each calibration step's time in the job: the mean of the rounds' medians, in ms (0 for a
+// step not run).
+struct CalibrationTimes {
+  double data_ms = 0, pipeline_ms = 0, tensor_ms = 0;
+};
+
+double priced_ms(const CalibrationStep& step, const Cluster& cluster, const Links& links, const LayerTimes& times,
+                 const CoreSharing& cores) {
+  return estimate_step(step.recipe, step.layout, cluster, links, times, times.value_bytes, cores).total_ms();
+}
+
+void warn_too_fast_to_calibrate(const CalibrationStep& step, double measured_ms, double priced_ms, const std::string& kept) {
+  log::warn("plan --measure: the {} calibration step took {:.1f} ms, no more than plan prices it with the "
+            "profile's own speed ({:.1f} ms): its links are priced too slow to calibrate compute on, which keeps {}",
+            step.layout.str(), measured_ms, priced_ms, kept);
+}
+
+// Rank 0's fit of the calibration's figures to the steps' times, against `times` (its
+// profile alone); calibrate_on_steps says what each step sets.
+CoreSharing fit_calibration(const Cluster& cluster, const Links& links, const CalibrationSteps& on, double ranks_per_core,
+                            const LayerTimes& times, const CalibrationTimes& took) {
+  const CalibrationStep& sets_pace = on.pipeline_n ? *on.pipeline_n : on.data_n;
+  const double pace_ms = on.pipeline_n ? took.pipeline_ms : took.data_ms;
+  CoreSharing cores{ranks_per_core};
+  cores.measured_slowdown = slowdown_for_step(sets_pace.recipe, sets_pace.layout, cluster, links, times, cores,
+                                              &CoreSharing::measured_slowdown, pace_ms);
+  if (cores.measured_slowdown <= 1.0 && ranks_per_core > 1.0) {
+    warn_too_fast_to_calibrate(sets_pace, pace_ms, priced_ms(sets_pace, cluster, links, times, {ranks_per_core, 1.0}),
+                               fmt::format("the slowdown of the ranks' turns ({:.2f}x)", ranks_per_core));
+    cores.measured_slowdown = ranks_per_core;
+  }
+  if (on.pipeline_n) cores.data_wait_share = data_wait_for_step(on.data_n.recipe, on.data_n.layout, cluster, links, times,
+                                                                cores, took.data_ms);
+  if (!on.tensor_t) return cores;
+  cores.tensor_slowdown = slowdown_for_step(on.tensor_t->recipe, on.tensor_t->layout, cluster, links, times, cores,
+                                            &CoreSharing::tensor_slowdown, took.tensor_ms);
+  if (cores.tensor_slowdown <= 1.0 && ranks_per_core > 1.0) {
+    CoreSharing alone = cores;
+    alone.tensor_slowdown = 1.0;
+    warn_too_fast_to_calibrate(*on.tensor_t, took.tensor_ms, priced_ms(*on.tensor_t, cluster, links, times, alone),
+                               fmt::format("the other layouts' slowdown for it ({:.2f}x)", cores.measured_slowdown));
+    cores.tensor_slowdown = 0;
+  }
+  return cores;
+}
+
+std::string took_line(const CalibrationSteps& on, const CalibrationTimes& took) {
+  std::string s = fmt::format("{:.1f} ms as {}", took.data_ms, on.data_n.layout.str());
+  if (on.pipeline_n) s = fmt::format("{:.1f} ms as {}, ", took.pipeline_ms, on.pipeline_n->layout.str()) + s;
+  if (on.tensor_t) s += fmt::format(", {:.1f} ms as {}", took.tensor_ms, on.tensor_t->layout.str());
+  return s;
+}
+
+}  // namespace
+
 CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
-                               const CalibrationStep& data_n, const std::optional<CalibrationStep>& pipeline_n,
-                               double ranks_per_core, const std::function<LayerTimes()>& profile_alone, int64_t steps,
-                               int64_t rounds) {
+                               const CalibrationSteps& on, double ranks_per_core,
+                               const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
   std::vector<LayerTimes> alone;  // rank 0's
-  double data_ms = 0, pipeline_ms = 0;
+  CalibrationTimes took;
+  const auto n = static_cast<double>(rounds);
   for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that all see the machine's fast and slow spells
     world.barrier();
     if (world.rank() == 0) alone.push_back(profile_alone());
     world.barrier();
-    data_ms += median_step_ms_in_job(data_n.recipe, steps, 2) / static_cast<double>(rounds);
-    if (pipeline_n) pipeline_ms += median_step_ms_in_job(pipeline_n->recipe, steps, 2) / static_cast<double>(rounds);
+    took.data_ms += median_step_ms_in_job(on.data_n.recipe, steps, 2) / n;
+    if (on.pipeline_n) took.pipeline_ms += median_step_ms_in_job(on.pipeline_n->recipe, steps, 2) / n;
+    if (on.tensor_t) took.tensor_ms += median_step_ms_in_job(on.tensor_t->recipe, steps, 2) / n;
   }
-  std::vector<float> fitted(2, 0.0f);  // rank 0's slowdown and wait, to every rank
+  std::vector<float> fitted(3, 0.0f);  // rank 0's, to every rank
   if (world.rank() == 0) {
-    const LayerTimes times = mean_of(alone);
-    const CalibrationStep& sets_pace = pipeline_n ? *pipeline_n : data_n;
-    const double pace_ms = pipeline_n ? pipeline_ms : data_ms;
-    CoreSharing cores{ranks_per_core, slowdown_for_step(sets_pace.recipe, sets_pace.layout, cluster, links, times,
-                                                        ranks_per_core, pace_ms)};
-    if (cores.measured_slowdown <= 1.0 && ranks_per_core > 1.0) {  // its links' price alone exceeds the step
-      log::warn("plan --measure: the {} step of the profiled blocks took {:.1f} ms, no more than plan prices it with "
-                "the profile's own speed ({:.1f} ms): its links are priced too slow to calibrate compute on, which "
-                "keeps the slowdown of the ranks' turns ({:.2f}x)",
-                sets_pace.layout.str(), pace_ms,
-                estimate_step(sets_pace.recipe, sets_pace.layout, cluster, links, times, times.value_bytes,
-                              CoreSharing{ranks_per_core, 1.0}).total_ms(),
-                ranks_per_core);
-      cores.measured_slowdown = ranks_per_core;
-    }
-    if (pipeline_n) cores.data_wait_share = data_wait_for_step(data_n.recipe, data_n.layout, cluster, links, times, cores, data_ms);
-    fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share)};
-    log::info("plan --measure: steps of the profiled blocks on every rank, the mean of {} round(s)' medians: {}{:.1f} ms as "
-              "{}; compute {:.2f}x slower than alone, the data axis waits {:.1f}% of its compute",
-              rounds, pipeline_n ? fmt::format("{:.1f} ms as {}, ", pipeline_ms, pipeline_n->layout.str()) : "", data_ms,
-              data_n.layout.str(), cores.measured_slowdown, cores.data_wait_share * 100);
+    const CoreSharing cores = fit_calibration(cluster, links, on, ranks_per_core, mean_of(alone), took);
+    fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share),
+              static_cast<float>(cores.tensor_slowdown)};
+    log::info("plan --measure: calibration steps on every rank, the mean of {} round(s)' medians: {}; compute "
+              "{:.2f}x slower than alone{}, the data axis waits {:.1f}% of its compute",
+              rounds, took_line(on, took), cores.measured_slowdown,
+              cores.tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", cores.tensor_slowdown) : "",
+              cores.data_wait_share * 100);
   }
-  world.all_reduce(host_tensor(fitted.data(), 2), ReduceOp::sum);
-  return CoreSharing{ranks_per_core, fitted[0], fitted[1]};
+  world.all_reduce(host_tensor(fitted.data(), 3), ReduceOp::sum);
+  return CoreSharing{ranks_per_core, fitted[0], fitted[1], fitted[2]};
 }
 
 }  // namespace distrain::cli

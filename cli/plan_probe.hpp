@@ -26,31 +26,40 @@ namespace distrain::cli {
 Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links& given, int64_t bytes,
                     int64_t message_bytes, int layers);
 
-// A step plan --measure runs on every rank: the profiled blocks as `layout` (layout_recipe).
+// A step plan --measure runs on every rank: the whole model, or where its steps do not fit
+// a rank its first blocks, as `layout` (layout_recipe).
 struct CalibrationStep {
   Recipe recipe;
   PlanLayout layout;
 };
 
+// The steps plan --measure calibrates on: the model over every rank as data N, as
+// pipeline N where it has a layer per rank, and as tensor T x pipeline N/T (T a host's
+// ranks) where hosts have several ranks and the model splits over them.
+struct CalibrationSteps {
+  CalibrationStep data_n;
+  std::optional<CalibrationStep> pipeline_n, tensor_t;
+};
+
 // How `plan` prices compute and the data axis's waits on this cluster: real steps of the
-// profiled blocks, each rank with a data rank's batch, timed as bench times them, against
-// the steps estimate_step predicts for them from `profile_alone()` (rank 0's profile of the
-// same blocks and batch, the others asleep in a barrier), on ranks that share their cores
-// `ranks_per_core` to one:
-// - `pipeline_n` (stages over every rank; where the blocks have layers enough) sets the
-//   slowdown on the profile that makes its step agree (at least 1): what ranks sharing a
-//   core lose inside a step besides their turns, which profiles run side by side miss;
-// - `data_n` (data over every rank) then its data axis's wait (CoreSharing::data_wait_share):
-//   what its step took beyond that price, as a share of its compute (the ranks' wait at the
-//   all-reduce for the slower host's). Without `pipeline_n`, `data_n` sets the slowdown and
-//   the wait is 0. A step that plan prices above its measured time even at the profile's
-//   speed (its links priced too slow: a pipeline's messages on a slow link) cannot
-//   calibrate compute, which then keeps the ranks' turns (`ranks_per_core`), with a warning.
-// Alone and in the job taken in turn `rounds` times and averaged, `steps` steps after 2.
-// Every rank returns it.
+// model, each rank with a data rank's batch, timed as bench times them, against the steps
+// estimate_step predicts for them from `profile_alone()` (rank 0's profile at that batch,
+// as plan profiles the layouts, the others asleep in a barrier), on ranks that share their
+// cores `ranks_per_core` to one:
+// - `pipeline_n` sets the slowdown on the profile that makes its step agree (at least 1):
+//   what ranks sharing a core lose inside a step besides their turns, which profiles run
+//   side by side miss;
+// - `data_n` then its data axis's wait (CoreSharing::data_wait_share): what its step took
+//   beyond that price, as a share of its compute (the ranks' wait at the all-reduce for the
+//   slower host's). Without `pipeline_n`, `data_n` sets the slowdown and the wait is 0;
+// - `tensor_t` the tensor layouts' slowdown (CoreSharing::tensor_slowdown).
+// A step that plan prices above its measured time even at the profile's speed (its links
+// priced too slow: a pipeline's messages on a slow link) cannot calibrate compute: the
+// slowdown then keeps the ranks' turns (`ranks_per_core`), the tensor layouts the others',
+// with a warning. Alone and in the job taken in turn `rounds` times and averaged, `steps`
+// steps after 2. Every rank returns it.
 CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
-                               const CalibrationStep& data_n, const std::optional<CalibrationStep>& pipeline_n,
-                               double ranks_per_core, const std::function<LayerTimes()>& profile_alone, int64_t steps,
-                               int64_t rounds);
+                               const CalibrationSteps& on, double ranks_per_core,
+                               const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds);
 
 }  // namespace distrain::cli

@@ -320,10 +320,35 @@ TEST_CASE("plan --measure's calibration: the slowdown at which a step takes what
     // A step measured as the model prices it at 2.7x gives 2.7x back (a pipeline's by
     // halving); one faster than the links alone allow leaves the profile as it ran (1x).
     const auto at = [&](double slowdown) { return step(layout, CoreSharing{2.0, slowdown}).total_ms(); };
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(2.7)) == doctest::Approx(2.7).epsilon(1e-6));
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(1.6)) == doctest::Approx(1.6).epsilon(1e-6));
-    CHECK(slowdown_for_step(r, layout, two_by_two, links, times, 2.0, at(1.0) / 2) == 1.0);
+    const auto fitted = [&](double measured_ms) {
+      return slowdown_for_step(r, layout, two_by_two, links, times, CoreSharing{2.0}, &CoreSharing::measured_slowdown,
+                               measured_ms);
+    };
+    CHECK(fitted(at(2.7)) == doctest::Approx(2.7).epsilon(1e-6));
+    CHECK(fitted(at(1.6)) == doctest::Approx(1.6).epsilon(1e-6));
+    CHECK(fitted(at(1.0) / 2) == 1.0);
   }
+  // Tensor layouts take a slowdown of their own where one is measured, fitted with the
+  // other figures held (the data axis's wait priced, as data 2 x tensor 2 crosses hosts);
+  // the others keep theirs.
+  const PlanLayout tensor_2{2, 2, 1, 2};
+  const CoreSharing held{2.0, 2.7, 0.08};
+  const auto tensor_at = [&](double slowdown) {
+    CoreSharing cores = held;
+    cores.tensor_slowdown = slowdown;
+    return step(tensor_2, cores).total_ms();
+  };
+  CHECK(slowdown_for_step(layout_recipe(base, tensor_2, 12), tensor_2, two_by_two, links, times, held,
+                          &CoreSharing::tensor_slowdown, tensor_at(2.2)) == doctest::Approx(2.2).epsilon(1e-6));
+  CHECK(tensor_at(2.2) < step(tensor_2, held).total_ms());
+  CHECK(tensor_at(0) == step(tensor_2, held).total_ms());  // 0: not measured
+  CHECK(tensor_at(2.7) == doctest::Approx(step(tensor_2, held).total_ms()));
+  CoreSharing with_tensor = held;
+  with_tensor.tensor_slowdown = 2.2;
+  for (const PlanLayout& other : {PlanLayout{4}, PlanLayout{1, 1, 4, 4}, PlanLayout{2, 1, 2, 2}})
+    CHECK(step(other, with_tensor).total_ms() == step(other, held).total_ms());
+  CHECK(step(PlanLayout{1, 2, 2, 4}, with_tensor).compute_ms ==
+        doctest::Approx(step(PlanLayout{1, 2, 2, 4}, held).compute_ms * 2.2 / 2.7));
   // The wait: what data 4's step took beyond its price at the pipeline's slowdown, and none
   // when it took less.
   const PlanLayout data_4{4};
