@@ -315,31 +315,31 @@ void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluste
   if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
 }
 
-// `profiled` over every rank as `layout`, the step's global batch a data rank's batch per
-// rank, so that each rank computes as many examples as in `data N`.
-CalibrationStep calibration_step(const Recipe& profiled, int ranks, const PlanLayout& layout) {
-  return {layout_recipe(profiled, layout, profiled.step_batch() * ranks), layout};
+// `one_device` (at a data rank's batch) over every rank as `layout`, the step's global
+// batch that batch per rank, so that each rank computes as many examples as in `data N`.
+CalibrationStep calibration_step(const Recipe& one_device, int ranks, const PlanLayout& layout) {
+  return {layout_recipe(one_device, layout, one_device.step_batch() * ranks), layout};
 }
 
 // The steps plan --measure calibrates on (CalibrationSteps): data N; pipeline N (as many
 // micro-batches) where the model has a layer per rank; tensor T x pipeline N/T
 // (N micro-batches, each of a rank's batch as profiled) where a host's T ranks can split
 // the blocks: no data axis, whose wait data N sets.
-CalibrationSteps calibration_steps(const Recipe& profiled, const Cluster& cluster, bool bf16) {
+CalibrationSteps calibration_steps(const Recipe& one_device, const Cluster& cluster, bool bf16) {
   const int n = cluster.ranks, t = cluster.per_host();
   PlanLayout data_n{n};
   data_n.bf16 = bf16;
-  CalibrationSteps on{calibration_step(profiled, n, data_n)};
-  if (n > 1 && profiled.model().layers.size() >= static_cast<size_t>(n)) {
+  CalibrationSteps on{calibration_step(one_device, n, data_n)};
+  if (n > 1 && one_device.model().layers.size() >= static_cast<size_t>(n)) {
     PlanLayout pipeline_n{1, 1, n, n};
     pipeline_n.bf16 = bf16;
-    on.pipeline_n = calibration_step(profiled, n, pipeline_n);
+    on.pipeline_n = calibration_step(one_device, n, pipeline_n);
   }
   if (t > 1) {
     PlanLayout tensor_t{1, t, n / t, n};
     tensor_t.bf16 = bf16;
     try {
-      CalibrationStep step = calibration_step(profiled, n, tensor_t);
+      CalibrationStep step = calibration_step(one_device, n, tensor_t);
       mesh_rank_bytes(step.recipe);  // builds the ranks' models: refuses blocks that do not split over t
       on.tensor_t = std::move(step);
     } catch (const UserError& e) {
@@ -370,33 +370,15 @@ bool calibrates_whole_model(const Recipe& base, const Cluster& cluster, int64_t 
   return true;
 }
 
-void run_plan(const PlanArgs& a) {
-  std::vector<std::string> overrides = a.overrides;
-  if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
-  const Recipe base = load_recipe(a.recipe, overrides);
-  DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
-                "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
-  const Cluster cluster{a.ranks, a.hosts};
-  Links links = a.links.empty() ? Links{} : parse_links(a.links);
-  const int64_t global_batch = recipe_global_batch(base, a.ranks);
-  const std::vector<bool> weighed = precisions(base, a.precision);
-  CoreSharing cores{ranks_per_core(a, cluster)};
-  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, cores);
-  MpiCommunicator world(60.0);
-  {
-    const Model shapes(base.model(), backend_for(Device{}), storage_free_seams());
-    links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // collectives of the gradients' size
-                          largest_stage_message_bytes(shapes, std::max<int64_t>(1, global_batch / a.ranks)),
-                          layers_with_weights(shapes));
-  }
-  world.set_timeout(0);  // the profiles may take minutes
-  // Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
-  // cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low),
-  // and a data axis across hosts waits for the slower host: real steps on every rank
-  // calibrate both, of the whole model where they fit, else of its first blocks.
+// Ranks that share a core lose more inside a step than their turns (this VM: 4 ranks on 2
+// cores took 2.0-2.1x one alone side by side, and a step priced so came out 10-30% low),
+// and a data axis across hosts waits for the slower host: real steps on every rank
+// calibrate both (calibrate_on_steps), of the whole model where they fit, else of its
+// first blocks.
+CoreSharing calibrate(MpiCommunicator& world, const PlanArgs& a, const Recipe& base, const Cluster& cluster,
+                      const Links& links, int64_t global_batch, bool bf16) {
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
   const int threads = threads_per_rank(a, cluster);
-  const bool bf16 = weighed.front();
   const Recipe whole = profile_recipe(base, data_rank_batch, bf16, threads, 0);
   CalibrationSteps on = calibration_steps(whole, cluster, bf16);
   const bool on_whole = calibrates_whole_model(base, cluster, global_batch, on);
@@ -409,8 +391,30 @@ void run_plan(const PlanArgs& a) {
   const auto profile_alone = [&] {
     return layer_times(calibrated, data_rank_batch, bf16, a.profile_steps, threads, calibrated_bytes);
   };
-  cores = calibrate_on_steps(world, cluster, links, on, cores.ranks_per_core, profile_alone, a.profile_steps,
-                             a.profile_rounds);
+  return calibrate_on_steps(world, cluster, links, on, ranks_per_core(a, cluster), profile_alone, a.profile_steps,
+                            a.profile_rounds);
+}
+
+void run_plan(const PlanArgs& a) {
+  std::vector<std::string> overrides = a.overrides;
+  if (!a.device_memory.empty()) overrides.push_back("strategy.device_memory=" + toml_quoted(a.device_memory));
+  const Recipe base = load_recipe(a.recipe, overrides);
+  DT_USER_CHECK(a.ranks >= 1 && a.hosts >= 1 && a.ranks % a.hosts == 0,
+                "plan: --ranks {} must be a multiple of --hosts {} (the same ranks on every host)", a.ranks, a.hosts);
+  const Cluster cluster{a.ranks, a.hosts};
+  Links links = a.links.empty() ? Links{} : parse_links(a.links);
+  const int64_t global_batch = recipe_global_batch(base, a.ranks);
+  const std::vector<bool> weighed = precisions(base, a.precision);
+  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, CoreSharing{ranks_per_core(a, cluster)});
+  MpiCommunicator world(60.0);
+  {
+    const Model shapes(base.model(), backend_for(Device{}), storage_free_seams());
+    links = measure_links(world, cluster, links, model_value_bytes(base, global_batch),  // collectives of the gradients' size
+                          largest_stage_message_bytes(shapes, std::max<int64_t>(1, global_batch / a.ranks)),
+                          layers_with_weights(shapes));
+  }
+  world.set_timeout(0);  // the profiles may take minutes
+  const CoreSharing cores = calibrate(world, a, base, cluster, links, global_batch, weighed.front());
   // Rank 0 profiles and prints while the others wait asleep in a barrier, not spinning in
   // MPI's finalize on the cores it profiles on.
   if (world.rank() == 0) plan_and_print(a, base, cluster, links, global_batch, weighed, cores);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "cli/bench_steps.hpp"
@@ -126,10 +127,29 @@ Links measure_links(MpiCommunicator& world, const Cluster& cluster, const Links&
 
 namespace {
 
-// Each calibration step's time in the job: the mean of the rounds' medians, in ms (0 for a
-// step not run).
+constexpr double kLongRoundSeconds = 20;
+
+// A calibration step's time in the job: the mean of its rounds' medians, in ms (0 for a
+// step not run). A step whose round took over kLongRoundSeconds (data N over a slow link:
+// seconds a step) runs no more rounds: it spans the machine's fast and slow spells itself.
+struct StepRounds {
+  double sum_ms = 0;
+  int runs = 0;
+  bool again = true;
+  void run(Communicator& world, const Recipe& recipe, int64_t steps) {
+    if (!again) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    sum_ms += median_step_ms_in_job(recipe, steps, 2);
+    ++runs;
+    float took = static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    world.all_reduce(host_tensor(&took, 1), ReduceOp::max);  // every rank decides alike
+    again = took <= kLongRoundSeconds;
+  }
+  double ms() const { return runs > 0 ? sum_ms / runs : 0; }
+};
+
 struct CalibrationTimes {
-  double data_ms = 0, pipeline_ms = 0, tensor_ms = 0;
+  StepRounds data, pipeline, tensor;
 };
 
 double priced_ms(const CalibrationStep& step, const Cluster& cluster, const Links& links, const LayerTimes& times,
@@ -148,7 +168,7 @@ void warn_too_fast_to_calibrate(const CalibrationStep& step, double measured_ms,
 CoreSharing fit_calibration(const Cluster& cluster, const Links& links, const CalibrationSteps& on, double ranks_per_core,
                             const LayerTimes& times, const CalibrationTimes& took) {
   const CalibrationStep& sets_pace = on.pipeline_n ? *on.pipeline_n : on.data_n;
-  const double pace_ms = on.pipeline_n ? took.pipeline_ms : took.data_ms;
+  const double pace_ms = on.pipeline_n ? took.pipeline.ms() : took.data.ms();
   CoreSharing cores{ranks_per_core};
   cores.measured_slowdown = slowdown_for_step(sets_pace.recipe, sets_pace.layout, cluster, links, times, cores,
                                               &CoreSharing::measured_slowdown, pace_ms);
@@ -158,25 +178,30 @@ CoreSharing fit_calibration(const Cluster& cluster, const Links& links, const Ca
     cores.measured_slowdown = ranks_per_core;
   }
   if (on.pipeline_n) cores.data_wait_share = data_wait_for_step(on.data_n.recipe, on.data_n.layout, cluster, links, times,
-                                                                cores, took.data_ms);
+                                                                cores, took.data.ms());
   if (!on.tensor_t) return cores;
   cores.tensor_slowdown = slowdown_for_step(on.tensor_t->recipe, on.tensor_t->layout, cluster, links, times, cores,
-                                            &CoreSharing::tensor_slowdown, took.tensor_ms);
+                                            &CoreSharing::tensor_slowdown, took.tensor.ms());
   if (cores.tensor_slowdown <= 1.0 && ranks_per_core > 1.0) {
     CoreSharing alone = cores;
     alone.tensor_slowdown = 1.0;
-    warn_too_fast_to_calibrate(*on.tensor_t, took.tensor_ms, priced_ms(*on.tensor_t, cluster, links, times, alone),
+    warn_too_fast_to_calibrate(*on.tensor_t, took.tensor.ms(), priced_ms(*on.tensor_t, cluster, links, times, alone),
                                fmt::format("the other layouts' slowdown for it ({:.2f}x)", cores.measured_slowdown));
     cores.tensor_slowdown = 0;
   }
   return cores;
 }
 
+// "298.0 ms as data 1 x pipeline 4 (4 micro-batches) (3 rounds), ...".
 std::string took_line(const CalibrationSteps& on, const CalibrationTimes& took) {
-  std::string s = fmt::format("{:.1f} ms as {}", took.data_ms, on.data_n.layout.str());
-  if (on.pipeline_n) s = fmt::format("{:.1f} ms as {}, ", took.pipeline_ms, on.pipeline_n->layout.str()) + s;
-  if (on.tensor_t) s += fmt::format(", {:.1f} ms as {}", took.tensor_ms, on.tensor_t->layout.str());
-  return s;
+  const auto one = [](const StepRounds& t, const CalibrationStep& step) {
+    return fmt::format("{:.1f} ms as {} ({} round{})", t.ms(), step.layout.str(), t.runs, t.runs == 1 ? "" : "s");
+  };
+  std::vector<std::string> parts;
+  if (on.pipeline_n) parts.push_back(one(took.pipeline, *on.pipeline_n));
+  parts.push_back(one(took.data, on.data_n));
+  if (on.tensor_t) parts.push_back(one(took.tensor, *on.tensor_t));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 }  // namespace
@@ -186,23 +211,22 @@ CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, c
                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds) {
   std::vector<LayerTimes> alone;  // rank 0's
   CalibrationTimes took;
-  const auto n = static_cast<double>(rounds);
   for (int64_t r = 0; r < rounds; ++r) {  // in turn, so that all see the machine's fast and slow spells
     world.barrier();
     if (world.rank() == 0) alone.push_back(profile_alone());
     world.barrier();
-    took.data_ms += median_step_ms_in_job(on.data_n.recipe, steps, 2) / n;
-    if (on.pipeline_n) took.pipeline_ms += median_step_ms_in_job(on.pipeline_n->recipe, steps, 2) / n;
-    if (on.tensor_t) took.tensor_ms += median_step_ms_in_job(on.tensor_t->recipe, steps, 2) / n;
+    took.data.run(world, on.data_n.recipe, steps);
+    if (on.pipeline_n) took.pipeline.run(world, on.pipeline_n->recipe, steps);
+    if (on.tensor_t) took.tensor.run(world, on.tensor_t->recipe, steps);
   }
   std::vector<float> fitted(3, 0.0f);  // rank 0's, to every rank
   if (world.rank() == 0) {
     const CoreSharing cores = fit_calibration(cluster, links, on, ranks_per_core, mean_of(alone), took);
     fitted = {static_cast<float>(cores.measured_slowdown), static_cast<float>(cores.data_wait_share),
               static_cast<float>(cores.tensor_slowdown)};
-    log::info("plan --measure: calibration steps on every rank, the mean of {} round(s)' medians: {}; compute "
+    log::info("plan --measure: calibration steps on every rank, the mean of their rounds' medians: {}; compute "
               "{:.2f}x slower than alone{}, the data axis waits {:.1f}% of its compute",
-              rounds, took_line(on, took), cores.measured_slowdown,
+              took_line(on, took), cores.measured_slowdown,
               cores.tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", cores.tensor_slowdown) : "",
               cores.data_wait_share * 100);
   }

@@ -57,7 +57,7 @@ struct CalibrationSteps {
 // priced too slow: a pipeline's messages on a slow link) cannot calibrate compute: the
 // slowdown then keeps the ranks' turns (`ranks_per_core`), the tensor layouts the others',
 // with a warning. Alone and in the job taken in turn `rounds` times and averaged, `steps`
-// steps after 2. Every rank returns it.
+// steps after 2; a step whose round took over 20 s runs once. Every rank returns it.
 CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, const Links& links,
                                const CalibrationSteps& on, double ranks_per_core,
                                const std::function<LayerTimes()>& profile_alone, int64_t steps, int64_t rounds);

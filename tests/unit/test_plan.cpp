@@ -108,6 +108,7 @@ TEST_CASE("plan: the profile runs on the first blocks with no budget, and they s
   // The Shakespeare GPT's 4 blocks are cut to 2 as well.
   CHECK(profile_recipe(shakespeare(), 4, true, 2).train.matmul_dtype == DType::bf16);
   CHECK(profile_recipe(shakespeare(), 4, false, 2).model().layers.size() == shakespeare().model().layers.size() - 2 * 8);
+  CHECK(profile_recipe(shakespeare(), 4, false, 2, 0).model().layers.size() == shakespeare().model().layers.size());  // none cut
 }
 
 TEST_CASE("plan: --links parses rates and units, and refuses what it cannot read") {
