@@ -4,7 +4,8 @@
 #   emulated_hosts.sh DISTRAIN SOURCE_DIR
 # 1. data 2 x tensor 2 across the hosts (tensor inside a host) gives the weights of the
 #    same layout on one host, within 1e-5 of the largest weight, and so does a 10 Mbit/s link.
-#    plan --measure runs on them and reports the links it measured.
+#    plan --measure runs on them and reports the links it measured, and on devices too
+#    small for the whole model's calibration steps calibrates on its first blocks.
 # 2. A host's link cut mid-run ends every rank within strategy.timeout_seconds (+ the 3 s
 #    roll call + slack), and the surviving ranks name the lost ones.
 # 3. The run resumes from its last checkpoint on the host left, with the layout `plan`
@@ -65,6 +66,14 @@ grep -q "^links .*(measured by --measure)" "$work/plan.log" && grep -q "^choice 
   grep -qE "^compute .*; [0-9.]+x slower in a step of every rank \([0-9.]+x with a tensor axis\), and a data axis across hosts waits [0-9.]+% of the step.s compute \(measured: " "$work/plan.log" &&
   ok "plan --measure across the hosts: $(grep '^links' "$work/plan.log" | cut -c13-); $(grep -oE '[0-9.]+x slower in a step of every rank \([0-9.]+x with a tensor axis\), and a data axis across hosts waits [0-9.]+%' "$work/plan.log")" ||
   bad "plan --measure: $(tail -n 3 "$work/plan.log")"
+# Where the whole model's data 4 (21.5 MiB a rank) exceeds the device, the calibration
+# runs the first blocks instead, and says so.
+timeout -k 5 300 "$hosts" mpirun -np 4 "$distrain" plan recipes/shakespeare_char_gpt.toml --ranks 4 --hosts 2 --cores 1 \
+  --profile-steps 2 --profile-rounds 1 --device-memory 20MiB --measure </dev/null >"$work/plan_small.log" 2>&1
+grep -q "calibrating on steps of its first 2 blocks (the whole model's calibration steps do not fit a rank)" \
+  "$work/plan_small.log" && grep -q "^choice      data" "$work/plan_small.log" &&
+  ok "plan --measure on devices of 20 MiB calibrates on the first blocks: $(grep -oE '[0-9.]+x slower in a step of every rank' "$work/plan_small.log")" ||
+  bad "plan --measure on small devices: $(tail -n 3 "$work/plan_small.log")"
 
 # 2. Cut host 1's link once step 20's checkpoint is written.
 every=(--set checkpoint.every_steps=20 --set checkpoint.keep=30)
