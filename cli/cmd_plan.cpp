@@ -257,7 +257,7 @@ std::string calibration_line(const CoreSharing& cores, const Cluster& cluster) {
   return fmt::format("; {:.2f}x slower in a step of every rank{}, and a data axis {}waits {:.1f}% of the step's compute "
                      "(measured: calibration steps on every rank, against their predictions)",
                      cores.measured_slowdown,
-                     cores.tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", cores.tensor_slowdown) : "",
+                     cores.tensor_note(),
                      cluster.hosts > 1 ? "across hosts " : "", cores.data_wait_share * 100);
 }
 

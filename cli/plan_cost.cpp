@@ -275,6 +275,10 @@ int layers_with_weights(const Model& model) {
   return static_cast<int>(std::count_if(ranges.begin(), ranges.end(), [](const Range& r) { return !r.empty(); }));
 }
 
+std::string CoreSharing::tensor_note() const {
+  return tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", tensor_slowdown) : "";
+}
+
 std::string Links::str() const {
   const auto shards = [](const ShardRates& r) {
     return fmt::format("reduce-scatter {:.3g} GB/s, all-gather {:.3g} GB/s", r.scatter_bytes_per_s / 1e9,

@@ -83,9 +83,9 @@ int layers_with_weights(const Model& model);
 // host that take turns on one core, and where measured (plan --measure; 0 where not) how
 // much slower than the profile a real step on the cluster computes (calibrate_on_steps):
 // besides the turns, a machine with all its cores busy is slower than with one, and ranks
-// sharing a core lose more inside a step. Tensor peers, which share a host's cores in
-// lock-step, lose less there than a pipeline's stages (while one waits at a collective its
-// peer computes): layouts with a tensor axis take a slowdown of their own where measured.
+// sharing a core lose more inside a step. Tensor peers share a host's cores in lock-step,
+// a pipeline's stages by turns, and may lose differently: layouts with a tensor axis take
+// a slowdown of their own where measured.
 // Also measured: what a step whose data group spans the calibration's links waits beyond
 // its collectives' price, as a share of its compute (the data axis's all-reduce waits for
 // the slower host's ranks, which compute that much longer).
@@ -98,6 +98,8 @@ struct CoreSharing {
     if (l.tensor > 1 && tensor_slowdown > 0) return tensor_slowdown;
     return measured_slowdown > 0 ? measured_slowdown : ranks_per_core;
   }
+  // " (2.13x with a tensor axis)" where measured, else "".
+  std::string tensor_note() const;
 };
 
 // `recipe`: the layout's (layout_recipe); `rank_value_bytes`: the most bytes of trainable

@@ -227,7 +227,7 @@ CoreSharing calibrate_on_steps(MpiCommunicator& world, const Cluster& cluster, c
     log::info("plan --measure: calibration steps on every rank, the mean of their rounds' medians: {}; compute "
               "{:.2f}x slower than alone{}, the data axis waits {:.1f}% of its compute",
               took_line(on, took), cores.measured_slowdown,
-              cores.tensor_slowdown > 0 ? fmt::format(" ({:.2f}x with a tensor axis)", cores.tensor_slowdown) : "",
+              cores.tensor_note(),
               cores.data_wait_share * 100);
   }
   world.all_reduce(host_tensor(fitted.data(), 3), ReduceOp::sum);
