@@ -123,13 +123,27 @@ lines = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 referenced = [l for l in lines if l[4] and l[5]]
 mean_ref = statistics.mean(float(l[4]) for l in referenced) if referenced else 0
 
-def summary(rows, label):
-    errors = [abs(p - m) / m for _, p, m, _ in rows]
+# Whether the predicted fastest and the measured fastest are told apart by the rounds:
+# where the pick measured faster than the other in some round, or their medians are closer
+# than the larger spread, the two are a tie on this machine.
+def told_apart(pick, fastest, rounds_of):
+    if pick[0] == fastest[0] or len(rounds_of[pick[0]]) < 2:
+        return ""
+    both = sorted(set(rounds_of[pick[0]]) & set(rounds_of[fastest[0]]))
+    faster = sum(rounds_of[pick[0]][r] < rounds_of[fastest[0]][r] for r in both)
+    gap = (pick[2] - fastest[2]) / fastest[2]
+    tie = faster > 0 or gap < max(pick[4], fastest[4])
+    return (f"; the pick {100 * gap:.1f}% behind, faster than it in {faster} of {len(both)} rounds: "
+            + ("a tie" if tie else "told apart"))
+
+def summary(rows, label, rounds_of=None):
+    errors = [abs(p - m) / m for _, p, m, *_ in rows]
     best_p = min(rows, key=lambda r: r[1]); best_m = min(rows, key=lambda r: r[2])
     print(f"{label}{len(rows)} layouts: median |error| {100 * statistics.median(errors):.0f}%, "
           f"largest {100 * max(errors):.0f}%, within 25%: {sum(e <= 0.25 for e in errors)}/{len(rows)}; "
           f"predicted fastest: {best_p[0]} ({best_p[2]:.1f} ms measured{best_p[3]}); "
-          f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{best_m[3]})")
+          f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{best_m[3]})"
+          + (told_apart(best_p, best_m, rounds_of) if rounds_of else ""))
 
 def report(rows_in, at_mean_speed):
     seen = collections.defaultdict(dict)  # layout: {round: (predicted, measured)}; a failed bench's round is missing
@@ -148,9 +162,10 @@ def report(rows_in, at_mean_speed):
         ms = [m for _, m in by_round.values()]
         m = statistics.median(ms)
         spread = (max(ms) - min(ms)) / m
-        rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else ""))
+        rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else "", spread))
         print(f"{layout:<56} {p:>10.1f} {m:>10.1f} {100 * (p - m) / m:>+7.0f}% {100 * spread:>6.0f}%")
-    summary(rows, f"medians of {rounds} round(s), {what}: " if rounds > 1 else f"{what}: ")
+    rounds_of = {l: {r: m for r, (_, m) in by_round.items()} for l, by_round in seen.items()}
+    summary(rows, f"medians of {rounds} round(s), {what}: " if rounds > 1 else f"{what}: ", rounds_of)
 
 report(lines, False)
 if mean_ref:
