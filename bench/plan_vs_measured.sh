@@ -127,22 +127,24 @@ mean_ref = statistics.mean(float(l[4]) for l in referenced) if referenced else 0
 # where the pick measured faster than the other in some round, or their medians are closer
 # than the larger spread, the two are a tie on this machine.
 def told_apart(pick, fastest, rounds_of):
-    if pick[0] == fastest[0] or len(rounds_of[pick[0]]) < 2:
+    if pick[0] == fastest[0] or pick[3] is None:
         return ""
-    both = sorted(set(rounds_of[pick[0]]) & set(rounds_of[fastest[0]]))
+    both = rounds_of[pick[0]].keys() & rounds_of[fastest[0]].keys()
     faster = sum(rounds_of[pick[0]][r] < rounds_of[fastest[0]][r] for r in both)
     gap = (pick[2] - fastest[2]) / fastest[2]
-    tie = faster > 0 or gap < max(pick[4], fastest[4])
+    tie = faster > 0 or gap < max(pick[3], fastest[3] or 0)
     return (f"; the pick {100 * gap:.1f}% behind, faster than it in {faster} of {len(both)} rounds: "
             + ("a tie" if tie else "told apart"))
 
+# rows: (layout, predicted, measured, spread: None for one round).
 def summary(rows, label, rounds_of=None):
-    errors = [abs(p - m) / m for _, p, m, *_ in rows]
+    errors = [abs(p - m) / m for _, p, m, _ in rows]
     best_p = min(rows, key=lambda r: r[1]); best_m = min(rows, key=lambda r: r[2])
+    spread = lambda r: f", spread {100 * r[3]:.0f}%" if r[3] is not None else ""
     print(f"{label}{len(rows)} layouts: median |error| {100 * statistics.median(errors):.0f}%, "
           f"largest {100 * max(errors):.0f}%, within 25%: {sum(e <= 0.25 for e in errors)}/{len(rows)}; "
-          f"predicted fastest: {best_p[0]} ({best_p[2]:.1f} ms measured{best_p[3]}); "
-          f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{best_m[3]})"
+          f"predicted fastest: {best_p[0]} ({best_p[2]:.1f} ms measured{spread(best_p)}); "
+          f"measured fastest: {best_m[0]} ({best_m[2]:.1f} ms{spread(best_m)})"
           + (told_apart(best_p, best_m, rounds_of) if rounds_of else ""))
 
 def report(rows_in, at_mean_speed):
@@ -153,7 +155,7 @@ def report(rows_in, at_mean_speed):
     what = "at the mean reference speed" if at_mean_speed else "as measured"
     if rounds > 1:  # each round alone, as a single run would have reported it
         for r in range(1, rounds + 1):
-            rows = [(l, *by_round[r], "") for l, by_round in seen.items() if r in by_round]
+            rows = [(l, *by_round[r], None) for l, by_round in seen.items() if r in by_round]
             if rows: summary(rows, f"round {r}, {what}: ")
     rows = []
     print(f"\n{'layout':<56} {'predicted':>10} {'measured':>10} {'error':>8} {'spread':>7}   ({what})")
@@ -162,7 +164,7 @@ def report(rows_in, at_mean_speed):
         ms = [m for _, m in by_round.values()]
         m = statistics.median(ms)
         spread = (max(ms) - min(ms)) / m
-        rows.append((layout, p, m, f", spread {100 * spread:.0f}%" if len(ms) > 1 else "", spread))
+        rows.append((layout, p, m, spread if len(ms) > 1 else None))
         print(f"{layout:<56} {p:>10.1f} {m:>10.1f} {100 * (p - m) / m:>+7.0f}% {100 * spread:>6.0f}%")
     rounds_of = {l: {r: m for r, (_, m) in by_round.items()} for l, by_round in seen.items()}
     summary(rows, f"medians of {rounds} round(s), {what}: " if rounds > 1 else f"{what}: ", rounds_of)
