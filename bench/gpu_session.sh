@@ -25,6 +25,9 @@
 #   cpu       mirrored and multi_worker_mirrored (the bundle's bin/mpirun) on 1, 2, 4, 8
 #             replicas of 2 threads each, and PyTorch DDP over gloo with the same
 #             per-process batch and threads
+#   strategies  zero (threads and 2 ranks), multi_worker_mirrored, parameter_server and mesh
+#             layouts on cuda:0 under the bundle's mpirun, ranks sharing the GPU, each against
+#             one_device on cuda:0 (tests.txt)
 #   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck (those
 #             SANITIZE_TESTS names, a doctest filter; default all)
 #   gpt       distrain bench on cuda:0, float32 and bf16: the Shakespeare GPT (batch 12 x 64)
@@ -91,7 +94,7 @@ fi
 
 out=${2:?usage: gpu_session.sh run OUTDIR [PART...]}
 shift 2
-parts=${*:-tests train bench profile refs cpu sanitize gpt gpt_refs llmc kernels}
+parts=${*:-tests strategies train bench profile refs cpu sanitize gpt gpt_refs llmc kernels}
 mkdir -p "$out"
 work=$(mktemp -d)
 tar -C "$work" -xzf .gpu/distrain-*-linux-*.tar.gz
@@ -297,6 +300,49 @@ part_kernels_refs() {
         --seq 1024 --batch 16 --precision $precision --steps 10 --warmup 2 >>"$out/kernels.txt" 2>>"$errors"
     done
   done
+}
+# zero, parameter_server and the mesh on cuda:0, several ranks sharing it (their exchanges
+# through host memory: NCCL refuses two ranks on one GPU), the Shakespeare GPT 5 steps in
+# float32, each against one_device on cuda:0 with the same global batch of 12 (relative to
+# the largest weight), into tests.txt as "ok"/"bad" lines.
+part_strategies() {
+  local gpt=(recipes/shakespeare_char_gpt.toml --set "data.path=\"$PWD/data/tiny_shakespeare.txt\"" --set train.validate=false
+    --set train.steps=5 --progress none --set 'strategy.devices=["cuda:0"]')
+  local mpi=("$bundle/bin/mpirun" --oversubscribe --bind-to none -x OMP_NUM_THREADS=2 -x LD_LIBRARY_PATH -x DISTRAIN_CUDA_PLUGIN)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  echo "== strategies on cuda:0 against one_device on cuda:0" >>"$out/tests.txt"
+  timeout 60 "$exe" train "${gpt[@]}" --run-dir "$work/s_one" >"$work/s_one.log" 2>&1 || tail -n 3 "$work/s_one.log" >>"$out/tests.txt"
+  case_on_gpu() {  # NAME NP ARGS...   (NP 0: one process; rtol=R before it for another tolerance)
+    local name=$1 np=$2 launch=()
+    shift 2
+    [ "$np" -gt 0 ] && launch=("${mpi[@]}" -np "$np")
+    if timeout 120 "${launch[@]}" "$exe" train "${gpt[@]}" "$@" --run-dir "$work/s_$name" >"$work/s_$name.log" 2>&1 &&
+      "$exe" compare "$work/s_one/ckpt-000005.h5" "$work/s_$name/ckpt-000005.h5" --rtol "${rtol:-1e-4}" --scale model >"$work/s_$name.cmp" 2>&1; then
+      echo "ok $name ($(grep -oE 'relative [0-9.e+-]+' "$work/s_$name.cmp" | sort -k2 -g | tail -n 1))" >>"$out/tests.txt"
+    else
+      echo "bad $name: $(tail -n 3 "$work/s_$name.log" "$work/s_$name.cmp" 2>/dev/null | tr '\n' ' ')" >>"$out/tests.txt"
+    fi
+  }
+  local half=(--set strategy.per_replica_batch=6)
+  for stage in 1 2 3; do
+    case_on_gpu zero${stage}_threads 0 --set strategy.name=zero --set strategy.stage=$stage "${half[@]}" \
+      --set 'strategy.devices=["cuda:0","cuda:0"]'
+    case_on_gpu zero${stage}_2ranks 2 --set strategy.name=zero --set strategy.stage=$stage "${half[@]}"
+  done
+  case_on_gpu multi_worker_2ranks 2 --set strategy.name=multi_worker_mirrored "${half[@]}"
+  case_on_gpu parameter_server_sync 3 --set strategy.name=parameter_server --set strategy.staleness=0 "${half[@]}"
+  local mesh=(--set strategy.name=mesh)
+  case_on_gpu mesh_tensor2_sp 2 "${mesh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true
+  case_on_gpu mesh_pipeline2 2 "${mesh[@]}" --set strategy.pipeline=2 --set strategy.micro_batches=4
+  case_on_gpu mesh_data2_zero1 2 "${mesh[@]}" --set strategy.data=2 --set strategy.shard_optimizer=true "${half[@]}"
+  case_on_gpu mesh_d2_t2_p2 8 "${mesh[@]}" --set strategy.data=2 --set strategy.tensor=2 --set strategy.pipeline=2 \
+    --set strategy.micro_batches=3 --set strategy.shard_optimizer=true "${half[@]}"
+  # bf16 on the mesh: float32 masters sharded over the data axis, against one_device in bf16.
+  timeout 60 "$exe" train "${gpt[@]}" --set 'train.precision="bf16"' --run-dir "$work/s_one_bf16" >/dev/null 2>&1
+  mv "$work/s_one" "$work/s_one_f32" && mv "$work/s_one_bf16" "$work/s_one"
+  # tests/dist holds the CPU's bf16 mesh with tensor 2 to 1e-3 (an ulp carried past a rounding).
+  rtol=1e-3 case_on_gpu mesh_bf16_t2_d2_zero1 4 "${mesh[@]}" --set 'train.precision="bf16"' --set strategy.tensor=2 --set strategy.data=2 \
+    --set strategy.shard_optimizer=true "${half[@]}"
 }
 part_sanitize() {
   local cs

@@ -22,13 +22,6 @@ int HierarchicalCommunicator::rank() const { return (world_ ? world_->rank() * g
 
 int HierarchicalCommunicator::size() const { return group_.size() * (world_ ? world_->size() : 1); }
 
-void HierarchicalCommunicator::through_host(Tensor t, const std::function<void(Tensor)>& op) {
-  host_.resize(t.bytes());
-  staging_.download(t, host_.data());
-  op(Tensor{host_.data(), t.shape, t.dtype, Device{}});
-  staging_.upload(host_.data(), t);
-}
-
 void HierarchicalCommunicator::host_all_reduce(Tensor t, ReduceOp op) {
   group_.all_reduce(t, op);
   if (!world_) return;
@@ -42,11 +35,11 @@ void HierarchicalCommunicator::do_all_reduce(Tensor t, ReduceOp op) {
   if (gpu_group_) {
     gpu_group_->all_reduce(t, op);
     if (!world_) return;
-    if (leader()) through_host(t, [&](Tensor h) { world_->all_reduce(h, op); });
+    if (leader()) staging_.through_host(t, [&](Tensor h) { world_->all_reduce(h, op); });
     gpu_group_->broadcast(t, 0);
     return;
   }
-  through_host(t, [&](Tensor h) { host_all_reduce(h, op); });
+  staging_.through_host(t, [&](Tensor h) { host_all_reduce(h, op); });
 }
 
 // reduce_scatter and all_gather span one level: the whole job is either this process's group
@@ -61,27 +54,18 @@ Communicator& HierarchicalCommunicator::one_level(const char* op) const {
 // NCCL over the same level, if there is one.
 Communicator* HierarchicalCommunicator::gpu_one_level() const { return gpu_world_ ? gpu_world_ : world_ ? nullptr : gpu_group_; }
 
-void HierarchicalCommunicator::through_host(const Tensor& in, Tensor out, const std::function<void(const Tensor&, Tensor)>& op) {
-  host_.resize(in.bytes() + out.bytes());
-  const Tensor host_in{host_.data(), in.shape, in.dtype, Device{}};
-  const Tensor host_out{host_.data() + in.bytes(), out.shape, out.dtype, Device{}};
-  staging_.download(in, host_in.data);
-  op(host_in, host_out);
-  staging_.upload(host_out.data, out);
-}
-
 void HierarchicalCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
   Communicator& host = one_level("reduce_scatter");
   if (!in.device.is_cuda()) return host.reduce_scatter(in, out, op);
   if (Communicator* gpu = gpu_one_level()) return gpu->reduce_scatter(in, out, op);
-  through_host(in, out, [&](const Tensor& i, Tensor o) { host.reduce_scatter(i, o, op); });
+  staging_.through_host(in, out, [&](const Tensor& i, Tensor o) { host.reduce_scatter(i, o, op); });
 }
 
 void HierarchicalCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   Communicator& host = one_level("all_gather");
   if (!in.device.is_cuda()) return host.all_gather(in, out);
   if (Communicator* gpu = gpu_one_level()) return gpu->all_gather(in, out);
-  through_host(in, out, [&](const Tensor& i, Tensor o) { host.all_gather(i, o); });
+  staging_.through_host(in, out, [&](const Tensor& i, Tensor o) { host.all_gather(i, o); });
 }
 
 // Root's group hands it to its leader, the leaders pass it over the world, each leader to its group.
@@ -97,7 +81,7 @@ void HierarchicalCommunicator::do_broadcast(Tensor t, int root) {
   DT_CHECK(root >= 0 && root < size(), "broadcast root {} of {}", root, size());
   if (!t.device.is_cuda()) return host_broadcast(t, root);
   if (gpu_world_) return gpu_world_->broadcast(t, root);
-  through_host(t, [&](Tensor h) { host_broadcast(h, root); });
+  staging_.through_host(t, [&](Tensor h) { host_broadcast(h, root); });
 }
 
 void HierarchicalCommunicator::do_barrier() {

@@ -13,19 +13,10 @@
 // reduce_scatter and all_gather span one level (one replica per process, or one process),
 // which is all ZeRO asks. This is the hierarchy a mesh splits by axis.
 #pragma once
-#include <functional>
-#include <vector>
-
 #include "core/comm/communicator.hpp"
+#include "core/comm/host_staging.hpp"
 
 namespace distrain {
-
-// Copies a device tensor to host memory and back (the owner's backend does it: comm/ knows
-// no backend). Used only for GPU tensors that a host communicator must carry.
-struct HostStaging {
-  std::function<void(const Tensor& device, void* host)> download;
-  std::function<void(const void* host, Tensor device)> upload;
-};
 
 // The communicators of the two levels, owned elsewhere; those absent are null.
 struct CommLevels {
@@ -53,10 +44,6 @@ class HierarchicalCommunicator final : public Communicator {
   bool leader() const { return group_.rank() == 0; }
   void host_all_reduce(Tensor t, ReduceOp op);
   void host_broadcast(Tensor t, int root);
-  // t (on a device) handed to `op` as a host copy, and the result copied back.
-  void through_host(Tensor t, const std::function<void(Tensor)>& op);
-  // The same for an operation from `in` to `out` (both on a device).
-  void through_host(const Tensor& in, Tensor out, const std::function<void(const Tensor&, Tensor)>& op);
   Communicator& one_level(const char* op) const;
   Communicator* gpu_one_level() const;
 
@@ -64,8 +51,7 @@ class HierarchicalCommunicator final : public Communicator {
   Communicator* world_;
   Communicator* gpu_group_;
   Communicator* gpu_world_;
-  HostStaging staging_;
-  std::vector<char> host_;  // the host copy of a GPU tensor, kept between calls
+  HostStaging staging_;  // GPU tensors a host level must carry
 };
 
 }  // namespace distrain

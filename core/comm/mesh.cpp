@@ -103,6 +103,15 @@ Mesh Mesh::data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared
   return Mesh(shape, rank, std::move(data), std::move(axes), std::move(groups));
 }
 
+Mesh Mesh::staged(const HostStaging& staging, StagedCommunicator::Staged which) const {
+  auto wrap = [&](const std::shared_ptr<Communicator>& c) -> std::shared_ptr<Communicator> {
+    return std::make_shared<StagedCommunicator>(c, staging, which);
+  };
+  Axes axes;
+  for (size_t a = 0; a < axes.size(); ++a) axes[a] = wrap(axes_[a]);
+  return Mesh(shape_, rank_, wrap(world_), std::move(axes), thread_groups_);
+}
+
 void Mesh::abort(const std::string& why) const {
   if (thread_groups_)
     for (const auto& group : *thread_groups_) group->abort(why);

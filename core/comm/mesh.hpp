@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/comm/communicator.hpp"
+#include "core/comm/staged_communicator.hpp"
 
 namespace distrain {
 
@@ -60,6 +61,11 @@ class Mesh {
   // `data` sees it: its world is that axis. `local` are the thread groups inside `data`
   // (owned by its maker, which keeps `data`'s levels alive), aborted by abort().
   static Mesh data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared_ptr<LocalGroup>> local);
+
+  // This rank's view with every communicator wrapped to carry device tensors through host
+  // memory (StagedCommunicator, each with its own copy of `staging`): a mesh of GPU ranks
+  // over MPI or threads.
+  Mesh staged(const HostStaging& staging, StagedCommunicator::Staged which = StagedCommunicator::Staged::gpu_tensors) const;
 
   const MeshShape& shape() const { return shape_; }
   int rank() const { return rank_; }

@@ -232,6 +232,16 @@ MpiCommunicator::~MpiCommunicator() {
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color) {
   auto h = std::make_unique<Handle>();
   check(MPI_Comm_split(handle_->comm, color, rank_, &h->comm), "MPI_Comm_split");
+  return adopt(std::move(h));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split_by_host() {
+  auto h = std::make_unique<Handle>();
+  check(MPI_Comm_split_type(handle_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &h->comm), "MPI_Comm_split_type");
+  return adopt(std::move(h));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::adopt(std::unique_ptr<Handle> h) {
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
   auto c = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(h)));
   c->set_timeout(timeout_s_);

@@ -50,6 +50,8 @@ class MpiCommunicator final : public Communicator {
   // The ranks of this communicator that pass the same color, as a communicator of their own
   // (collective over this one).
   std::unique_ptr<MpiCommunicator> split(int color);
+  // The ranks of this communicator on this rank's host (shared memory), likewise.
+  std::unique_ptr<MpiCommunicator> split_by_host();
   // Collectives that do not complete within `seconds` throw UserError (0: wait forever).
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   // A wait polls for 2 ms, then sleeps between tests, backing off to a nap of at most 1 ms
@@ -98,6 +100,8 @@ class MpiCommunicator final : public Communicator {
 
   struct Handle;  // the MPI_Comm and the collective counters, kept out of this header
   explicit MpiCommunicator(std::unique_ptr<Handle> handle);
+  // A communicator split from this one (its handle's comm), with this one's error handler and timeout.
+  std::unique_ptr<MpiCommunicator> adopt(std::unique_ptr<Handle> h);
   void init();  // rank, size, the counters (collective)
   // Counts the collective and publishes the count before `start` posts it, then waits.
   template <class Start>

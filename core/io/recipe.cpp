@@ -150,8 +150,8 @@ void check_device_indices(const ConfigTable& c, const std::vector<std::string>& 
   }
 }
 
-// strategy.devices: "auto" resolved, each parsed and listed once (several replicas may
-// share a GPU only under mirrored and central_storage), indices checked.
+// strategy.devices: "auto" resolved, each parsed and listed once (several replicas of one
+// process may share a GPU only under mirrored, central_storage and zero), indices checked.
 std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
   s.devices = c.get_string_list("devices", {"auto"});
   if (s.devices == std::vector<std::string>{"auto"}) {
@@ -167,9 +167,9 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
     const Device dev = devices.emplace_back(Device::parse(d, c.file() + ": strategy.devices"));
     if (seen.insert(dev.str()).second) continue;
     // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
-    if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage"))
+    if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage" && s.name != "zero"))
       c.fail("devices", fmt::format("{} is listed twice; one replica per device{}", dev.str(),
-                                    dev.is_cuda() ? " (only mirrored and central_storage share a GPU between replicas)" : ""));
+                                    dev.is_cuda() ? " (only mirrored, central_storage and zero share a GPU between replicas)" : ""));
   }
   check_device_indices(c, s.devices);
   if (s.name == "one_device" && s.devices.size() != 1)
@@ -209,9 +209,6 @@ void check_single_strategy_keys(ConfigTable& c, const StrategySpec& s) {
 // communication (multi_worker_mirrored), and what the devices allow.
 void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Device>& devices) {
   const bool all_cpu = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cpu(); });
-  if (!all_cpu && (s.name == "zero" || s.name == "parameter_server" || s.name == "mesh"))
-    c.fail("devices", fmt::format("strategy {} runs on cpu devices in this version; on GPUs use mirrored, "
-                                  "multi_worker_mirrored or central_storage", s.name));
   s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
   s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
   if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");

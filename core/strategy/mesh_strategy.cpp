@@ -91,6 +91,9 @@ class MeshStrategy final : public Strategy {
       : spec_(recipe.strategy), shape_(mesh.shape()), mesh_(std::move(mesh)), model_state_(*this), optimizer_state_(*this) {
     DT_CHECK(shape_of(recipe) == shape_, "{}: a mesh of {} given for {}", recipe.file, shape_.str(), shape_of(recipe).str());
     device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
+    // MPI and thread communicators move host memory: a GPU rank's activations and
+    // gradients go through it (ranks may share the GPU, which NCCL refuses).
+    if (device_.is_cuda()) mesh_ = mesh_.staged(HostStaging(backend_for(device_)));
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                       tensor_group_of(recipe, mesh_.coord().tensor, shape_.tensor));

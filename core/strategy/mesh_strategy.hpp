@@ -11,7 +11,8 @@
 // Checkpoints hold whole variables: saving reads each from its stage and gathers it over
 // the tensor axis, loading slices it, so a checkpoint moves between this and any other
 // strategy.
-// CPU devices in this version (the tensor-axis exchanges go through MPI on the host).
+// Every rank computes on strategy.devices' one device (ranks may share a GPU). On a GPU the
+// axes' exchanges go through host memory (Mesh::staged over MPI): no NCCL on the mesh yet.
 // The ranks are the job's MPI processes, or threads of one process given their Mesh
 // (Mesh::over_threads), which lets unit tests run every layout in-process.
 #pragma once

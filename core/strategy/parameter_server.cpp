@@ -4,6 +4,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/base/log.hpp"
+#include "core/comm/host_staging.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/strategy/ps_server.hpp"
@@ -110,14 +111,14 @@ class ParameterServer final : public Strategy {
 
   void sync_replicas() override {
     Tensor state = model().params().state();
-    if (state.numel()) group_->broadcast(state, 0);
+    if (state.numel()) through_host(state, [&](Tensor h) { group_->broadcast(h, 0); });
   }
 
   void prepare_for_read() override {
     pull(-1);
     Tensor state = model().params().state();
     if (state.numel() == 0) return;
-    group_->all_reduce(state, ReduceOp::sum);
+    through_host(state, [&](Tensor h) { group_->all_reduce(h, ReduceOp::sum); });
     replica_->backend().scale_shift(state, state, 1.0f / static_cast<float>(workers_), 0.0f);
   }
 
@@ -139,6 +140,8 @@ class ParameterServer final : public Strategy {
   }
 
   const PsRanges& ranges() const { return ranges_; }
+  // `t` on the worker's device (a GPU's too) handed to an MPI collective as a host copy.
+  void through_host(Tensor t, const std::function<void(Tensor)>& op) { HostStaging(replica_->backend()).through_host(t, op); }
   bool is_writer() const { return !server_ && group_->rank() == 0; }
 
   // Server k's values (kGetValues) or optimizer slot `what` (its index): its whole range.

@@ -25,11 +25,22 @@ ReplicaMesh::ReplicaMesh(const Recipe& recipe, Workers workers) {
   for (size_t i = 0; i < devices.size(); ++i) {
     Communicator* gpu_local = gpu_local_.empty() ? nullptr : gpu_local_[i].get();
     CommLevels levels{local_[i].get(), workers_.get(), gpu_local, gpu_workers_.get()};
-    Backend& be = *backends_[i];
-    HostStaging staging{[&be](const Tensor& t, void* host) { be.download(t, host); },
-                        [&be](const void* host, Tensor t) { be.upload(host, t); }};
-    meshes_.push_back(Mesh::data_axis(std::make_shared<HierarchicalCommunicator>(levels, std::move(staging)), {group}));
+    meshes_.push_back(Mesh::data_axis(std::make_shared<HierarchicalCommunicator>(levels, HostStaging(*backends_[i])), {group}));
   }
+}
+
+// Whether any two workers on one host use the same GPU (each worker's one), agreed by every
+// worker so that all or none join NCCL. Workers see GPUs by index: one CUDA_VISIBLE_DEVICES
+// per worker makes distinct GPUs look shared, and they then go through host memory too.
+bool ReplicaMesh::workers_share_a_gpu(const Device& mine) const {
+  const std::unique_ptr<MpiCommunicator> host = workers_->split_by_host();
+  std::vector<float> indices(static_cast<size_t>(host->size()));
+  float index = static_cast<float>(mine.index);
+  host->all_gather(host_tensor(&index, 1), host_tensor(indices.data(), host->size()));
+  std::sort(indices.begin(), indices.end());
+  float shared = std::adjacent_find(indices.begin(), indices.end()) != indices.end() ? 1.0f : 0.0f;
+  workers_->all_reduce(host_tensor(&shared, 1), ReduceOp::max);
+  return shared > 0;
 }
 
 void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec) {
@@ -38,9 +49,15 @@ void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const Stra
   const std::string& ops = spec.cross_device_ops;
   const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
   const bool one_gpu = all_cuda && devices.size() == 1;
-  const bool nccl_workers = workers_ && (spec.communication == "nccl" || (spec.communication == "auto" && one_gpu));
+  bool nccl_workers = workers_ && (spec.communication == "nccl" || (spec.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_workers || one_gpu, "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]",
                 fmt::join(spec.devices, ", "));
+  if (nccl_workers && workers_share_a_gpu(devices.front())) {
+    DT_USER_CHECK(spec.communication != "nccl",
+                  "strategy.communication = \"nccl\": workers share {} on one host and NCCL refuses two ranks on one GPU; "
+                  "use \"ring\" or \"auto\" (GPU tensors then go through host memory)", devices.front().str());
+    nccl_workers = false;
+  }
   if (nccl_local) gpu_local_ = cuda_plugin().nccl_local(backends_);
   if (nccl_workers) gpu_workers_ = cuda_plugin().nccl_world(*workers_, *backends_[0]);
 }

@@ -4,7 +4,8 @@
 // its own thread; under a launcher an MPI world joins the processes (the "workers").
 // A replica's data axis is a HierarchicalCommunicator over the two levels, with NCCL where
 // the GPUs allow it: among distinct GPUs of this process, and between workers of one GPU
-// each (as tf.distribute: when asked, or by default). The strategies differ only in what
+// each (as tf.distribute: when asked, or by default; not when workers share a GPU, which
+// NCCL refuses: then through host memory). The strategies differ only in what
 // they do over it (the reducer and gatherer they give the model, who updates what).
 // It owns every communicator its meshes use: keep it as long as they are used.
 #pragma once
@@ -40,6 +41,7 @@ class ReplicaMesh {
 
  private:
   void make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec);
+  bool workers_share_a_gpu(const Device& mine) const;
 
   std::vector<Backend*> backends_;
   std::unique_ptr<MpiCommunicator> workers_;

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "core/base/rng.hpp"
+#include "core/comm/mesh.hpp"
+#include "core/strategy/replica_threads.hpp"
 #include "tests/unit/helpers.hpp"
 
 namespace distrain::test {
@@ -117,6 +119,29 @@ inline std::string cpu_devices(int replicas) {
   std::string devices;
   for (int i = 0; i < replicas; ++i) devices += fmt::format("{}\"cpu:{}\"", i ? ", " : "", i);
   return devices;
+}
+
+// Trains the mesh recipe `text` afresh in `dir` on a mesh of threads of its shape, one
+// train() per rank (the first failure aborts the others); rank 0's checkpoint and loss.
+// staged: every exchange of every axis goes through a host copy (StagedCommunicator), the
+// path a GPU rank's tensors take, here on CPU devices.
+inline Trained train_on_thread_mesh(const std::string& text, const std::string& dir, const MeshShape& shape,
+                                    bool staged = false) {
+  const Recipe recipe = parse_recipe(text, dir + ".toml");
+  std::filesystem::remove_all(dir);
+  std::vector<Mesh> meshes = Mesh::over_threads(shape);
+  if (staged)
+    for (Mesh& m : meshes) m = m.staged(HostStaging(backend_for(Device{})), StagedCommunicator::Staged::every_tensor);
+  TrainSummary first;
+  ReplicaThreads ranks(shape.size(), 1, [&](const std::string& why) { meshes[0].abort(why); });
+  ranks.run([&](int r) {
+    TrainOptions options = quiet(dir);
+    options.mesh = &meshes[static_cast<size_t>(r)];
+    const TrainSummary s = train(recipe, options);
+    std::fclose(options.out);
+    if (r == 0) first = s;
+  });
+  return {checkpoint_values(recipe, first.last_checkpoint), first.loss};
 }
 
 }  // namespace distrain::test

@@ -383,10 +383,11 @@ TEST_CASE("recipes: GPU device lists are checked before anything runs") {
         std::string::npos);
   CHECK(error_of(gpu_recipe("mirrored", "\"cuda:0\", \"cuda:0\"", 16, "cross_device_ops = \"hierarchical_copy\"")).empty());
   CHECK(error_of(gpu_recipe("mirrored", "\"cpu:0\", \"cpu:0\"", 16)).find("cpu:0 is listed twice") != std::string::npos);
-  CHECK(error_of(gpu_recipe("multi_worker_mirrored", "\"cuda:0\", \"cuda:0\"", 16)).find("only mirrored and central_storage share a GPU") !=
-        std::string::npos);
-  CHECK(error_of(gpu_recipe("zero", "\"cuda:0\"", 16)).find("strategy zero runs on cpu devices in this version") !=
-        std::string::npos);
+  CHECK(error_of(gpu_recipe("multi_worker_mirrored", "\"cuda:0\", \"cuda:0\"", 16))
+            .find("only mirrored, central_storage and zero share a GPU") != std::string::npos);
+  CHECK(error_of(gpu_recipe("zero", "\"cuda:0\", \"cuda:0\"", 16, "stage = 2")).empty());
+  CHECK(error_of(gpu_recipe("parameter_server", "\"cuda:0\"", 16)).empty());
+  CHECK(error_of(gpu_recipe("mesh", "\"cuda:0\"", 16, "tensor = 2")).empty());
   CHECK(error_of(gpu_recipe("one_device", "\"cuda:0\"", 16) + "allow_tf32 = \"yes\"\n").find("train.allow_tf32") !=
         std::string::npos);
 }

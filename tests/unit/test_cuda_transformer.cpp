@@ -283,4 +283,41 @@ TEST_CASE("cuda: a GPT trained 5 steps on cuda:0 ends with the CPU run's weights
   CHECK(gpu_bf16.loss == doctest::Approx(cpu_bf16.loss).epsilon(1e-2));
 }
 
+// zero on two logical devices of one GPU: the replicas' gradients and shards cross the
+// data axis through host memory (the hierarchical communicator's staging, no NCCL).
+TEST_CASE("cuda: a GPT under zero stages 1-3 on two logical devices of one GPU matches zero on two CPU devices") {
+  SKIP_WITHOUT_GPU();
+  const std::string text = random_text_file("distrain_cuda_gpt.txt", 4000, 3);
+  for (const char* stage : {"stage = 1", "stage = 2", "stage = 3"}) {
+    INFO(stage);
+    const Trained on_cpu = train_from_text(gpt_recipe(text, "zero", "\"cpu:0\", \"cpu:1\"", 4, stage), temp_dir("distrain_cuda_zero_cpu"));
+    const Trained on_gpu = train_from_text(gpt_recipe(text, "zero", "\"cuda:0\", \"cuda:0\"", 4, stage), temp_dir("distrain_cuda_zero_gpu"));
+    check_close(on_cpu.weights, on_gpu.weights, 1e-4);
+    CHECK(on_gpu.loss == doctest::Approx(on_cpu.loss).epsilon(1e-4));
+  }
+}
+
+// The mesh's ranks as threads sharing cuda:0: every axis's activations, gradients and
+// messages go through host copies (Mesh::staged), against the same layout on CPU devices.
+TEST_CASE("cuda: a GPT on the mesh, its thread ranks sharing one GPU (tensor, sequence parallel, pipeline, ZeRO-1), matches the CPU's") {
+  SKIP_WITHOUT_GPU();
+  const std::string text = random_text_file("distrain_cuda_gpt.txt", 4000, 3);
+  const std::pair<MeshShape, const char*> layouts[] = {
+      {{1, 2, 1}, "sequence_parallel = true"},
+      {{1, 1, 2}, "micro_batches = 4"},
+      {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
+  };
+  for (const auto& [shape, keys] : layouts) {
+    INFO(shape.str() << "; " << std::string(keys));
+    auto run = [&](const char* device) {
+      const std::string degrees = fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", shape.data, shape.tensor, shape.pipeline, keys);
+      return train_on_thread_mesh(gpt_recipe(text, "mesh", device, 8 / shape.data, degrees),
+                                  temp_dir(fmt::format("distrain_cuda_mesh_{}", device[1]).c_str()), shape);
+    };
+    const Trained on_cpu = run("\"cpu:0\""), on_gpu = run("\"cuda:0\"");
+    check_close(on_cpu.weights, on_gpu.weights, 1e-4);
+    CHECK(on_gpu.loss == doctest::Approx(on_cpu.loss).epsilon(1e-4));
+  }
+}
+
 }  // namespace distrain::test

@@ -38,24 +38,6 @@ struct Run {
 const Run kCentralAndZero[] = {Run{"central_storage", ""}, Run{"zero", "stage = 1"}, Run{"zero", "stage = 2"},
                                Run{"zero", "stage = 3"}};
 
-// Trains the mesh recipe `text` afresh in `dir` on a mesh of threads of its shape, one
-// train() per rank (the first failure aborts the others); rank 0's checkpoint and loss.
-Trained train_on_thread_mesh(const std::string& text, const std::string& dir, const MeshShape& shape) {
-  const Recipe recipe = parse_recipe(text, dir + ".toml");
-  fs::remove_all(dir);
-  const std::vector<Mesh> meshes = Mesh::over_threads(shape);
-  TrainSummary first;
-  ReplicaThreads ranks(shape.size(), 1, [&](const std::string& why) { meshes[0].abort(why); });
-  ranks.run([&](int r) {
-    TrainOptions options = quiet(dir);
-    options.mesh = &meshes[static_cast<size_t>(r)];
-    const TrainSummary s = train(recipe, options);
-    std::fclose(options.out);
-    if (r == 0) first = s;
-  });
-  return {checkpoint_values(recipe, first.last_checkpoint), first.loss};
-}
-
 }  // namespace
 
 TEST_CASE("gpt: mirrored, central_storage and zero stages 1-3 with R replicas x b match one_device with R*b (R = 2, 4)") {
@@ -475,6 +457,28 @@ TEST_CASE("gpt: the mesh on threads (tensor, sequence parallel, pipeline, ZeRO-1
                                            (tmp / "distrain_gpt_mesh").string(), l.shape);
     check_close(single.weights, mesh.weights);
     CHECK(mesh.loss == doctest::Approx(single.loss).epsilon(1e-5));
+  }
+}
+
+// A GPU rank's exchanges go through host copies (Mesh::staged); on CPU devices, with every
+// tensor staged, the same layouts must train bitwise as with the host communicators alone.
+TEST_CASE("gpt: the mesh with every exchange through a host copy (a GPU rank's path) trains bitwise as without") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
+  const std::pair<MeshShape, const char*> layouts[] = {
+      {{1, 2, 1}, "sequence_parallel = true"},
+      {{1, 1, 2}, "micro_batches = 4"},
+      {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
+  };
+  for (const auto& [shape, keys] : layouts) {
+    INFO(shape.str() << "; " << std::string(keys));
+    const std::string recipe = gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / shape.data,
+                                          fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", shape.data, shape.tensor,
+                                                      shape.pipeline, keys));
+    const auto plain = train_on_thread_mesh(recipe, (tmp / "distrain_gpt_mesh").string(), shape);
+    const auto staged = train_on_thread_mesh(recipe, (tmp / "distrain_gpt_mesh").string(), shape, true);
+    CHECK(staged.weights == plain.weights);
+    CHECK(staged.loss == plain.loss);
   }
 }
 

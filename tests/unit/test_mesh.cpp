@@ -1,6 +1,8 @@
 // The device mesh: rank layout (tensor innermost, pipeline outermost), axis groups, the
 // degree check, one communicator per axis whose sums are exactly the group's, and the data
 // axis the data-parallel strategies are given.
+#include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "core/comm/local_communicator.hpp"
@@ -133,6 +135,46 @@ devices = ["cpu:0", "cpu:1", "cpu:2"]
   replicas.abort("replica 0 failed");
   waiting.join();
   CHECK(caught.find("replica 0 failed") != std::string::npos);
+}
+
+// The path a GPU rank's tensors take (Mesh::staged), on host memory: every collective and
+// message copied out and back by the staging, the results the host communicators' own.
+TEST_CASE("mesh staged: each exchange goes through a host copy and gives the unstaged result; gpu_tensors stages none here") {
+  const MeshShape shape{2, 1, 1};
+  std::vector<Mesh> plain = Mesh::over_threads(shape);
+  std::atomic<int> downloads = 0, uploads = 0;
+  const HostStaging counting([&](const Tensor& t, void* host) { ++downloads; std::memcpy(host, t.data, t.bytes()); },
+                             [&](const void* host, Tensor t) { ++uploads; std::memcpy(t.data, host, t.bytes()); });
+  for (auto which : {StagedCommunicator::Staged::every_tensor, StagedCommunicator::Staged::gpu_tensors}) {
+    INFO(static_cast<int>(which));
+    downloads = uploads = 0;
+    std::vector<Mesh> meshes;
+    for (const Mesh& m : plain) meshes.push_back(m.staged(counting, which));
+    std::vector<std::vector<float>> got(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        Communicator& c = meshes[static_cast<size_t>(r)].axis(Axis::data);
+        const float k = static_cast<float>(r + 1);
+        std::vector<float> sum{k, 2 * k}, scatter{k, 10 * k, 100 * k, 1000 * k}, mine{k}, gathered(2), block(2),
+            message{5 * k, 6 * k}, received(2), root{k, k};
+        c.all_reduce(host_tensor(sum.data(), 2), ReduceOp::sum);
+        c.reduce_scatter(host_tensor(scatter.data(), 4), host_tensor(block.data(), 2), ReduceOp::sum);
+        c.all_gather(host_tensor(mine.data(), 1), host_tensor(gathered.data(), 2));
+        c.broadcast(host_tensor(root.data(), 2), 1);
+        const int64_t id = c.start_send(host_tensor(message.data(), 2), 1 - r, 3, "a test message");
+        c.recv(host_tensor(received.data(), 2), 1 - r, 3, "a test message");
+        c.wait_send(id);
+        auto& g = got[static_cast<size_t>(r)];
+        for (const auto* v : {&sum, &block, &gathered, &root, &received}) g.insert(g.end(), v->begin(), v->end());
+      });
+    for (auto& t : threads) t.join();
+    CHECK(got[0] == std::vector<float>{3, 6, 3, 30, 1, 2, 2, 2, 10, 12});
+    CHECK(got[1] == std::vector<float>{3, 6, 300, 3000, 1, 2, 2, 2, 5, 6});
+    const int copies = which == StagedCommunicator::Staged::every_tensor ? 2 * 5 : 0;  // 2 ranks, 5 each way
+    CHECK(downloads == copies);  // a recv downloads nothing
+    CHECK(uploads == copies);    // a send uploads nothing
+  }
 }
 
 }  // namespace
