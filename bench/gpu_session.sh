@@ -25,7 +25,7 @@
 #   cpu       mirrored and multi_worker_mirrored (the bundle's bin/mpirun) on 1, 2, 4, 8
 #             replicas of 2 threads each, and PyTorch DDP over gloo with the same
 #             per-process batch and threads
-#   strategies  zero (threads and 2 ranks), multi_worker_mirrored, parameter_server and mesh
+#   strategies  zero (threads, offloaded, 2 ranks), multi_worker_mirrored, parameter_server and mesh
 #             layouts on cuda:0 under the bundle's mpirun, ranks sharing the GPU, each against
 #             one_device on cuda:0 (tests.txt)
 #   sanitize  the CUDA unit tests under compute-sanitizer memcheck and racecheck (those
@@ -329,6 +329,8 @@ part_strategies() {
       --set 'strategy.devices=["cuda:0","cuda:0"]'
     case_on_gpu zero${stage}_2ranks 2 --set strategy.name=zero --set strategy.stage=$stage "${half[@]}"
   done
+  case_on_gpu zero2_offload_threads 0 --set strategy.name=zero --set strategy.stage=2 --set strategy.offload_optimizer=true \
+    "${half[@]}" --set 'strategy.devices=["cuda:0","cuda:0"]'
   case_on_gpu multi_worker_2ranks 2 --set strategy.name=multi_worker_mirrored "${half[@]}"
   case_on_gpu parameter_server_sync 3 --set strategy.name=parameter_server --set strategy.staleness=0 "${half[@]}"
   local mesh=(--set strategy.name=mesh)

@@ -29,6 +29,9 @@ class CudaPlugin {
   // One NCCL communicator per backend, each a distinct GPU of this process, ordered after
   // the work on that backend's stream.
   virtual std::vector<std::unique_ptr<Communicator>> nccl_local(const std::vector<Backend*>& gpus) = 0;
+  // GPU `index`'s place on the PCI bus (domain, bus, device) as one number below 2^24: the
+  // same for one GPU in every process, whatever CUDA_VISIBLE_DEVICES numbers it there.
+  virtual int pci_location(int index) = 0;
   // This process's rank in an NCCL communicator over every MPI rank (one GPU per rank).
   virtual std::unique_ptr<Communicator> nccl_world(MpiCommunicator& mpi, Backend& gpu) = 0;
 };

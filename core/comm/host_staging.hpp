@@ -18,7 +18,7 @@ class HostStaging {
   HostStaging(Download download, Upload upload) : download_(std::move(download)), upload_(std::move(upload)) {}
   // Through `owner`'s download and upload (a Backend, which must outlive this).
   template <class Owner>
-    requires(!std::is_same_v<Owner, HostStaging>)
+    requires(!std::is_same_v<std::remove_cvref_t<Owner>, HostStaging>)
   explicit HostStaging(Owner& owner)
       : HostStaging([&owner](const Tensor& t, void* host) { owner.download(t, host); },
                     [&owner](const void* host, Tensor t) { owner.upload(host, t); }) {}

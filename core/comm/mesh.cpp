@@ -63,14 +63,19 @@ Mesh::Mesh(const MeshShape& shape, int rank, std::shared_ptr<Communicator> world
 // The group along an axis is named by its first rank (every rank's color for that axis).
 Mesh Mesh::over_mpi(const MeshShape& shape, std::shared_ptr<MpiCommunicator> world) {
   check_mesh(shape, world->size(), "mesh");
+  auto mpi = std::make_shared<MpiParts>();
+  mpi->world = world;
   Axes axes;
   for (Axis a : kMeshAxes) {
-    auto axis = world->split(axis_group(shape, world->rank(), a).front());
+    std::shared_ptr<MpiCommunicator> axis = world->split(axis_group(shape, world->rank(), a).front());
     if (a == Axis::tensor) axis->set_short_naps();  // its collectives run inside every layer
-    axes[static_cast<size_t>(a)] = std::move(axis);
+    mpi->axes[static_cast<size_t>(a)] = axis;
+    axes[static_cast<size_t>(a)] = axis;
   }
   const int rank = world->rank();
-  return Mesh(shape, rank, std::move(world), std::move(axes), nullptr);
+  Mesh mesh(shape, rank, std::move(world), std::move(axes), nullptr);
+  mesh.mpi_ = std::move(mpi);
+  return mesh;
 }
 
 std::vector<Mesh> Mesh::over_threads(const MeshShape& shape) {
@@ -103,13 +108,15 @@ Mesh Mesh::data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared
   return Mesh(shape, rank, std::move(data), std::move(axes), std::move(groups));
 }
 
-Mesh Mesh::staged(const HostStaging& staging, StagedCommunicator::Staged which) const {
-  auto wrap = [&](const std::shared_ptr<Communicator>& c) -> std::shared_ptr<Communicator> {
-    return std::make_shared<StagedCommunicator>(c, staging, which);
+Mesh Mesh::staged(const HostStaging& staging, StagedCommunicator::Staged which, const Axes& gpu) const {
+  auto wrap = [&](const std::shared_ptr<Communicator>& c, std::shared_ptr<Communicator> on_gpu) -> std::shared_ptr<Communicator> {
+    return std::make_shared<StagedCommunicator>(c, staging, which, std::move(on_gpu));
   };
   Axes axes;
-  for (size_t a = 0; a < axes.size(); ++a) axes[a] = wrap(axes_[a]);
-  return Mesh(shape_, rank_, wrap(world_), std::move(axes), thread_groups_);
+  for (size_t a = 0; a < axes.size(); ++a) axes[a] = wrap(axes_[a], gpu[a]);
+  Mesh mesh(shape_, rank_, wrap(world_, nullptr), std::move(axes), thread_groups_);
+  mesh.mpi_ = mpi_;
+  return mesh;
 }
 
 void Mesh::abort(const std::string& why) const {

@@ -62,10 +62,13 @@ class Mesh {
   // (owned by its maker, which keeps `data`'s levels alive), aborted by abort().
   static Mesh data_axis(std::shared_ptr<Communicator> data, std::vector<std::shared_ptr<LocalGroup>> local);
 
+  using Axes = std::array<std::shared_ptr<Communicator>, 3>;  // by Axis
   // This rank's view with every communicator wrapped to carry device tensors through host
   // memory (StagedCommunicator, each with its own copy of `staging`): a mesh of GPU ranks
-  // over MPI or threads.
-  Mesh staged(const HostStaging& staging, StagedCommunicator::Staged which = StagedCommunicator::Staged::gpu_tensors) const;
+  // over MPI or threads. An axis given a GPU communicator in `gpu` (NCCL over that axis's
+  // ranks) runs its GPU collectives there.
+  Mesh staged(const HostStaging& staging, StagedCommunicator::Staged which = StagedCommunicator::Staged::gpu_tensors,
+              const Axes& gpu = {}) const;
 
   const MeshShape& shape() const { return shape_; }
   int rank() const { return rank_; }
@@ -74,12 +77,19 @@ class Mesh {
   Communicator& axis(Axis axis) const { return *axes_[static_cast<size_t>(axis)]; }
   // Every rank of the mesh (its rank there is rank()): agreement on stops, global sums.
   Communicator& world() const { return *world_; }
+  // A mesh of MPI processes: the MPI communicators under world() and axis() (null for a
+  // mesh of threads), from which NCCL communicators over the same ranks are made.
+  MpiCommunicator* mpi_world() const { return mpi_ ? mpi_->world.get() : nullptr; }
+  MpiCommunicator* mpi_axis(Axis axis) const { return mpi_ ? mpi_->axes[static_cast<size_t>(axis)].get() : nullptr; }
   // A thread mesh: every group of it marked failed, so each rank waiting in one wakes and
   // throws GroupAborted. Over MPI nothing: the job's one catch site ends every process.
   void abort(const std::string& why) const;
 
  private:
-  using Axes = std::array<std::shared_ptr<Communicator>, 3>;  // by Axis
+  struct MpiParts {
+    std::shared_ptr<MpiCommunicator> world;
+    std::array<std::shared_ptr<MpiCommunicator>, 3> axes;  // by Axis
+  };
   Mesh(const MeshShape& shape, int rank, std::shared_ptr<Communicator> world, Axes axes,
        std::shared_ptr<const std::vector<std::shared_ptr<LocalGroup>>> thread_groups);
 
@@ -89,6 +99,7 @@ class Mesh {
   std::shared_ptr<Communicator> world_;
   Axes axes_;
   std::shared_ptr<const std::vector<std::shared_ptr<LocalGroup>>> thread_groups_;  // a thread mesh's, else null
+  std::shared_ptr<const MpiParts> mpi_;  // an MPI mesh's, else null
 };
 
 }  // namespace distrain

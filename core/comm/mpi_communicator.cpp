@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -60,6 +61,13 @@ int launcher_rank() {
 
 int launcher_size() {
   return env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", env_int("SLURM_STEP_NUM_TASKS", 1)));
+}
+
+std::optional<int> launcher_local_rank() {
+  if (!launched_by_mpi()) return 0;
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "MV2_COMM_WORLD_LOCAL_RANK"})
+    if (std::getenv(v)) return env_int(v, 0);
+  return std::nullopt;
 }
 
 int launcher_local_size() {
@@ -239,6 +247,17 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_by_host() {
   auto h = std::make_unique<Handle>();
   check(MPI_Comm_split_type(handle_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &h->comm), "MPI_Comm_split_type");
   return adopt(std::move(h));
+}
+
+bool MpiCommunicator::any_equal_on_a_host(int value) {
+  const std::unique_ptr<MpiCommunicator> host = split_by_host();
+  std::vector<float> values(static_cast<size_t>(host->size()));
+  float mine = static_cast<float>(value);
+  host->all_gather(host_tensor(&mine, 1), host_tensor(values.data(), host->size()));
+  std::sort(values.begin(), values.end());
+  float equal = std::adjacent_find(values.begin(), values.end()) != values.end() ? 1.0f : 0.0f;
+  all_reduce(host_tensor(&equal, 1), ReduceOp::max);
+  return equal > 0;
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::adopt(std::unique_ptr<Handle> h) {

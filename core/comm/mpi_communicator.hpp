@@ -33,7 +33,9 @@ void check_launch();
 // The world rank and size when launched by MPI (0 and 1 otherwise), without initialising it.
 int launcher_rank();
 int launcher_size();
-// The ranks the launcher started on this host (1 without a launcher).
+// This process's rank among those the launcher started on its host (0 without a launcher;
+// none when the launcher does not say), and their number (1 without a launcher).
+std::optional<int> launcher_local_rank();
 int launcher_local_size();
 // Ends the whole job from any rank, so that no rank hangs waiting for a failed one.
 [[noreturn]] void mpi_abort(int code);
@@ -52,6 +54,9 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> split(int color);
   // The ranks of this communicator on this rank's host (shared memory), likewise.
   std::unique_ptr<MpiCommunicator> split_by_host();
+  // Whether two ranks on one host passed the same value (a GPU's PCI location: NCCL refuses
+  // two ranks on one GPU); collective, every rank gets the same answer.
+  bool any_equal_on_a_host(int value);
   // Collectives that do not complete within `seconds` throw UserError (0: wait forever).
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   // A wait polls for 2 ms, then sleeps between tests, backing off to a nap of at most 1 ms

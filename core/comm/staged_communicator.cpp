@@ -4,28 +4,41 @@
 
 namespace distrain {
 
-StagedCommunicator::StagedCommunicator(std::shared_ptr<Communicator> host, HostStaging staging, Staged staged)
-    : host_(std::move(host)), staging_(std::move(staging)), staged_(staged) {
+StagedCommunicator::StagedCommunicator(std::shared_ptr<Communicator> host, HostStaging staging, Staged staged,
+                                       std::shared_ptr<Communicator> gpu)
+    : host_(std::move(host)), gpu_(std::move(gpu)), staging_(std::move(staging)), staged_(staged) {
   DT_CHECK(host_, "a staged communicator needs a host communicator");
+  DT_CHECK(!gpu_ || (gpu_->size() == host_->size() && gpu_->rank() == host_->rank()),
+           "a staged communicator's GPU communicator is rank {} of {}, its host one rank {} of {}", gpu_->rank(),
+           gpu_->size(), host_->rank(), host_->size());
+}
+
+std::string StagedCommunicator::backend_name() const {
+  if (gpu_) return gpu_->backend_name() + ", messages over " + host_->backend_name() + " through host memory";
+  return host_->backend_name() + ", GPU tensors through host memory";
 }
 
 void StagedCommunicator::do_all_reduce(Tensor t, ReduceOp op) {
   if (!staged(t)) return host_->all_reduce(t, op);
+  if (gpu_) return gpu_->all_reduce(t, op);
   staging_.through_host(t, [&](Tensor h) { host_->all_reduce(h, op); });
 }
 
 void StagedCommunicator::do_reduce_scatter(const Tensor& in, Tensor out, ReduceOp op) {
   if (!staged(in)) return host_->reduce_scatter(in, out, op);
+  if (gpu_) return gpu_->reduce_scatter(in, out, op);
   staging_.through_host(in, out, [&](const Tensor& i, Tensor o) { host_->reduce_scatter(i, o, op); });
 }
 
 void StagedCommunicator::do_all_gather(const Tensor& in, Tensor out) {
   if (!staged(in)) return host_->all_gather(in, out);
+  if (gpu_) return gpu_->all_gather(in, out);
   staging_.through_host(in, out, [&](const Tensor& i, Tensor o) { host_->all_gather(i, o); });
 }
 
 void StagedCommunicator::do_broadcast(Tensor t, int root) {
   if (!staged(t)) return host_->broadcast(t, root);
+  if (gpu_) return gpu_->broadcast(t, root);
   staging_.through_host(t, [&](Tensor h) { host_->broadcast(h, root); });
 }
 

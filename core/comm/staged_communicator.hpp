@@ -2,7 +2,9 @@
 // device tensors too. Each GPU tensor is copied to a host buffer, moved by the host
 // communicator and copied back; host tensors pass straight through. This is how a mesh's
 // axes carry GPU activations and gradients when ranks share a GPU (NCCL refuses two ranks
-// on one GPU) or MPI is not CUDA-aware. A send's copy is kept until its wait_send.
+// on one GPU); MPI need not be CUDA-aware. A send's copy is kept until its wait_send.
+// Given a GPU communicator over the same ranks (NCCL, where they have distinct GPUs), GPU
+// tensors' collectives go there instead, and only messages through host memory.
 #pragma once
 #include <map>
 #include <memory>
@@ -17,9 +19,11 @@ class StagedCommunicator final : public Communicator {
  public:
   // every_tensor: host tensors take the staged path too, so that tests run it on CPU devices.
   enum class Staged { gpu_tensors, every_tensor };
-  StagedCommunicator(std::shared_ptr<Communicator> host, HostStaging staging, Staged staged = Staged::gpu_tensors);
+  StagedCommunicator(std::shared_ptr<Communicator> host, HostStaging staging, Staged staged = Staged::gpu_tensors,
+                     std::shared_ptr<Communicator> gpu = nullptr);
 
-  std::string backend_name() const override { return host_->backend_name() + " (host-staged)"; }
+  // "mpi, GPU tensors through host memory" or "nccl, messages over mpi through host memory".
+  std::string backend_name() const override;
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
@@ -38,6 +42,7 @@ class StagedCommunicator final : public Communicator {
   bool staged(const Tensor& t) const { return staged_ == Staged::every_tensor || t.device.is_cuda(); }
 
   std::shared_ptr<Communicator> host_;
+  std::shared_ptr<Communicator> gpu_;  // collectives of staged tensors, when set
   HostStaging staging_;
   Staged staged_;
   std::map<int64_t, std::vector<char>> sending_;  // by send id: the host copy a send reads

@@ -253,7 +253,12 @@ void parse_mesh(ConfigTable& c, StrategySpec& s) {
   }
   parse_pipeline(c, s);
   if (s.name != "mesh") return;
-  if (s.devices.size() != 1) c.fail("devices", fmt::format("mesh takes one device per rank, got {}", s.devices.size()));
+  // Several devices are a host's GPUs: its launcher-local rank r takes entry r mod their number.
+  const bool gpus = std::all_of(s.devices.begin(), s.devices.end(),
+                                [&](const std::string& d) { return Device::parse(d, c.file()).is_cuda(); });
+  if (s.devices.size() != 1 && !gpus)
+    c.fail("devices", fmt::format("mesh takes one device for every rank, or a host's GPUs (one per rank there), got [{}]",
+                                  fmt::join(s.devices, ", ")));
 }
 
 // The keys one strategy takes (stage: zero; num_ps, staleness: parameter_server).

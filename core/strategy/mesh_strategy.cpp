@@ -1,10 +1,13 @@
 #include "core/strategy/mesh_strategy.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
 
 #include "core/backend/backend.hpp"
+#include "core/backend/cuda_plugin.hpp"
 #include "core/base/rng.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/comm/mpi_communicator.hpp"
@@ -40,6 +43,21 @@ std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Comm
 }
 
 class MeshStrategy;
+
+
+// A GPU rank's mesh. MPI and thread communicators move host memory, so its activations and
+// gradients go through host copies; over MPI, where no two ranks of the job share a GPU
+// (which NCCL refuses), the data and tensor axes' collectives run on NCCL over each axis's
+// ranks instead. The pipeline axis moves messages and host figures only: no NCCL there.
+Mesh gpu_mesh(const Mesh& mesh, const Device& device) {
+  Backend& gpu = backend_for(device);
+  Mesh::Axes nccl;
+  MpiCommunicator* world = mesh.mpi_world();
+  if (world && !world->any_equal_on_a_host(cuda_plugin().pci_location(device.index)))
+    for (Axis a : {Axis::data, Axis::tensor})
+      if (mesh.shape().degree(a) > 1) nccl[static_cast<size_t>(a)] = cuda_plugin().nccl_world(*mesh.mpi_axis(a), gpu);
+  return mesh.staged(HostStaging(gpu), StagedCommunicator::Staged::gpu_tensors, nccl);
+}
 
 // Variables as checkpoints see them: whole, gathered over the tensor axis (every rank of
 // a tensor group takes part in each read).
@@ -90,10 +108,8 @@ class MeshStrategy final : public Strategy {
   MeshStrategy(const Recipe& recipe, Mesh mesh)
       : spec_(recipe.strategy), shape_(mesh.shape()), mesh_(std::move(mesh)), model_state_(*this), optimizer_state_(*this) {
     DT_CHECK(shape_of(recipe) == shape_, "{}: a mesh of {} given for {}", recipe.file, shape_.str(), shape_of(recipe).str());
-    device_ = Device::parse(spec_.devices.at(0), recipe.file + ": strategy.devices");
-    // MPI and thread communicators move host memory: a GPU rank's activations and
-    // gradients go through it (ranks may share the GPU, which NCCL refuses).
-    if (device_.is_cuda()) mesh_ = mesh_.staged(HostStaging(backend_for(device_)));
+    device_ = mesh_rank_device(recipe);
+    if (device_.is_cuda()) mesh_ = gpu_mesh(mesh_, device_);
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                       tensor_group_of(recipe, mesh_.coord().tensor, shape_.tensor));
@@ -123,8 +139,18 @@ class MeshStrategy final : public Strategy {
       pipeline = fmt::format("; {} stages, {} micro-batch(es), schedule {}", shape_.pipeline, spec_.micro_batches, spec_.schedule);
     else if (spec_.micro_batches > 1)
       pipeline = fmt::format("; {} micro-batches", spec_.micro_batches);
-    return fmt::format("mesh: {} ({} ranks, one {} each; tensor innermost){}{}", shape_.str(), shape_.size(), device_.str(),
-                       spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline);
+    const std::string on = spec_.devices.size() == 1 ? spec_.devices[0] : fmt::format("its host's of {}", fmt::join(spec_.devices, ", "));
+    return fmt::format("mesh: {} ({} ranks, each on {}; tensor innermost){}{}{}", shape_.str(), shape_.size(), on,
+                       spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline,
+                       exchanges());
+  }
+  // On GPUs, what carries each axis's exchanges (axes of more than one rank).
+  std::string exchanges() const {
+    if (!device_.is_cuda()) return "";
+    std::string out;
+    for (Axis a : kMeshAxes)
+      if (shape_.degree(a) > 1) out += fmt::format("; {}: {}", axis_name(a), mesh_.axis(a).backend_name());
+    return out;
   }
   // This rank's stage's model (its layers and variables only).
   Model& model() override { return stage_->model(); }
@@ -387,6 +413,20 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 bool sharded_masters(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16;
+}
+
+Device mesh_rank_device(const Recipe& recipe) {
+  const std::vector<std::string>& devices = recipe.strategy.devices;
+  size_t i = 0;
+  if (devices.size() > 1) {
+    const std::optional<int> local = launcher_local_rank();
+    DT_USER_CHECK(local.has_value(),
+                  "{}: strategy.devices lists a host's GPUs [{}], but the launcher does not say which of its host's ranks this "
+                  "process is (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID); launch with mpirun or srun, or list one device",
+                  recipe.file, fmt::join(devices, ", "));
+    i = static_cast<size_t>(*local) % devices.size();
+  }
+  return Device::parse(devices.at(i), recipe.file + ": strategy.devices");
 }
 
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe) {

@@ -11,8 +11,9 @@
 // Checkpoints hold whole variables: saving reads each from its stage and gathers it over
 // the tensor axis, loading slices it, so a checkpoint moves between this and any other
 // strategy.
-// Every rank computes on strategy.devices' one device (ranks may share a GPU). On a GPU the
-// axes' exchanges go through host memory (Mesh::staged over MPI): no NCCL on the mesh yet.
+// Every rank computes on strategy.devices' one device, or on its own of a host's GPUs
+// (ranks may share a GPU). On GPUs each axis's collectives run on NCCL where no two ranks
+// share a GPU, else through host memory (Mesh::staged over MPI), as the pipeline's messages do.
 // The ranks are the job's MPI processes, or threads of one process given their Mesh
 // (Mesh::over_threads), which lets unit tests run every layout in-process.
 #pragma once
@@ -26,6 +27,10 @@ namespace distrain {
 // micro-batches in flight read each layer unpacked from those bf16 values too.
 bool sharded_masters(const Recipe& recipe);
 
+// The device this process's rank computes on: strategy.devices' one, or of a host's GPUs
+// entry r mod their number for the launcher's rank r on this host (0 without a launcher,
+// as for every rank of a thread mesh); UserError when the launcher does not say r.
+Device mesh_rank_device(const Recipe& recipe);
 // This process's rank of a mesh of the job's MPI processes.
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe);
 // Rank mesh.rank() of the given mesh, whose shape must be the recipe's.

@@ -29,20 +29,6 @@ ReplicaMesh::ReplicaMesh(const Recipe& recipe, Workers workers) {
   }
 }
 
-// Whether any two workers on one host use the same GPU (each worker's one), agreed by every
-// worker so that all or none join NCCL. Workers see GPUs by index: one CUDA_VISIBLE_DEVICES
-// per worker makes distinct GPUs look shared, and they then go through host memory too.
-bool ReplicaMesh::workers_share_a_gpu(const Device& mine) const {
-  const std::unique_ptr<MpiCommunicator> host = workers_->split_by_host();
-  std::vector<float> indices(static_cast<size_t>(host->size()));
-  float index = static_cast<float>(mine.index);
-  host->all_gather(host_tensor(&index, 1), host_tensor(indices.data(), host->size()));
-  std::sort(indices.begin(), indices.end());
-  float shared = std::adjacent_find(indices.begin(), indices.end()) != indices.end() ? 1.0f : 0.0f;
-  workers_->all_reduce(host_tensor(&shared, 1), ReduceOp::max);
-  return shared > 0;
-}
-
 void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec) {
   const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
   const bool shared_gpu = shares_a_gpu(devices);  // with nccl, the recipe was refused (parse_strategy)
@@ -52,7 +38,7 @@ void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const Stra
   bool nccl_workers = workers_ && (spec.communication == "nccl" || (spec.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_workers || one_gpu, "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]",
                 fmt::join(spec.devices, ", "));
-  if (nccl_workers && workers_share_a_gpu(devices.front())) {
+  if (nccl_workers && workers_->any_equal_on_a_host(cuda_plugin().pci_location(devices.front().index))) {
     DT_USER_CHECK(spec.communication != "nccl",
                   "strategy.communication = \"nccl\": workers share {} on one host and NCCL refuses two ranks on one GPU; "
                   "use \"ring\" or \"auto\" (GPU tensors then go through host memory)", devices.front().str());

@@ -41,7 +41,6 @@ class ReplicaMesh {
 
  private:
   void make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec);
-  bool workers_share_a_gpu(const Device& mine) const;
 
   std::vector<Backend*> backends_;
   std::unique_ptr<MpiCommunicator> workers_;

@@ -188,12 +188,21 @@ std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job
   throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
 }
 
+// The devices this process computes on: every listed one, but a mesh rank's own only (a
+// GPU's backend holds a context and workspaces, which the others' GPUs should not pay for).
+std::vector<Device> devices_of_this_process(const Recipe& recipe) {
+  if (recipe.strategy.name == "mesh") return {mesh_rank_device(recipe)};
+  std::vector<Device> devices;
+  for (const std::string& d : recipe.strategy.devices) devices.push_back(Device::parse(d, recipe.file + ": strategy.devices"));
+  return devices;
+}
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {
   DT_CHECK(!mesh || recipe.strategy.name == "mesh", "a mesh given to strategy '{}'", recipe.strategy.name);
-  for (const std::string& d : recipe.strategy.devices) {  // every buffer from here on counts
-    DeviceMemory& memory = backend_for(Device::parse(d, recipe.file + ": strategy.devices")).memory();
+  for (const Device& d : devices_of_this_process(recipe)) {  // every buffer from here on counts
+    DeviceMemory& memory = backend_for(d).memory();
     memory.set_budget(recipe.strategy.device_memory);
     memory.reset_peak();
   }

@@ -4,7 +4,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,6 +144,43 @@ TEST_CASE("mpi mesh: each axis communicator sums exactly its group") {
     CHECK(mesh.axis(a).rank() == mesh.coord().at(a));
   }
   world.barrier();
+}
+
+// The path a GPU rank takes (every tensor copied to host memory and back): sums along
+// each axis, and a ring of messages on the pipeline axis whose tensors are overwritten
+// before the sends are waited for: the staged copy is what travels.
+TEST_CASE("mpi mesh staged: axis sums and a ring of messages through host copies") {
+  auto shared = std::make_shared<MpiCommunicator>();
+  MpiCommunicator& world = *shared;
+  const int n = world.size(), r = world.rank();
+  const MeshShape shape{1, 1, n};
+  const HostStaging copies([](const Tensor& t, void* h) { std::memcpy(h, t.data, t.bytes()); },
+                           [](const void* h, Tensor t) { std::memcpy(t.data, h, t.bytes()); });
+  const Mesh mesh = Mesh::over_mpi(shape, shared).staged(copies, StagedCommunicator::Staged::every_tensor);
+  std::vector<float> v{static_cast<float>(1 << r)};
+  mesh.axis(Axis::pipeline).all_reduce(host(v), ReduceOp::sum);
+  CHECK(v[0] == static_cast<float>((1 << n) - 1));
+  if (n > 1) {
+    Communicator& pipe = mesh.axis(Axis::pipeline);
+    std::vector<float> out(1000, static_cast<float>(r)), in(1000, -1.0f);
+    const int64_t id = pipe.start_send(host(out), (r + 1) % n, 5, "a ring message");
+    std::fill(out.begin(), out.end(), -2.0f);
+    pipe.recv(host(in), (r + n - 1) % n, 5, "a ring message");
+    pipe.wait_send(id);
+    CHECK(in == std::vector<float>(1000, static_cast<float>((r + n - 1) % n)));
+  }
+  world.barrier();
+}
+
+// Every rank of this test runs on one host: two of them share a value when the values
+// repeat, none when each passes its rank.
+TEST_CASE("mpi communicator: any_equal_on_a_host finds two ranks of a host with one value") {
+  MpiCommunicator world;
+  const int n = world.size(), r = world.rank();
+  CHECK_FALSE(world.any_equal_on_a_host(r));
+  CHECK(world.any_equal_on_a_host(r % 2) == (n > 2));
+  CHECK(world.any_equal_on_a_host(0) == (n > 1));
+  CHECK(world.split_by_host()->size() == n);
 }
 
 TEST_CASE("mpi communicator: a message that never comes times out naming the peer") {

@@ -284,11 +284,12 @@ TEST_CASE("cuda: a GPT trained 5 steps on cuda:0 ends with the CPU run's weights
 }
 
 // zero on two logical devices of one GPU: the replicas' gradients and shards cross the
-// data axis through host memory (the hierarchical communicator's staging, no NCCL).
-TEST_CASE("cuda: a GPT under zero stages 1-3 on two logical devices of one GPU matches zero on two CPU devices") {
+// data axis through host memory (the hierarchical communicator's staging, no NCCL); with
+// offload_optimizer the shards' optimizer state lives in host memory.
+TEST_CASE("cuda: a GPT under zero stages 1-3 on two logical devices of one GPU matches zero on two CPU devices, offloaded too") {
   SKIP_WITHOUT_GPU();
   const std::string text = random_text_file("distrain_cuda_gpt.txt", 4000, 3);
-  for (const char* stage : {"stage = 1", "stage = 2", "stage = 3"}) {
+  for (const char* stage : {"stage = 1", "stage = 2", "stage = 3", "stage = 2\noffload_optimizer = true"}) {
     INFO(stage);
     const Trained on_cpu = train_from_text(gpt_recipe(text, "zero", "\"cpu:0\", \"cpu:1\"", 4, stage), temp_dir("distrain_cuda_zero_cpu"));
     const Trained on_gpu = train_from_text(gpt_recipe(text, "zero", "\"cuda:0\", \"cuda:0\"", 4, stage), temp_dir("distrain_cuda_zero_gpu"));

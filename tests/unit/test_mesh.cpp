@@ -137,44 +137,61 @@ devices = ["cpu:0", "cpu:1", "cpu:2"]
   CHECK(caught.find("replica 0 failed") != std::string::npos);
 }
 
+// Every collective and a message each way on the data axis of a 2-rank mesh, from each
+// rank's thread; what each rank ended with.
+std::vector<std::vector<float>> exchange_on_data_axis(const std::vector<Mesh>& meshes) {
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      Communicator& c = meshes[static_cast<size_t>(r)].axis(Axis::data);
+      const float k = static_cast<float>(r + 1);
+      std::vector<float> sum{k, 2 * k}, scatter{k, 10 * k, 100 * k, 1000 * k}, mine{k}, gathered(2), block(2),
+          message{5 * k, 6 * k}, received(2), root{k, k};
+      c.all_reduce(host_tensor(sum.data(), 2), ReduceOp::sum);
+      c.reduce_scatter(host_tensor(scatter.data(), 4), host_tensor(block.data(), 2), ReduceOp::sum);
+      c.all_gather(host_tensor(mine.data(), 1), host_tensor(gathered.data(), 2));
+      c.broadcast(host_tensor(root.data(), 2), 1);
+      const int64_t id = c.start_send(host_tensor(message.data(), 2), 1 - r, 3, "a test message");
+      c.recv(host_tensor(received.data(), 2), 1 - r, 3, "a test message");
+      c.wait_send(id);
+      auto& g = got[static_cast<size_t>(r)];
+      for (const auto* v : {&sum, &block, &gathered, &root, &received}) g.insert(g.end(), v->begin(), v->end());
+    });
+  for (auto& t : threads) t.join();
+  return got;
+}
+
 // The path a GPU rank's tensors take (Mesh::staged), on host memory: every collective and
-// message copied out and back by the staging, the results the host communicators' own.
-TEST_CASE("mesh staged: each exchange goes through a host copy and gives the unstaged result; gpu_tensors stages none here") {
+// message copied out and back by the staging, or the collectives on a "GPU" communicator
+// of their own (NCCL's place; here threads), the results the host communicators' own.
+TEST_CASE("mesh staged: exchanges through host copies, or collectives on the GPU communicator, give the unstaged results") {
   const MeshShape shape{2, 1, 1};
-  std::vector<Mesh> plain = Mesh::over_threads(shape);
+  const std::vector<Mesh> plain = Mesh::over_threads(shape);
+  const std::vector<std::vector<float>> want{{3, 6, 3, 30, 1, 2, 2, 2, 10, 12}, {3, 6, 300, 3000, 1, 2, 2, 2, 5, 6}};
+  CHECK(exchange_on_data_axis(plain) == want);
   std::atomic<int> downloads = 0, uploads = 0;
   const HostStaging counting([&](const Tensor& t, void* host) { ++downloads; std::memcpy(host, t.data, t.bytes()); },
                              [&](const void* host, Tensor t) { ++uploads; std::memcpy(t.data, host, t.bytes()); });
-  for (auto which : {StagedCommunicator::Staged::every_tensor, StagedCommunicator::Staged::gpu_tensors}) {
-    INFO(static_cast<int>(which));
+  using Staged = StagedCommunicator::Staged;
+  auto staged = [&](Staged which, const std::vector<Mesh::Axes>& gpu) {
     downloads = uploads = 0;
     std::vector<Mesh> meshes;
-    for (const Mesh& m : plain) meshes.push_back(m.staged(counting, which));
-    std::vector<std::vector<float>> got(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        Communicator& c = meshes[static_cast<size_t>(r)].axis(Axis::data);
-        const float k = static_cast<float>(r + 1);
-        std::vector<float> sum{k, 2 * k}, scatter{k, 10 * k, 100 * k, 1000 * k}, mine{k}, gathered(2), block(2),
-            message{5 * k, 6 * k}, received(2), root{k, k};
-        c.all_reduce(host_tensor(sum.data(), 2), ReduceOp::sum);
-        c.reduce_scatter(host_tensor(scatter.data(), 4), host_tensor(block.data(), 2), ReduceOp::sum);
-        c.all_gather(host_tensor(mine.data(), 1), host_tensor(gathered.data(), 2));
-        c.broadcast(host_tensor(root.data(), 2), 1);
-        const int64_t id = c.start_send(host_tensor(message.data(), 2), 1 - r, 3, "a test message");
-        c.recv(host_tensor(received.data(), 2), 1 - r, 3, "a test message");
-        c.wait_send(id);
-        auto& g = got[static_cast<size_t>(r)];
-        for (const auto* v : {&sum, &block, &gathered, &root, &received}) g.insert(g.end(), v->begin(), v->end());
-      });
-    for (auto& t : threads) t.join();
-    CHECK(got[0] == std::vector<float>{3, 6, 3, 30, 1, 2, 2, 2, 10, 12});
-    CHECK(got[1] == std::vector<float>{3, 6, 300, 3000, 1, 2, 2, 2, 5, 6});
-    const int copies = which == StagedCommunicator::Staged::every_tensor ? 2 * 5 : 0;  // 2 ranks, 5 each way
-    CHECK(downloads == copies);  // a recv downloads nothing
-    CHECK(uploads == copies);    // a send uploads nothing
-  }
+    for (size_t r = 0; r < plain.size(); ++r) meshes.push_back(plain[r].staged(counting, which, gpu.empty() ? Mesh::Axes{} : gpu[r]));
+    return exchange_on_data_axis(meshes);
+  };
+  CHECK(staged(Staged::every_tensor, {}) == want);
+  CHECK(downloads == 2 * 5);  // each rank: 4 collectives and a send (a recv downloads nothing)
+  CHECK(uploads == 2 * 5);    // 4 collectives and a recv
+  CHECK(staged(Staged::gpu_tensors, {}) == want);  // host tensors pass straight through
+  CHECK(downloads + uploads == 0);
+  auto group = std::make_shared<LocalGroup>(2);
+  std::vector<Mesh::Axes> gpu(2);
+  for (int r = 0; r < 2; ++r) gpu[static_cast<size_t>(r)][0] = std::make_shared<LocalCommunicator>(group, r);  // data axis
+  CHECK(staged(Staged::every_tensor, gpu) == want);
+  CHECK(downloads == 2);  // the send's copy only
+  CHECK(uploads == 2);    // the recv's
+  CHECK(gpu[0][0]->traffic().collectives == 4);
 }
 
 }  // namespace

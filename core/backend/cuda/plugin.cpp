@@ -1,6 +1,7 @@
 // The CUDA plugin's entry point (see core/backend/cuda_plugin.hpp): what the executable
 // may ask of the CUDA side, over the CUDA backend and the NCCL communicator.
 #include "core/backend/cuda/cuda_backend.hpp"
+#include "core/backend/cuda/cuda_check.hpp"
 #include "core/backend/cuda_plugin.hpp"
 #include "core/comm/nccl/nccl_communicator.hpp"
 
@@ -30,6 +31,14 @@ class CudaPluginImpl final : public CudaPlugin {
     std::vector<std::unique_ptr<Communicator>> comms;
     for (auto& c : NcclCommunicator::create_local(devices, streams)) comms.push_back(std::move(c));
     return comms;
+  }
+
+  int pci_location(int index) override {
+    int domain = 0, bus = 0, device = 0;
+    DT_CUDA(cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, index));
+    DT_CUDA(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, index));
+    DT_CUDA(cudaDeviceGetAttribute(&device, cudaDevAttrPciDeviceId, index));
+    return (domain & 0xff) << 16 | (bus & 0xff) << 8 | (device & 0xff);  // < 2^24: exact as a float
   }
 
   std::unique_ptr<Communicator> nccl_world(MpiCommunicator& mpi, Backend& gpu) override {
