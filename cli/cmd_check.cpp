@@ -1,7 +1,5 @@
 // distrain check RECIPE [--set KEY=VALUE]...: validates the recipe and its data, builds
 // the model, prints the resolved plan. Trains nothing.
-#include <fmt/ranges.h>
-
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -137,9 +135,9 @@ void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget
 void check_mesh(const Recipe& recipe, const Splits& data) {
   check_within_budget(recipe, print_mesh_plan(stdout, recipe), recipe.strategy.device_memory);
   const StrategySpec& s = recipe.strategy;
-  const std::string on = s.devices.size() == 1 ? s.devices[0] : fmt::format("its host's of {}", fmt::join(s.devices, ", "));
   const std::string shape = fmt::format("mesh: data {} x tensor {} x pipeline {} ({} ranks, each on {})", s.mesh_data,
-                                        s.mesh_tensor, s.mesh_pipeline, s.mesh_data * s.mesh_tensor * s.mesh_pipeline, on);
+                                        s.mesh_tensor, s.mesh_pipeline, s.mesh_data * s.mesh_tensor * s.mesh_pipeline,
+                                        mesh_devices(s));
   print_run(recipe, data, shape, static_cast<int>(s.mesh_data), make_optimizer(recipe.optimizer)->describe(),
             recipe.step_batch() * s.mesh_data);
   const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());

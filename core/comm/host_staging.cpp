@@ -27,12 +27,8 @@ void HostStaging::through_host(Tensor t, const std::function<void(Tensor)>& op) 
 }
 
 void HostStaging::through_host(const Tensor& in, Tensor out, const std::function<void(const Tensor&, Tensor)>& op) {
-  host_.resize(in.bytes() + out.bytes());
-  const Tensor host_in{host_.data(), in.shape, in.dtype, Device{}};
-  const Tensor host_out{host_.data() + in.bytes(), out.shape, out.dtype, Device{}};
-  DT_CHECK(download_, "a device tensor on {} reached a communicator given no host staging", in.device.str());
-  download_(in, host_in.data);
-  op(host_in, host_out);
+  const Tensor host_out = host_view(out, host_out_);
+  op(copy_to_host(in, host_), host_out);
   copy_from_host(host_out.data, out);
 }
 

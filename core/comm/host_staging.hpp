@@ -36,7 +36,7 @@ class HostStaging {
  private:
   Download download_;
   Upload upload_;
-  std::vector<char> host_;
+  std::vector<char> host_, host_out_;  // kept between calls
 };
 
 }  // namespace distrain

@@ -44,7 +44,6 @@ std::vector<float> gather_whole(const Variable& v, std::vector<float> mine, Comm
 
 class MeshStrategy;
 
-
 // A GPU rank's mesh. MPI and thread communicators move host memory, so its activations and
 // gradients go through host copies; over MPI, where no two ranks of the job share a GPU
 // (which NCCL refuses), the data and tensor axes' collectives run on NCCL over each axis's
@@ -139,8 +138,7 @@ class MeshStrategy final : public Strategy {
       pipeline = fmt::format("; {} stages, {} micro-batch(es), schedule {}", shape_.pipeline, spec_.micro_batches, spec_.schedule);
     else if (spec_.micro_batches > 1)
       pipeline = fmt::format("; {} micro-batches", spec_.micro_batches);
-    const std::string on = spec_.devices.size() == 1 ? spec_.devices[0] : fmt::format("its host's of {}", fmt::join(spec_.devices, ", "));
-    return fmt::format("mesh: {} ({} ranks, each on {}; tensor innermost){}{}{}", shape_.str(), shape_.size(), on,
+    return fmt::format("mesh: {} ({} ranks, each on {}; tensor innermost){}{}{}", shape_.str(), shape_.size(), mesh_devices(spec_),
                        spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline,
                        exchanges());
   }
@@ -413,6 +411,10 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 bool sharded_masters(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
   return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16;
+}
+
+std::string mesh_devices(const StrategySpec& s) {
+  return s.devices.size() == 1 ? s.devices[0] : fmt::format("its host's of {}", fmt::join(s.devices, ", "));
 }
 
 Device mesh_rank_device(const Recipe& recipe) {

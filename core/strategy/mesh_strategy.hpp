@@ -31,6 +31,8 @@ bool sharded_masters(const Recipe& recipe);
 // entry r mod their number for the launcher's rank r on this host (0 without a launcher,
 // as for every rank of a thread mesh); UserError when the launcher does not say r.
 Device mesh_rank_device(const Recipe& recipe);
+// Where the ranks compute, for plans: "cuda:0", or "its host's of cuda:0, cuda:1".
+std::string mesh_devices(const StrategySpec& s);
 // This process's rank of a mesh of the job's MPI processes.
 std::unique_ptr<Strategy> make_mesh_strategy(const Recipe& recipe);
 // Rank mesh.rank() of the given mesh, whose shape must be the recipe's.

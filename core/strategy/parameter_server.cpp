@@ -4,8 +4,8 @@
 
 #include "core/backend/backend.hpp"
 #include "core/base/log.hpp"
-#include "core/comm/host_staging.hpp"
 #include "core/comm/mpi_communicator.hpp"
+#include "core/comm/staged_communicator.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/strategy/ps_server.hpp"
 #include "core/strategy/replica.hpp"
@@ -70,6 +70,7 @@ class ParameterServer final : public Strategy {
     log::set_leader(!server_ && group_->rank() == 0);
     const Device device = server_ ? Device{} : Device::parse(spec_.devices[0], recipe.file + ": strategy.devices");
     replica_ = std::make_unique<Replica>(recipe, backend_for(device));
+    group_on_device_ = std::make_unique<StagedCommunicator>(group_, HostStaging(replica_->backend()));
     ledger().add_source(replica_->backend());
     ranges_ = PsRanges{replica_->model().params().values().numel(), num_ps_};
     optimizer_ = make_optimizer(recipe.optimizer);  // a worker's: its slot names and type (the slots are the servers')
@@ -111,14 +112,14 @@ class ParameterServer final : public Strategy {
 
   void sync_replicas() override {
     Tensor state = model().params().state();
-    if (state.numel()) through_host(state, [&](Tensor h) { group_->broadcast(h, 0); });
+    if (state.numel()) group_on_device_->broadcast(state, 0);
   }
 
   void prepare_for_read() override {
     pull(-1);
     Tensor state = model().params().state();
     if (state.numel() == 0) return;
-    through_host(state, [&](Tensor h) { group_->all_reduce(h, ReduceOp::sum); });
+    group_on_device_->all_reduce(state, ReduceOp::sum);
     replica_->backend().scale_shift(state, state, 1.0f / static_cast<float>(workers_), 0.0f);
   }
 
@@ -140,8 +141,6 @@ class ParameterServer final : public Strategy {
   }
 
   const PsRanges& ranges() const { return ranges_; }
-  // `t` on the worker's device (a GPU's too) handed to an MPI collective as a host copy.
-  void through_host(Tensor t, const std::function<void(Tensor)>& op) { HostStaging(replica_->backend()).through_host(t, op); }
   bool is_writer() const { return !server_ && group_->rank() == 0; }
 
   // Server k's values (kGetValues) or optimizer slot `what` (its index): its whole range.
@@ -224,7 +223,9 @@ class ParameterServer final : public Strategy {
 
   StrategySpec spec_;
   OptimizerSpec optimizer_spec_;
-  std::unique_ptr<MpiCommunicator> world_, group_;  // group_: the servers, or the workers
+  std::unique_ptr<MpiCommunicator> world_;
+  std::shared_ptr<MpiCommunicator> group_;  // the servers, or the workers
+  std::unique_ptr<StagedCommunicator> group_on_device_;  // group_ for the replica's tensors (a GPU's through host memory)
   PsModelState model_state_;
   PsOptimizerState optimizer_state_;
   int num_ps_ = 1, workers_ = 0;

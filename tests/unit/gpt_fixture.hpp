@@ -121,6 +121,23 @@ inline std::string cpu_devices(int replicas) {
   return devices;
 }
 
+// A mesh layout: its degrees and the other [strategy] keys.
+struct MeshLayout {
+  MeshShape shape;
+  const char* keys;
+};
+// The layouts that exercise every axis's exchanges (tensor with sequence parallelism, a
+// pipeline, data x tensor x pipeline with ZeRO-1): the staged path's checks.
+inline constexpr MeshLayout kEveryAxisLayouts[] = {
+    {{1, 2, 1}, "sequence_parallel = true"},
+    {{1, 1, 2}, "micro_batches = 4"},
+    {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
+};
+// The recipe's [strategy] keys for a mesh of `shape`, and `more`.
+inline std::string mesh_keys(const MeshShape& shape, const std::string& more) {
+  return fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", shape.data, shape.tensor, shape.pipeline, more);
+}
+
 // Trains the mesh recipe `text` afresh in `dir` on a mesh of threads of its shape, one
 // train() per rank (the first failure aborts the others); rank 0's checkpoint and loss.
 // staged: every exchange of every axis goes through a host copy (StagedCommunicator), the

@@ -303,16 +303,10 @@ TEST_CASE("cuda: a GPT under zero stages 1-3 on two logical devices of one GPU m
 TEST_CASE("cuda: a GPT on the mesh, its thread ranks sharing one GPU (tensor, sequence parallel, pipeline, ZeRO-1), matches the CPU's") {
   SKIP_WITHOUT_GPU();
   const std::string text = random_text_file("distrain_cuda_gpt.txt", 4000, 3);
-  const std::pair<MeshShape, const char*> layouts[] = {
-      {{1, 2, 1}, "sequence_parallel = true"},
-      {{1, 1, 2}, "micro_batches = 4"},
-      {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
-  };
-  for (const auto& [shape, keys] : layouts) {
+  for (const auto& [shape, keys] : kEveryAxisLayouts) {
     INFO(shape.str() << "; " << std::string(keys));
     auto run = [&](const char* device) {
-      const std::string degrees = fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", shape.data, shape.tensor, shape.pipeline, keys);
-      return train_on_thread_mesh(gpt_recipe(text, "mesh", device, 8 / shape.data, degrees),
+      return train_on_thread_mesh(gpt_recipe(text, "mesh", device, 8 / shape.data, mesh_keys(shape, keys)),
                                   temp_dir(fmt::format("distrain_cuda_mesh_{}", device[1]).c_str()), shape);
     };
     const Trained on_cpu = run("\"cpu:0\""), on_gpu = run("\"cuda:0\"");

@@ -437,11 +437,7 @@ TEST_CASE("gpt: the mesh on threads (tensor, sequence parallel, pipeline, ZeRO-1
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   const auto single = train_from_text(gpt_recipe(text, "one_device", "\"cpu:0\"", 8), (tmp / "distrain_gpt_mesh_one").string());
-  struct Layout {
-    MeshShape shape;
-    const char* keys;  // [strategy] keys besides the degrees
-  };
-  const Layout layouts[] = {
+  const MeshLayout layouts[] = {
       {{1, 2, 1}, ""},
       {{1, 2, 1}, "sequence_parallel = true"},
       {{1, 1, 2}, "micro_batches = 4"},
@@ -450,10 +446,9 @@ TEST_CASE("gpt: the mesh on threads (tensor, sequence parallel, pipeline, ZeRO-1
       {{2, 1, 2}, "micro_batches = 2\nshard_optimizer = true\noffload_optimizer = true"},
       {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
   };
-  for (const Layout& l : layouts) {
+  for (const MeshLayout& l : layouts) {
     INFO(l.shape.str() << "; " << std::string(l.keys));
-    const std::string keys = fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", l.shape.data, l.shape.tensor, l.shape.pipeline, l.keys);
-    const auto mesh = train_on_thread_mesh(gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / l.shape.data, keys),
+    const auto mesh = train_on_thread_mesh(gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / l.shape.data, mesh_keys(l.shape, l.keys)),
                                            (tmp / "distrain_gpt_mesh").string(), l.shape);
     check_close(single.weights, mesh.weights);
     CHECK(mesh.loss == doctest::Approx(single.loss).epsilon(1e-5));
@@ -465,16 +460,9 @@ TEST_CASE("gpt: the mesh on threads (tensor, sequence parallel, pipeline, ZeRO-1
 TEST_CASE("gpt: the mesh with every exchange through a host copy (a GPU rank's path) trains bitwise as without") {
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
-  const std::pair<MeshShape, const char*> layouts[] = {
-      {{1, 2, 1}, "sequence_parallel = true"},
-      {{1, 1, 2}, "micro_batches = 4"},
-      {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
-  };
-  for (const auto& [shape, keys] : layouts) {
+  for (const auto& [shape, keys] : kEveryAxisLayouts) {
     INFO(shape.str() << "; " << std::string(keys));
-    const std::string recipe = gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / shape.data,
-                                          fmt::format("data = {}\ntensor = {}\npipeline = {}\n{}", shape.data, shape.tensor,
-                                                      shape.pipeline, keys));
+    const std::string recipe = gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / shape.data, mesh_keys(shape, keys));
     const auto plain = train_on_thread_mesh(recipe, (tmp / "distrain_gpt_mesh").string(), shape);
     const auto staged = train_on_thread_mesh(recipe, (tmp / "distrain_gpt_mesh").string(), shape, true);
     CHECK(staged.weights == plain.weights);
@@ -496,8 +484,7 @@ TEST_CASE("gpt: the mesh's shard_optimizer under bf16 keeps float32 masters: nea
                                       (tmp / "distrain_gpt_mesh_bf16_one").string());
   for (const MeshShape shape : {MeshShape{2, 1, 1}, MeshShape{2, 2, 1}, MeshShape{2, 1, 2}}) {
     INFO(shape.str());
-    const std::string keys = fmt::format("data = {}\ntensor = {}\npipeline = {}\nmicro_batches = 2\nshard_optimizer = true",
-                                         shape.data, shape.tensor, shape.pipeline);
+    const std::string keys = mesh_keys(shape, "micro_batches = 2\nshard_optimizer = true");
     const auto mesh = [&](const std::string& more) {
       return train_on_thread_mesh(gpt_recipe(text, "mesh", "\"cpu:0\"", 8 / shape.data, keys + more, 0.0, bf16),
                                   (tmp / "distrain_gpt_mesh_bf16").string(), shape);
