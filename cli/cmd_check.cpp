@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/mesh_plan.hpp"
 #include "core/backend/backend.hpp"
+#include "core/backend/gpu_info.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
@@ -114,9 +115,27 @@ void print_memory(const Recipe& recipe, const MemoryUse& mem) {
   print_memory_note(recipe);
 }
 
+// The GPUs a plan is made for exist on this machine: check builds no backend for a mesh
+// or unbuilt zero replicas, and would otherwise plan for a device train cannot open.
+void check_devices_present(const Recipe& recipe) {
+  std::optional<GpuInfo> gpus;
+  for (const std::string& name : recipe.strategy.devices) {
+    const Device device = Device::parse(name, recipe.file + ": strategy.devices");
+    if (device.is_cpu()) continue;
+    if (!gpus) gpus = gpu_info();
+    const std::string problem = !gpus->problem.empty() ? gpus->problem
+                                : !gpus->built          ? "this distrain has no CUDA plugin"
+                                                        : "";
+    DT_USER_CHECK(problem.empty(), "{}: strategy.devices: device {}: {}", recipe.file, name, problem);
+    DT_USER_CHECK(device.index < static_cast<int>(gpus->devices.size()), "{}: strategy.devices: device {}: this machine has {} GPU(s)",
+                  recipe.file, name, gpus->devices.size());
+  }
+}
+
 // zero replicas this host cannot hold in one process (zero_over_host, `mem` each): the plan
 // from the recipe alone, as one process per device would hold it, without building them.
 void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget, const MemoryUse& mem) {
+  check_devices_present(recipe);
   const int replicas = planned_replicas(recipe);
   const std::string strategy = fmt::format("zero stage {}: {} replica(s), predicted without building them (host below)",
                                            recipe.strategy.zero_stage, replicas);
@@ -133,6 +152,7 @@ void check_zero_unbuilt(const Recipe& recipe, const Splits& data, int64_t budget
 // A mesh's ranks come from the launcher: the plan of each, from models of each rank's part
 // (never the whole model, which the host need not hold), then the run.
 void check_mesh(const Recipe& recipe, const Splits& data) {
+  check_devices_present(recipe);
   check_within_budget(recipe, print_mesh_plan(stdout, recipe), recipe.strategy.device_memory);
   const StrategySpec& s = recipe.strategy;
   const std::string shape = fmt::format("mesh: data {} x tensor {} x pipeline {} ({} ranks, each on {})", s.mesh_data,

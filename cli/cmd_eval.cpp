@@ -21,9 +21,24 @@ struct EvalArgs {
   bool json = false;
 };
 
-// --data names an HDF5 file or a folder of IDX files; the recipe's data.dataset follows it,
-// so that a synthetic or HDF5 run can be evaluated on IDX files and the other way round.
-void point_data_at(Recipe& recipe, const std::string& path) {
+// What --data takes for a language model: the kind of file its data.dataset reads.
+void point_token_data_at(Recipe& recipe, const std::string& path, const std::string& ckpt) {
+  std::error_code ec;
+  const bool folder = std::filesystem::is_directory(path, ec);
+  if (recipe.data.dataset == "text")
+    DT_USER_CHECK(!folder, "--data {}: a folder; {} is a language model trained on data.dataset = \"text\": --data takes a "
+                  "UTF-8 text file (its last data.validation_fraction is the test split)", path, ckpt);
+  else
+    DT_USER_CHECK(folder, "--data {}: {} is a language model trained on data.dataset = \"tokens\": --data takes a folder "
+                  "holding {} and {} (token files)", path, ckpt, recipe.data.train_file, recipe.data.val_file);
+  recipe.data.path = path;
+}
+
+// --data names an HDF5 file or a folder of IDX files (a text file or a folder of token
+// files for a language model); the recipe's data.dataset follows it, so that a synthetic
+// or HDF5 run can be evaluated on IDX files and the other way round.
+void point_data_at(Recipe& recipe, const std::string& path, const std::string& ckpt) {
+  if (recipe.data.dataset == "text" || recipe.data.dataset == "tokens") return point_token_data_at(recipe, path, ckpt);
   recipe.data.path = path;
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) {
@@ -37,7 +52,7 @@ void point_data_at(Recipe& recipe, const std::string& path) {
 void evaluate_checkpoint(const EvalArgs& a) {
   LoadedCheckpoint loaded = load_for_inference("eval", a.ckpt, a.overrides, a.device);
   Recipe& recipe = loaded.recipe;
-  if (!a.data.empty()) point_data_at(recipe, a.data);
+  if (!a.data.empty()) point_data_at(recipe, a.data, loaded.header.path);
   const Splits data = load_dataset(recipe.data, recipe.seed);
   check_data_fits(recipe, data.test);
   auto strategy = strategy_with_weights(loaded);
@@ -56,7 +71,8 @@ void register_eval(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the test split of its dataset");
   auto a = std::make_shared<EvalArgs>();
   cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
-  cmd->add_option("--data", a->data, "An HDF5 file or a folder of IDX files to evaluate on (default: the recipe's data)");
+  cmd->add_option("--data", a->data, "An HDF5 file or a folder of IDX files to evaluate on; for a language model a text file or a folder of "
+                 "token files (default: the recipe's data)");
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe: --set train.eval_batch=256 (repeatable)");
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");

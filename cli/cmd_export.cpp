@@ -41,6 +41,7 @@ void export_model(const ExportArgs& a) {
   DT_USER_CHECK(format != "onnx" || a.out.ends_with(".onnx"), "--out {}: an ONNX export is FILE.onnx", a.out);
   DT_USER_CHECK(!a.external_data || format == "onnx", "--external-data: only an ONNX export keeps its weights beside it");
   const LoadedCheckpoint loaded = load_for_inference("export", a.ckpt, a.overrides, "cpu:0");
+  check_output_file({"--out", a.out}, {{"--ckpt", loaded.header.path}});
   auto strategy = strategy_with_weights(loaded);
   const ExportedModel model = export_view(strategy->model(), loaded.recipe.name);
   const bool beside = format == "onnx" && write_onnx(model, a.out, a.external_data);

@@ -41,15 +41,13 @@ void generate_text(const GenerateArgs& a) {
                     model.output_shape()[1] >= vocabulary.size(),
                 "{}: its model is not a language model over its vocabulary of {} tokens", loaded.header.path,
                 vocabulary.size());
-  fmt::print("{}", a.prompt);
-  std::fflush(stdout);
+  print_out(a.prompt);
   generate(model, context, a.sampling, [&](int32_t token) {
     DT_USER_CHECK(token < vocabulary.size(), "{}: the model gave token {}, outside its vocabulary of {}",
                   loaded.header.path, token, vocabulary.size());
-    fmt::print("{}", vocabulary.decode({token}));
-    std::fflush(stdout);
+    print_out(vocabulary.decode({token}));
   });
-  fmt::print("\n");
+  print_out("\n");
 }
 
 }  // namespace
@@ -63,7 +61,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--temperature", a->sampling.temperature, "Divides the logits: lower is more conservative, 0 the likeliest")
       ->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "Sample among the k likeliest tokens only (0: all)")->capture_default_str();
-  cmd->add_option("--seed", a->sampling.seed, "Seed of the sampling: the same seed gives the same text")->capture_default_str();
+  cmd->add_option("--seed", a->sampling.seed, "Seed of the sampling: the same seed gives the same text")
+      ->check(unsigned_64())
+      ->capture_default_str();
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe (repeatable)");
   cmd->add_option("--device", a->device, "Device to run on")->capture_default_str();
   cmd->callback([a] { generate_text(*a); });

@@ -305,9 +305,10 @@ void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluste
   } else {
     print_plan(base, a, cluster, links, global_batch, cores, all);
   }
+  // Printed first, so that the peaks say by how much each layout is over.
+  DT_USER_CHECK(!all.empty() && all.front().fits, "plan{}: no layout fits; raise --device-memory or add ranks",
+                a.write.empty() ? "" : " --write " + a.write);
   if (a.write.empty()) return;
-  DT_USER_CHECK(!all.empty() && all.front().fits,
-                "plan --write {}: no layout fits; raise --device-memory or add ranks", a.write);
   std::ofstream out(a.write);
   out << "# distrain plan " << a.recipe << " --ranks " << a.ranks << " --hosts " << a.hosts << ": " << all.front().layout.str()
       << "\n" << layout_recipe(base, all.front().layout, global_batch).resolved_text() << "\n";

@@ -4,11 +4,14 @@
 // (plain or gzip) or a dataset of an HDF5 file, of the shape the model takes. Without --out
 // the CSV goes to standard output; progress goes to standard error.
 #include <filesystem>
+#include <system_error>
 
 #include "cli/commands.hpp"
 #include "cli/inference.hpp"
 #include "core/base/h5_id.hpp"
+#include "core/io/predictions_file.hpp"
 #include "core/train/predict.hpp"
+#include "datasets/dataset.hpp"
 #include "datasets/hdf5_data.hpp"
 #include "datasets/idx.hpp"
 
@@ -24,14 +27,18 @@ struct PredictArgs {
 
 // HDF5 files are told apart from IDX files by their signature, not by their name.
 Dataset read_inputs(const PredictArgs& a) {
-  std::error_code ec;
-  DT_USER_CHECK(std::filesystem::is_regular_file(a.data, ec), "--data {}: not found (an IDX image file or an HDF5 file)", a.data);
+  const std::string problem = not_a_file(a.data);
+  DT_USER_CHECK(problem.empty(), "--data {}: {} (an IDX image file or an HDF5 file)", a.data, problem);
   quiet_hdf5();
   return H5Fis_hdf5(a.data.c_str()) > 0 ? read_hdf5_images(a.data, a.dataset) : read_idx_images(a.data);
 }
 
 void predict_classes(const PredictArgs& a) {
   const LoadedCheckpoint loaded = load_for_inference("predict", a.ckpt, a.overrides, a.device);
+  if (!a.out.empty()) {
+    check_predictions_format(a.out);
+    check_output_file({"--out", a.out}, {{"--ckpt", loaded.header.path}, {"--data", a.data}});
+  }
   const Dataset inputs = read_inputs(a);
   auto strategy = strategy_with_weights(loaded);
   Model& model = strategy->model();
@@ -44,8 +51,13 @@ void predict_classes(const PredictArgs& a) {
     next_report = done + std::max<int64_t>(1, total / 10);
   };
   const Predictions p = predict(model, loaded.recipe.loss, inputs, loaded.recipe.train.eval_batch, a.probabilities, report);
-  if (a.out.empty()) write_predictions_csv(stdout, p);
-  else write_predictions(a.out, p);
+  if (!a.out.empty()) return write_predictions(a.out, p);
+  try {
+    write_predictions_csv(stdout, p);
+  } catch (const std::system_error& e) {  // fmt's print: a full disk or a closed pipe
+    throw UserError(fmt::format("standard output: cannot write ({})", e.code().message()));
+  }
+  flush_stdout();
 }
 
 }  // namespace

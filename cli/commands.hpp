@@ -38,6 +38,22 @@ bool stdout_is_terminal();
 // A whole-number flag of at least `lowest`, refused in plain words (CLI11's own range
 // checks print their bounds as doubles: "not in range 0.000000 to 1797...").
 CLI::Validator at_least(long long lowest);
+// A whole number of 0 to 2^64 - 1 written in digits alone (a seed): CLI11 would take "-1"
+// as 2^64 - 1 and clamp a larger number to it.
+CLI::Validator unsigned_64();
+
+// --out FILE checked before any work: not (a link to) one of `inputs` (flag, path), which
+// writing it would destroy; not a folder; in a folder that exists and can be written.
+struct NamedPath {
+  std::string flag, path;
+};
+void check_output_file(const NamedPath& out, const std::vector<NamedPath>& inputs);
+
+// Text to standard output, flushed: a full disk or a closed pipe is a UserError then, not
+// text lost behind an exit code of 0.
+void print_out(const std::string& text);
+// What is left in standard output's buffer, flushed with the same check.
+void flush_stdout();
 
 // Errors of the file system the user can fix (no space, no permission, not a folder, no
 // such file), as opposed to a bug in distrain.

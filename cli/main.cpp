@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   };
   try {
     app.parse(argc, argv);
+    distrain::cli::flush_stdout();  // a command's last lines: written, or an error
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     print_error("{}error: {}{} (see distrain --help)\n", distrain::log::prefix(), e.what(),

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <regex>
 #include <set>
 #include <vector>
@@ -84,8 +85,12 @@ double per_s(const std::string& amount, const std::string& unit, const std::stri
   const auto u = kUnits.find(unit);
   DT_USER_CHECK(u != kUnits.end(), "--links {}: unknown unit '{}/s' (B, KB, MB, GB, KiB, MiB, GiB, bit, Kbit, Mbit or Gbit per s)",
                 text, unit);
-  const double v = std::stod(amount) * u->second;
-  DT_USER_CHECK(v > 0, "--links {}: a link's bandwidth must be above 0", text);
+  // From a modem to past any network built: outside it a rate is a typo, and times computed
+  // from it overflow what can be printed.
+  constexpr double kSlowest = 125, kFastest = 1.25e13;  // 1 Kbit/s, 100 Tbit/s
+  const double v = std::strtod(amount.c_str(), nullptr) * u->second;  // inf or 0 past double's range: refused below
+  DT_USER_CHECK(v >= kSlowest && v <= kFastest, "--links {}: a link's bandwidth must be between 1Kbit/s and 100000Gbit/s",
+                text);
   return v;
 }
 

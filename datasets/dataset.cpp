@@ -48,6 +48,20 @@ std::string relative_note(const std::string& path) {
                      std::filesystem::absolute(path, ec).lexically_normal().string());
 }
 
+std::string not_a_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  switch (fs::status(path, ec).type()) {
+    case fs::file_type::regular: return "";
+    case fs::file_type::directory: return "a folder, not a file";
+    case fs::file_type::fifo: return "a named pipe (FIFO), not a regular file; distrain reads data files whole";
+    case fs::file_type::character: return "a character device, not a regular file; distrain reads data files whole";
+    case fs::file_type::block: return "a block device, not a regular file";
+    case fs::file_type::socket: return "a socket, not a regular file";
+    default: return "not found";
+  }
+}
+
 std::string default_data_path(const std::string& dataset) {
   if (dataset == "fashion_mnist") return "/usr/share/datasets/fashion-mnist";
   if (dataset == "mnist") return "/usr/share/datasets/mnist";

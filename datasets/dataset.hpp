@@ -67,12 +67,17 @@ struct DataSpec {
   // tokens only: the ids' range, and the split files (relative ones are inside `path`)
   int64_t vocab_size = 50257;
   std::string train_file = "train.bin", val_file = "val.bin";
+  // "auto" (llm.c's header told apart by its magic), "raw" or "llmc"
+  std::string token_format = "auto";
 };
 
 std::string default_data_path(const std::string& dataset);
 // For messages about a data.path not found: where a relative one was looked for ("" for
 // an absolute one).
 std::string relative_note(const std::string& path);
+// Why `path` is not a regular file to read: "not found", or what it is instead (a named
+// pipe, a device: reading one would block or never end); "" for a regular file.
+std::string not_a_file(const std::string& path);
 
 struct Splits {
   Dataset train, test;

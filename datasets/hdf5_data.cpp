@@ -28,7 +28,8 @@ struct Source {
 H5Id open_file(const std::string& path) {
   quiet_hdf5();
   DT_USER_CHECK(!std::filesystem::is_directory(path), "{}: a folder, not an HDF5 file (data.path)", path);
-  DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: not found (data.path){}", path, relative_note(path));
+  const std::string problem = not_a_file(path);
+  DT_USER_CHECK(problem.empty(), "{}: {} (data.path){}", path, problem, problem == "not found" ? relative_note(path) : "");
   DT_USER_CHECK(H5Fis_hdf5(path.c_str()) > 0, "{}: not an HDF5 file (data.path)", path);
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   DT_USER_CHECK(f.ok(), "{}: cannot open as HDF5 (truncated or corrupt?)", path);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/base/error.hpp"
+#include "datasets/dataset.hpp"
 
 namespace distrain {
 
@@ -59,7 +60,8 @@ Dataset read_idx_split(const std::string& dir, const std::string& prefix) {
 }
 
 Dataset read_idx_images(const std::string& path) {
-  DT_USER_CHECK(std::filesystem::is_regular_file(path), "{}: not found (an IDX image file or an HDF5 file)", path);
+  const std::string problem = not_a_file(path);
+  DT_USER_CHECK(problem.empty(), "{}: {} (an IDX image file or an HDF5 file)", path, problem);
   return parse_idx_images(read_all(path), path);
 }
 

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 std::string read_text_file(const std::string& path) {
   std::error_code ec;
   DT_USER_CHECK(!fs::is_directory(path, ec), "{}: a folder, not a text file (data.path)", path);
-  DT_USER_CHECK(fs::is_regular_file(path, ec), "{}: not found (data.path){}", path, relative_note(path));
+  const std::string problem = not_a_file(path);
+  DT_USER_CHECK(problem.empty(), "{}: {} (data.path){}", path, problem, problem == "not found" ? relative_note(path) : "");
   const auto size = static_cast<int64_t>(fs::file_size(path, ec));
   DT_USER_CHECK(!ec, "{}: cannot read its size ({}) (data.path)", path, ec.message());
   // The text, its code points and its ids: about 13 bytes for each byte of a file.
@@ -78,10 +79,10 @@ Splits read_token_splits(const DataSpec& spec) {
   // A file named absolutely stays as it is; a relative one is inside data.path.
   const std::string train_path = (fs::path(spec.path) / spec.train_file).string();
   const std::string val_path = (fs::path(spec.path) / spec.val_file).string();
-  Dataset train = token_split(read_token_file(train_path, spec.vocab_size, "data.path, data.train_file"), spec, vocabulary,
+  Dataset train = token_split(read_token_file(train_path, spec.vocab_size, "data.path, data.train_file", spec.token_format), spec, vocabulary,
                               train_path);
   return Splits{std::move(train),
-                token_split(read_token_file(val_path, spec.vocab_size, "data.path, data.val_file"), spec, vocabulary, val_path)};
+                token_split(read_token_file(val_path, spec.vocab_size, "data.path, data.val_file", spec.token_format), spec, vocabulary, val_path)};
 }
 
 }  // namespace distrain

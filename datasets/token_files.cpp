@@ -40,23 +40,38 @@ std::vector<int32_t> read_ids(std::span<const uint8_t> d, size_t from, int64_t v
   return ids;
 }
 
-std::vector<int32_t> parse_llmc(std::span<const uint8_t> d, int64_t vocab_size, const std::string& path) {
+// A file that starts with llm.c's magic but whose header does not hold up may be a raw
+// one whose first two ids spell it: say so, and how to read it as raw.
+std::vector<int32_t> parse_llmc(std::span<const uint8_t> d, int64_t vocab_size, const std::string& path, bool told) {
+  const std::string raw_hint = told ? "" : fmt::format("; if it is a raw file of uint16 ids whose first two are {} and {}, set "
+                                                       "data.token_format = \"raw\"", kLlmcMagic & 0xffff, kLlmcMagic >> 16);
   DT_USER_CHECK(d.size() >= kHeaderBytes, "{}: starts with llm.c's magic {} but has {} bytes, fewer than its {}-byte header "
-                "(truncated?)", path, kLlmcMagic, d.size(), kHeaderBytes);
-  DT_USER_CHECK(header_field(d, 1) == 1, "{}: llm.c token file of version {}; distrain reads version 1 (uint16 GPT-2 ids)",
-                path, header_field(d, 1));
+                "(truncated?){}", path, kLlmcMagic, d.size(), kHeaderBytes, raw_hint);
+  DT_USER_CHECK(header_field(d, 1) == 1, "{}: starts with llm.c's magic {}, but its header's version is {}; distrain reads "
+                "version 1 (uint16 GPT-2 ids){}", path, kLlmcMagic, header_field(d, 1), raw_hint);
   const int64_t count = header_field(d, 2);
   const auto held = static_cast<int64_t>(d.size() - kHeaderBytes);
-  DT_USER_CHECK(count >= 0 && held == 2 * count, "{}: the header says {} tokens but {} bytes follow it ({} tokens){}", path,
-                count, held, held / 2, held < 2 * count ? " (truncated?)" : "");
+  DT_USER_CHECK(count >= 0 && held == 2 * count, "{}: the header says {} tokens but {} bytes follow it ({} tokens){}{}", path,
+                count, held, held / 2, held < 2 * count ? " (truncated?)" : "", raw_hint);
   return read_ids(d, kHeaderBytes, vocab_size, path);
 }
 
 }  // namespace
 
-std::vector<int32_t> parse_token_file(std::span<const uint8_t> d, int64_t vocab_size, const std::string& path) {
+std::vector<int32_t> parse_token_file(std::span<const uint8_t> d, int64_t vocab_size, const std::string& path,
+                                      const std::string& format) {
   const int32_t magic = d.size() >= 4 ? static_cast<int32_t>(le32(d, 0)) : 0;
-  if (magic == kLlmcMagic) return parse_llmc(d, vocab_size, path);
+  if (format == "llmc") {
+    DT_USER_CHECK(magic == kLlmcMagic, "{}: no llm.c header (magic {}, expected {}), as data.token_format = \"llmc\" says",
+                  path, magic, kLlmcMagic);
+    return parse_llmc(d, vocab_size, path, true);
+  }
+  if (format == "raw") {
+    DT_USER_CHECK(d.size() % 2 == 0, "{}: {} bytes, an odd length; a raw token file is little-endian uint16 ids", path,
+                  d.size());
+    return read_ids(d, 0, vocab_size, path);
+  }
+  if (magic == kLlmcMagic) return parse_llmc(d, vocab_size, path, false);
   DT_USER_CHECK(magic != kLlmcLlama3Magic, "{}: llm.c's LLaMA 3 token file (magic {}, uint32 ids); distrain reads GPT-2 "
                 "files (magic {}, uint16 ids) or raw uint16 ids", path, kLlmcLlama3Magic, kLlmcMagic);
   DT_USER_CHECK(!header_like(d), "{}: an llm.c header (version 1, {} tokens) with magic {}, expected {}; the file is "
@@ -66,10 +81,12 @@ std::vector<int32_t> parse_token_file(std::span<const uint8_t> d, int64_t vocab_
   return read_ids(d, 0, vocab_size, path);
 }
 
-std::vector<int32_t> read_token_file(const std::string& path, int64_t vocab_size, const std::string& key) {
+std::vector<int32_t> read_token_file(const std::string& path, int64_t vocab_size, const std::string& key,
+                                     const std::string& format) {
   std::error_code ec;
   DT_USER_CHECK(!std::filesystem::is_directory(path, ec), "{}: a folder, not a token file ({})", path, key);
-  DT_USER_CHECK(std::filesystem::is_regular_file(path, ec), "{}: not found ({}){}", path, key, relative_note(path));
+  const std::string problem = not_a_file(path);
+  DT_USER_CHECK(problem.empty(), "{}: {} ({}){}", path, problem, key, problem == "not found" ? relative_note(path) : "");
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   DT_USER_CHECK(!ec, "{}: cannot read its size ({}) ({})", path, ec.message(), key);
   const std::optional<int64_t> available = available_host_memory();
@@ -81,7 +98,7 @@ std::vector<int32_t> read_token_file(const std::string& path, int64_t vocab_size
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   DT_USER_CHECK(in.gcount() == size, "{}: cannot read all {} bytes ({})", path, size, key);
-  return parse_token_file(bytes, vocab_size, path);
+  return parse_token_file(bytes, vocab_size, path, format);
 }
 
 }  // namespace distrain

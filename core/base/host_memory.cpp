@@ -40,7 +40,8 @@ std::optional<int64_t> parse_byte_count(const std::string& text) {
   const auto it = kUnits.find(text.substr(unit));
   if (it == kUnits.end() || !(value >= 0)) return std::nullopt;
   const double bytes = std::round(value * it->second);
-  if (!(bytes < 9.2e18)) return std::nullopt;
+  if (!(bytes < 9.2e18) || (value > 0 && bytes < 1)) return std::nullopt;  // "0.4B" is no size, not "no budget"
+
   return static_cast<int64_t>(bytes);
 }
 

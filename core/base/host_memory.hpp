@@ -17,7 +17,7 @@ std::string format_bytes(int64_t bytes);
 std::string format_mib(int64_t bytes);
 // "2GiB", "512 MiB", "1.5GB", "4096": a byte count from a recipe or flag (binary units
 // KiB..TiB, decimal kB..TB, bytes without a unit); nullopt for anything else, a negative
-// count or one past INT64_MAX.
+// count, one past INT64_MAX, or a positive one below a byte.
 std::optional<int64_t> parse_byte_count(const std::string& text);
 
 }  // namespace distrain

@@ -235,17 +235,27 @@ void write_keras(const ExportedModel& model, const std::string& path) {
                 "model.load_weights)", path);
   check_exportable(model);
   const std::string tmp = path + ".tmp", weights = path + ".weights.tmp";
+  const auto discard = [&] {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    fs::remove(weights, ignored);
+  };
   try {
+    errno = 0;
     write_weights(model, archive ? weights : tmp);
     if (archive) write_archive(model, tmp, weights);
+  } catch (const Error& e) {  // named as the file asked for, not its temporary; HDF5 leaves only errno
+    const int err = errno;
+    discard();
+    throw UserError(fmt::format("{}: cannot write ({})", path, err ? std::strerror(err) : e.what()));
   } catch (...) {
-    fs::remove(tmp);
-    fs::remove(weights);
+    discard();
     throw;
   }
   fs::remove(weights);
   std::error_code ec;
   fs::rename(tmp, path, ec);
+  if (ec) discard();
   DT_USER_CHECK(!ec, "{}: cannot write ({})", path, ec.message());
 }
 

@@ -458,9 +458,10 @@ bool write_onnx(const ExportedModel& model, const std::string& path, bool extern
     fs::remove(data_tmp);
     throw;
   }
-  std::error_code ec;
+  std::error_code ec, ignored;
   if (side_file) fs::rename(data_tmp, data_path, ec);
   if (!ec) fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ignored), fs::remove(data_tmp, ignored);
   DT_USER_CHECK(!ec, "{}: cannot write ({})", path, ec.message());
   return side_file;
 }

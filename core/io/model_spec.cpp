@@ -120,6 +120,17 @@ class GraphReader {
   std::vector<std::unique_ptr<Layer>>& layers_;
 };
 
+// Layer names key the checkpoint's groups: two layers with one full name (a top-level
+// "h.0.ln_1" beside repeat block h's first ln_1) would collide only when a checkpoint is
+// written, after the whole run.
+void check_unique_names(const ModelSpec& spec, const std::vector<std::unique_ptr<Layer>>& layers) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (const auto [at, fresh] = first.emplace(layers[i]->name(), i); !fresh)
+      spec.fail(i, fmt::format("layer name '{}' is also the name of {}; layer names must be unique", layers[i]->name(),
+                               spec.layers[at->second].key));
+}
+
 // Every output but the model's feeds a layer (else its gradient would be undefined), and
 // the layers that read the model's input agree on its element type.
 void check_graph(ModelSpec& spec, const std::vector<std::unique_ptr<Layer>>& layers) {
@@ -210,6 +221,7 @@ ModelSpec parse_model_spec(const toml::table& model, const std::string& file) {
   std::vector<std::unique_ptr<Layer>> layers;
   Scope top;
   GraphReader(spec, layers).read_list(*list->as_array(), "model.layers", top);
+  check_unique_names(spec, layers);
   check_graph(spec, layers);
   infer_shapes(spec, layers);
   for (size_t i = 0; i < layers.size(); ++i) spec.layers[i].prototype = std::move(layers[i]);

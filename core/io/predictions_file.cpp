@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
@@ -72,17 +73,31 @@ void write_predictions_csv(std::FILE* out, const Predictions& p) {
   }
 }
 
+void check_predictions_format(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  DT_USER_CHECK(ext == ".csv" || ext == ".npy" || ext == ".h5" || ext == ".hdf5", "{}: --out takes a .csv, .npy or .h5 file",
+                path);
+}
+
 void write_predictions(const std::string& path, const Predictions& p) {
+  check_predictions_format(path);
   const std::string ext = std::filesystem::path(path).extension().string();
   errno = 0;
   if (ext == ".npy") return write_npy(path, p);
   if (ext == ".h5" || ext == ".hdf5") return write_h5(path, p);
-  DT_USER_CHECK(ext == ".csv", "{}: --out takes a .csv, .npy or .h5 file", path);
   std::FILE* out = std::fopen(path.c_str(), "w");
   DT_USER_CHECK(out, "{}: cannot create ({})", path, std::strerror(errno));
-  write_predictions_csv(out, p);
-  const bool ok = std::ferror(out) == 0;
-  DT_USER_CHECK(std::fclose(out) == 0 && ok, "{}: cannot write (disk full?)", path);
+  std::string failure;
+  try {
+    write_predictions_csv(out, p);
+  } catch (const std::system_error& e) {  // fmt's print: the write's own error
+    failure = e.code().message();
+  }
+  const bool written = failure.empty() && std::ferror(out) == 0;
+  errno = 0;
+  const bool closed = std::fclose(out) == 0;
+  if (failure.empty() && !(written && closed)) failure = errno ? std::strerror(errno) : "disk full?";
+  DT_USER_CHECK(failure.empty(), "{}: cannot write ({})", path, failure);
 }
 
 }  // namespace distrain

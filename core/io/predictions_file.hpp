@@ -19,6 +19,9 @@ struct Predictions {
 
 // Throws UserError naming the file for an extension it does not know or a failed write.
 void write_predictions(const std::string& path, const Predictions& p);
+// A UserError unless `path` names a format write_predictions writes (.csv, .npy, .h5):
+// checked before predicting.
+void check_predictions_format(const std::string& path);
 // The CSV form, to a stream (standard output when no file is named).
 void write_predictions_csv(std::FILE* out, const Predictions& p);
 

@@ -56,6 +56,7 @@ void parse_token_data(ConfigTable& c, DataSpec& d) {
   d.val_file = c.get_string("val_file", d.val_file);
   if (d.train_file.empty()) c.fail("train_file", "must not be empty");
   if (d.val_file.empty()) c.fail("val_file", "must not be empty");
+  d.token_format = c.get_choice("token_format", "auto", {"auto", "raw", "llmc"});
 }
 
 void parse_data(ConfigTable c, DataSpec& d) {

@@ -24,6 +24,8 @@ class Dense final : public Layer {
         tied_to_(c.get_string("tied_to", "")),
         requested_(parse_tensor_request(c.get_choice("tensor_parallel", "auto", {"auto", "column", "row", "replicated"}))) {
     if (units_ <= 0) c.fail("units", "must be positive");
+    if (c.has("tied_to") && tied_to_.empty())
+      c.fail("tied_to", "is empty: name the embedding layer whose table this head shares, or leave the key out");
     if (!tied_to_.empty() && use_bias_) c.fail("tied_to", "a head tied to an embedding has no bias: add use_bias = false");
     if (!tied_to_.empty() && c.has("kernel_initializer")) c.fail("kernel_initializer", "a tied head has no kernel of its own");
     if (!tied_to_.empty() && relu_) c.fail("activation", "a head tied to an embedding gives logits: leave activation out");

@@ -10,7 +10,8 @@ namespace distrain {
 class PositionEmbedding final : public Layer {
  public:
   explicit PositionEmbedding(ConfigTable& c) : max_length_(c.get_int("max_length", 0)) {
-    if (max_length_ < 0) c.fail("max_length", "must be positive: the positions the table holds");
+    if (max_length_ < 0 || (max_length_ == 0 && c.has("max_length")))
+      c.fail("max_length", "must be positive: the positions the table holds (leave it out for the sequence length)");
   }
   std::string type() const override { return "position_embedding"; }
   bool per_position() const override { return true; }

@@ -115,8 +115,9 @@ class ParameterServer final : public Strategy {
     if (state.numel()) group_on_device_->broadcast(state, 0);
   }
 
+  // Every worker asks at the same step; the servers answer once all have pushed it.
   void prepare_for_read() override {
-    pull(-1);
+    read_snapshot();
     Tensor state = model().params().state();
     if (state.numel() == 0) return;
     group_on_device_->all_reduce(state, ReduceOp::sum);
@@ -143,7 +144,7 @@ class ParameterServer final : public Strategy {
   const PsRanges& ranges() const { return ranges_; }
   bool is_writer() const { return !server_ && group_->rank() == 0; }
 
-  // Server k's values (kGetValues) or optimizer slot `what` (its index): its whole range.
+  // Server k's optimizer slot `what` (its index) in the snapshot: its whole range.
   std::vector<float> fetch(int k, double what) {
     world_->send(host_tensor(&what, 1), k, kGet, "a request");
     std::vector<float> out(static_cast<size_t>(ranges_.length(k)));
@@ -202,21 +203,28 @@ class ParameterServer final : public Strategy {
   friend class PsModelState;
   friend class PsOptimizerState;
 
-  // The current parameters from every server: for step `clock` (waiting as the staleness
-  // bound says), or the latest (clock < 0).
+  // The current parameters from every server for step `clock`, waiting as the staleness
+  // bound says.
   void pull(int64_t clock) {
+    parameters_from_servers(kPull, kValues, clock,
+                            fmt::format("parameters for step {}{}", clock + 1,
+                                        spec_.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
+  }
+
+  // The parameters after every worker's first clock_ pushes; the servers keep that state
+  // for the slots and iterations a checkpoint reads next (ps_server.hpp).
+  void read_snapshot() {
+    parameters_from_servers(kSnapshot, kGot, clock_,
+                            fmt::format("parameters after step {} (it waits for every worker's push)", clock_));
+  }
+
+  void parameters_from_servers(PsTag request, PsTag reply, int64_t clock, const std::string& what) {
     std::vector<float> values(static_cast<size_t>(ranges_.arena));
     for (int k = 0; k < num_ps_; ++k) {
-      if (clock < 0) {
-        const std::vector<float> got = fetch(k, kGetValues);
-        std::copy(got.begin(), got.end(), values.begin() + ranges_.begin(k));
-        continue;
-      }
       double c = static_cast<double>(clock);
-      world_->send(host_tensor(&c, 1), k, kPull, "a pull");
-      world_->recv(host_tensor(values.data() + ranges_.begin(k), ranges_.length(k)), k, kValues,
-                   fmt::format("server {}'s parameters for step {}{}", k, clock + 1,
-                               spec_.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
+      world_->send(host_tensor(&c, 1), k, request, "a request for parameters");
+      world_->recv(host_tensor(values.data() + ranges_.begin(k), ranges_.length(k)), k, reply,
+                   fmt::format("server {}'s {}", k, what));
     }
     replica_->backend().upload(values.data(), model().params().values());
   }

@@ -2,10 +2,13 @@
 // and which range of the trainable arena each server holds. Control values travel as
 // float64 (exact for any step count), parameters and gradients as float32.
 //   worker -> server           server -> worker
-//   kPull  [clock]             kValues [range]          when the staleness bound allows
-//   kPush  [lr, grads of range]
-//   kGet   [what]              kGot    [range] (values, a slot) or [iterations]
-//   kDone  [0]                 (the worker trains no more)
+//   kPull     [clock]          kValues [range]          when the staleness bound allows
+//   kPush     [lr, grads of range]
+//   kSnapshot [clock]          kGot    [range] (values) once every worker has pushed `clock`
+//                                      steps; the server keeps that state (values, slots,
+//                                      iterations) for the kGets that follow
+//   kGet      [what]           kGot    [range] (a slot of the snapshot) or [its iterations]
+//   kDone     [0]              (the worker trains no more)
 #pragma once
 #include <cstdint>
 
@@ -15,8 +18,8 @@
 
 namespace distrain {
 
-enum PsTag : int { kPull = 101, kValues, kPush, kDone, kGet, kGot };
-constexpr double kGetValues = -1, kGetIterations = -2;  // kGet payloads besides a slot index
+enum PsTag : int { kPull = 101, kValues, kPush, kDone, kGet, kGot, kSnapshot };
+constexpr double kGetIterations = -2;  // a kGet payload besides a slot index
 
 // Server k's range of the trainable arena: [begin(k), begin(k + 1)), 16-float aligned.
 struct PsRanges {

@@ -65,7 +65,7 @@ void PsServer::load(const std::string& resume, const std::string& init_from, uin
 
 ServeReport PsServer::serve() {
   int silent_periods = 0;
-  while (done_ < workers_ || !pulls_.empty()) {
+  while (done_ < workers_ || !pulls_.empty() || !snapshot_requests_.empty()) {
     const std::optional<MpiCommunicator::Incoming> next = world_.probe(world_.timeout());
     if (!next) {
       on_silence(++silent_periods);
@@ -77,7 +77,9 @@ ServeReport PsServer::serve() {
     else if (m.tag == kPush) on_push(m.source);
     else if (m.tag == kDone) on_done(m.source);
     else if (m.tag == kGet) on_get(m.source);
+    else if (m.tag == kSnapshot) on_snapshot(m.source);
     else throw Error(fmt::format("parameter_server: unexpected message tag {} from rank {}", m.tag, m.source));
+    answer_ready_snapshots();
     answer_allowed_pulls();
   }
   return report_;
@@ -125,20 +127,51 @@ void PsServer::on_done(int from) {
 void PsServer::on_get(int from) {
   double what = 0;
   world_.recv(host_tensor(&what, 1), from, kGet, "a request");
+  DT_CHECK(snapshot_.clock >= 0, "parameter_server: rank {} read the servers' state before asking for a snapshot", from);
   if (what == kGetIterations) {
-    double iterations = static_cast<double>(optimizer_->iterations());
+    double iterations = static_cast<double>(snapshot_.iterations);
     world_.send(host_tensor(&iterations, 1), from, kGot, "the iteration count");
     return;
   }
-  if (what == kGetValues) {
-    world_.send(host_tensor(values_.data(), n_), from, kGot, "the parameters");
-    return;
+  DT_CHECK(what >= 0 && what < static_cast<double>(snapshot_.slots.size()), "parameter_server: no slot {}", what);
+  world_.send(host_tensor(snapshot_.slots[static_cast<size_t>(what)].data(), n_), from, kGot, "an optimizer slot");
+}
+
+void PsServer::on_snapshot(int from) {
+  double clock = 0;
+  world_.recv(host_tensor(&clock, 1), from, kSnapshot, "a snapshot request");
+  snapshot_requests_.emplace_back(from, static_cast<int64_t>(clock));
+}
+
+// The snapshots every worker has now pushed far enough for. A request for the clock of
+// the snapshot already taken reads that one: a worker that asked later (validation, then
+// the checkpoint at the same step) sees the same state even if others have pushed since.
+void PsServer::answer_ready_snapshots() {
+  const int64_t slowest = *std::min_element(clocks_.begin(), clocks_.end());
+  for (auto it = snapshot_requests_.begin(); it != snapshot_requests_.end();) {
+    const auto [rank, clock] = *it;
+    if (clock != snapshot_.clock) {
+      if (slowest < clock) {
+        ++it;
+        continue;
+      }
+      take_snapshot(clock);
+    }
+    world_.send(host_tensor(snapshot_.values.data(), n_), rank, kGot, fmt::format("the parameters after step {}", clock));
+    it = snapshot_requests_.erase(it);
   }
+}
+
+void PsServer::take_snapshot(int64_t clock) {
+  snapshot_.clock = clock;
+  snapshot_.iterations = optimizer_->iterations();
+  snapshot_.values = values_;
   const auto slots = optimizer_->slots();
-  DT_CHECK(what >= 0 && what < static_cast<double>(slots.size()), "parameter_server: no slot {}", what);
-  std::vector<float> slot(static_cast<size_t>(n_));
-  layout_.backend().download(slots[static_cast<size_t>(what)].second, slot.data());
-  world_.send(host_tensor(slot.data(), n_), from, kGot, "an optimizer slot");
+  snapshot_.slots.resize(slots.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    snapshot_.slots[s].resize(static_cast<size_t>(n_));
+    layout_.backend().download(slots[s].second, snapshot_.slots[s].data());
+  }
 }
 
 // The pulls the staleness bound now allows (synchronous: the step's update is in).

@@ -5,6 +5,10 @@
 //     order they came in, and applied once; the next pulls are answered after;
 //   otherwise each push is applied as it comes, and a pull for step t waits until the
 //     slowest worker is within `staleness` steps of t (no wait when staleness < 0).
+// A checkpoint or validation reads a snapshot: the state after every worker's first
+// `clock` pushes. Workers ask for it at the same step and push no further until it is
+// answered, so the first moment all have pushed `clock` steps is exactly that state; later
+// reads (slots, iterations) come from the copy, whatever pushes arrive meanwhile.
 // Silence longer than the world's timeout throws a UserError naming the worker that is
 // behind (see on_silence for workers that are level).
 #pragma once
@@ -38,8 +42,11 @@ class PsServer {
   void on_push(int from);
   void on_done(int from);
   void on_get(int from);
+  void on_snapshot(int from);
   void applied_update(const Tensor& grads, float lr);
   void answer_allowed_pulls();
+  void answer_ready_snapshots();
+  void take_snapshot(int64_t clock);
   void on_silence(int periods);
   int worker(int rank) const { return rank - ranges_.servers; }
 
@@ -56,6 +63,13 @@ class PsServer {
   std::vector<std::vector<float>> pushed_;      // synchronous: this step's push of each worker
   std::vector<int64_t> clocks_;                 // per worker: pushes applied (huge once done)
   std::deque<std::pair<int, int64_t>> pulls_;   // pulls not yet answered: (rank, clock)
+  std::deque<std::pair<int, int64_t>> snapshot_requests_;  // not yet answered: (rank, clock)
+  struct Snapshot {
+    int64_t clock = -1;                   // every worker's pushes when it was taken
+    int64_t iterations = 0;
+    std::vector<float> values;            // (n)
+    std::vector<std::vector<float>> slots;  // (slots, n)
+  } snapshot_;
   int workers_ = 0, done_ = 0, pushes_this_step_ = 0;
   ServeReport report_;
 };

@@ -59,7 +59,7 @@ void append_metrics(const fs::path& file, const EpochReport& r, bool complete) {
 }
 
 void trim_metrics(const fs::path& file, int64_t completed_epochs) {
-  if (!fs::exists(file)) return;
+  if (!fs::is_regular_file(file)) return;  // none yet; anything else fails, named, at the first append
   std::ifstream in(file);
   std::string kept;
   for (std::string line; std::getline(in, line);) {
@@ -69,6 +69,28 @@ void trim_metrics(const fs::path& file, int64_t completed_epochs) {
   }
   in.close();
   replace_text(file, kept);
+}
+
+bool summary_from_metrics(const fs::path& file, TrainSummary& s) {
+  std::ifstream in(file);
+  Json last;
+  double seconds = 0;
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("loss")) continue;
+    seconds += j.value("seconds", 0.0);
+    last = j;
+  }
+  if (last.is_null()) return false;
+  const auto number = [&](const char* key) { return last[key].is_number() ? last[key].get<double>() : 0.0; };
+  s.loss = number("loss");
+  s.accuracy = number("accuracy");
+  s.validated = last["val_loss"].is_number();
+  s.val_loss = number("val_loss");
+  s.val_accuracy = number("val_accuracy");
+  s.train_seconds = seconds;
+  s.images_per_sec = number("images_per_sec");
+  return true;
 }
 
 void write_summary(const fs::path& file, const std::string& name, const TrainSummary& s) {

@@ -24,4 +24,8 @@ void trim_metrics(const std::filesystem::path& file, int64_t completed_epochs);
 
 void write_summary(const std::filesystem::path& file, const std::string& name, const TrainSummary& summary);
 
+// The figures of a summary from metrics.jsonl (its last epoch; train_seconds summed over
+// the epochs), for a completed run whose summary a full disk kept out. False without a line.
+bool summary_from_metrics(const std::filesystem::path& file, TrainSummary& summary);
+
 }  // namespace distrain

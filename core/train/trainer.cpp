@@ -12,6 +12,7 @@
 #include "core/train/data_placement.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/preflight.hpp"
+#include "core/train/resume_checks.hpp"
 #include "core/train/run_lock.hpp"
 #include "core/train/step_loop.hpp"
 #include "core/train/tensorboard_log.hpp"
@@ -44,21 +45,6 @@ std::unique_ptr<RunLock> open_run_folder(const std::string& run_dir, bool writer
   return lock;
 }
 
-// A checkpoint resumes the run that wrote it. One trained on other data (a synthetic
-// run's folder reused for Fashion-MNIST) would go on silently as if it were this run's.
-void check_same_data(const Recipe& recipe, const CheckpointHeader& header) {
-  std::string stored;
-  try {
-    stored = parse_recipe(header.recipe, header.path).data.dataset;
-  } catch (const UserError&) {
-    return;  // a recipe this version no longer reads: its data cannot be compared
-  }
-  DT_USER_CHECK(stored == recipe.data.dataset,
-                "{}: trained on data.dataset = \"{}\", {} trains on \"{}\"; use another run folder (--run-dir), "
-                "--fresh, or checkpoint.init_from to start from its weights",
-                header.path, stored, recipe.file, recipe.data.dataset);
-}
-
 // Every epoch has between 1 and `examples` steps (a batch holds at least one example):
 // a state outside that was written by hand or corrupted, and would end the run at once
 // as "already complete" or index past the data.
@@ -73,12 +59,13 @@ void check_reachable(const TrainState& state, int64_t examples, const std::strin
 // Weights and optimizer from the newest checkpoint of the run folder (its state returned
 // in `state`), else weights from checkpoint.init_from, else from the seed; then every
 // replica and worker gets them. Returns the checkpoint resumed from, or "".
-std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const std::string& from, TrainState& state) {
+std::string resume_or_initialize(const Recipe& recipe, const Dataset& data, Strategy& strategy, const std::string& from,
+                                 TrainState& state) {
   std::string resumed;
   if (!from.empty()) {
     resumed = from;
     const CheckpointHeader header = read_checkpoint_header(resumed);
-    check_same_data(recipe, header);
+    check_resumable(recipe, data, header);
     state = header.state;
     load_weights(resumed, strategy.model_state());
     load_optimizer(resumed, strategy.model_state().layout(), strategy.optimizer_state());
@@ -95,7 +82,8 @@ std::string resume_or_initialize(const Recipe& recipe, Strategy& strategy, const
   return resumed;
 }
 
-TrainSummary already_complete(const std::string& run_dir, const TrainState& state, const std::string& resumed) {
+TrainSummary already_complete(const Recipe& recipe, const std::string& run_dir, const TrainState& state,
+                              const std::string& resumed, bool writer) {
   log::info("{}: run already complete at step {} ({}); use --fresh to start over", run_dir, state.step,
             resumed.empty() ? "nothing to train" : resumed);
   TrainSummary summary;
@@ -103,6 +91,11 @@ TrainSummary already_complete(const std::string& run_dir, const TrainState& stat
   summary.steps = state.step;
   summary.epochs = state.epoch;
   summary.last_checkpoint = resumed;
+  // The final checkpoint was written but the summary after it was not (a full disk): its
+  // figures are the metrics' last epoch.
+  const fs::path file = fs::path(run_dir) / "summary.json";
+  if (writer && !fs::exists(file) && summary_from_metrics(fs::path(run_dir) / "metrics.jsonl", summary))
+    write_summary(file, recipe.name, summary);
   return summary;
 }
 
@@ -157,9 +150,10 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
   check_planned_steps(recipe, per_epoch);
   const LoopPlan plan = recipe_plan(recipe, per_epoch);
-  if (plan.complete(state)) return already_complete(run_dir, state, resumed);  // its files stay as they are
-  // The epoch resumed in is redone: its earlier line (and any after it) goes.
-  if (strategy.rank() == 0 && !resumed.empty()) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
+  if (plan.complete(state)) return already_complete(recipe, run_dir, state, resumed, strategy.rank() == 0);  // its files stay as they are
+  // The epoch resumed in is redone: its earlier line (and any after it) goes; with nothing
+  // to resume, every line goes (a run that failed before its first checkpoint wrote them).
+  if (strategy.rank() == 0) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
                             plan.total_steps);
   LoaderBatches batches(loader);
@@ -190,7 +184,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const bool writer = strategy->rank() == 0;
   const auto lock = open_run_folder(run_dir, writer, options.fresh);
   TrainState state;
-  const std::string resumed = resume_or_initialize(recipe, *strategy, from, state);
+  const std::string resumed = resume_or_initialize(recipe, data.train, *strategy, from, state);
   return run_steps(recipe, options, *strategy, data, run_dir, state, resumed);
 }
 

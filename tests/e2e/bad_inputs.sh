@@ -233,6 +233,11 @@ run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --pr
 before=$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum)
 run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --progress none
 classify "rerun of a finished train.steps run" 0 "" '[ "$(cat "$work/r_steps/metrics.jsonl" "$work/r_steps/summary.json" | md5sum)" = "$before" ]'
+# The final checkpoint written, the summary not (a full disk then): the rerun writes it.
+mv "$work/r_steps/summary.json" "$work/r_steps/summary.before"
+run "$distrain" train "$tiny" --set train.steps=3 --run-dir "$work/r_steps" --progress none
+classify "rerun of a finished run whose summary is missing" 0 "" \
+  'python3 -c "import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); sys.exit(a[\"loss\"] != b[\"loss\"] or a[\"steps\"] != b[\"steps\"])" "$work/r_steps/summary.json" "$work/r_steps/summary.before"'
 # An event file whose name's time overflows int64 ("internal error: stoll" once).
 mkdir -p "$work/r_events/train"
 : >"$work/r_events/train/events.out.tfevents.99999999999999999999.host.1.distrain"
@@ -300,6 +305,117 @@ open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 10, *([0] * 253)
 PY
 run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/tokens\""
 classify "llm.c token file shorter than its header says" 2 "the header says 10 tokens"
+
+# --- outputs that are inputs, writers that name their file, what a resume must refuse ---
+run "$distrain" train "$tiny" --set train.steps=2 --set train.tensorboard=false --run-dir "$work/pe" --progress none
+ckpt="$work/pe/ckpt-000002.h5"
+idx_images="$work/pe/images-idx3-ubyte"  # 4 images of the tiny model's 12 x 12
+python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack(">4I", 0x803, 4, 12, 12) + bytes(4 * 144))' "$idx_images"
+sum_before=$(md5sum <"$ckpt")
+run "$distrain" predict --ckpt "$ckpt" --data "$idx_images" --out "$ckpt"
+classify "predict --out the checkpoint" 2 "writing it would destroy it" '[ "$(md5sum <"$ckpt")" = "$sum_before" ]'
+ln -sf "$ckpt" "$work/pe/link.csv"
+run "$distrain" predict --ckpt "$work/pe" --data "$idx_images" --out "$work/pe/link.csv"
+classify "predict --out a link to the checkpoint" 2 "writing it would destroy it" '[ "$(md5sum <"$ckpt")" = "$sum_before" ]'
+cp "$ckpt" "$work/pe/m.weights.h5"
+run "$distrain" export --ckpt "$work/pe/m.weights.h5" --out "$work/pe/m.weights.h5"
+classify "export --out the checkpoint" 2 "writing it would destroy it" '[ "$(md5sum <"$work/pe/m.weights.h5")" = "$sum_before" ]'
+run "$distrain" predict --ckpt "$ckpt" --data "$idx_images" --out "$work/pe/no_such_folder/p.csv"
+classify "predict --out in a missing folder, before predicting" 2 "does not exist" '! grep -q "predicted" "$work/err"'
+mkdir -p "$work/pe/adir.onnx"
+run "$distrain" export --ckpt "$ckpt" --out "$work/pe/adir.onnx"
+classify "export --out a folder" 2 "is a folder" '[ -z "$(find "$work/pe" -name "*.tmp")" ]'
+ln -sf /dev/full "$work/pe/full.csv"
+run "$distrain" predict --ckpt "$ckpt" --data "$idx_images" --out "$work/pe/full.csv"
+classify "predict --out a file on a full disk (/dev/full)" 2 "full.csv: cannot write (No space left on device)"
+run "$distrain" predict --ckpt "$ckpt" --data "$idx_images" --out "$work/pe/p.txt"
+classify "predict --out of an unknown format, before predicting" 2 "--out takes a .csv" '! grep -q "predicted" "$work/err"'
+timeout 300 "$distrain" predict --ckpt "$ckpt" --data "$idx_images" >/dev/full 2>"$work/err"
+rc=$?
+classify "predict to a full standard output" 2 "standard output: cannot write"
+if mount_tmpfs "$work/full_export" size=64k; then
+  head -c 60000 /dev/zero >"$work/full_export/fill"  # one 4 KiB page left, less than the weights
+  run "$distrain" export --ckpt "$ckpt" --out "$work/full_export/n.weights.h5"
+  classify "export to a full disk names the file" 2 "n.weights.h5: cannot write" '[ -z "$(find "$work/full_export" -name "*.tmp")" ]'
+else
+  skip "export to a full disk: cannot mount a tmpfs here (not root?)"
+fi
+for rate in 1e999Gbit/s 1e-999Gbit/s 1e-300GB/s; do
+  run "$distrain" plan "$tiny" --ranks 2 --links "inter=$rate"
+  classify "plan --links inter=$rate" 2 "a link's bandwidth must be between"
+done
+run "$distrain" plan "$tiny" --ranks 2 --device-memory 1KiB
+classify "plan: no layout fits" 2 "no layout fits"
+run "$distrain" check "$tiny" --set 'strategy.device_memory="0.4B"'
+classify "device_memory 0.4B" 2 "strategy.device_memory"
+
+# A small GPT (windows of 8 characters) and its checkpoint.
+run "$distrain" train "$work/text.toml" --set train.steps=2 --set strategy.per_replica_batch=4 --set train.validate=false \
+  --set train.tensorboard=false --run-dir "$work/gpt" --progress none
+gpt_ckpt="$work/gpt/ckpt-000002.h5"
+classify "a small GPT trains 2 steps" 0 "" '[ -f "$gpt_ckpt" ]'
+run "$distrain" check "$work/text.toml" --set 'model.layers.3.name="h.0.ln_1"'
+classify "two layers with one name after repeat expansion" 2 "layer name 'h.0.ln_1' is also the name of"
+run "$distrain" check "$work/text.toml" --set 'model.layers.4.tied_to=""'
+classify "tied_to empty" 2 "tied_to: is empty"
+run "$distrain" check "$work/text.toml" --set model.layers.1.max_length=0
+classify "position_embedding.max_length = 0" 2 "max_length: must be positive"
+timeout 300 "$distrain" generate --ckpt "$gpt_ckpt" --tokens 20 >/dev/full 2>"$work/err"
+rc=$?
+classify "generate to a full standard output" 2 "standard output: cannot write"
+for seed in -1 18446744073709551616; do
+  run "$distrain" generate --ckpt "$gpt_ckpt" --tokens 5 --seed "$seed"
+  classify "generate --seed $seed" 2 "--seed"
+done
+run "$distrain" eval --ckpt "$gpt_ckpt" --data "$work"
+classify "eval of a text model given a folder says what --data takes" 2 "--data takes a UTF-8 text file"
+run "$distrain" eval --ckpt "$gpt_ckpt" --data "$src/data/tiny_shakespeare.txt"
+classify "eval of a text model on a text file" 0 ""
+sed 's/z/é/g' "$src/data/tiny_shakespeare.txt" >"$work/other_vocabulary.txt"  # 'é' for 'z': 65 characters, other ids
+cp -r "$work/gpt" "$work/gpt_vocab"
+run "$distrain" train "$work/text.toml" --set "data.path=\"$work/other_vocabulary.txt\"" --set train.steps=4 \
+  --set strategy.per_replica_batch=4 --set train.validate=false --set train.tensorboard=false --run-dir "$work/gpt_vocab" --progress none
+classify "resume on another vocabulary of the same size" 2 "trained on another vocabulary" '[ ! -f "$work/gpt_vocab/ckpt-000004.h5" ]'
+cp -r "$work/gpt" "$work/gpt_heads"
+run "$distrain" train "$work/text.toml" --set model.layers.2.layers.1.heads=2 --set train.steps=4 --set strategy.per_replica_batch=4 \
+  --set train.validate=false --set train.tensorboard=false --run-dir "$work/gpt_heads" --progress none
+classify "resume a 4-head checkpoint with heads = 2" 2 "heads: the checkpoint's model has 4"
+if "$distrain" info 2>/dev/null | grep -q "^  cuda:0"; then
+  skip "check of a mesh on cuda:0: this machine has a GPU"
+else
+  run "$distrain" check "$work/text.toml" --set strategy.name=mesh --set strategy.tensor=2 --set 'strategy.devices=["cuda:0"]'
+  classify "check of a mesh on cuda:0 without a GPU" 2 "cuda:0"
+fi
+mkfifo "$work/fifo.txt"
+run "$distrain" check "$work/text.toml" --set "data.path=\"$work/fifo.txt\""
+classify "data.path is a FIFO" 2 "a named pipe (FIFO)"
+run "$distrain" check "$work/text.toml" --set 'data.path="/dev/zero"'
+classify "data.path is /dev/zero" 2 "a character device"
+# A raw token file whose first two ids spell llm.c's magic: the hint, then read as raw.
+mkdir -p "$work/raw_magic"
+python3 - "$work/raw_magic" <<'PY'
+import os, struct, sys
+ids = [20240520 & 0xffff, 20240520 >> 16] + [i % 65 for i in range(3000)]
+for name in ("train.bin", "val.bin"):
+    open(os.path.join(sys.argv[1], name), "wb").write(struct.pack("<%dH" % len(ids), *ids))
+PY
+run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/raw_magic\"" --set data.vocab_size=65536
+classify "raw token file starting with llm.c's magic" 2 'data.token_format = "raw"'
+run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/raw_magic\"" --set data.vocab_size=65536 --set 'data.token_format="raw"' \
+  --set model.layers.0.input_dim=65536 --set model.layers.4.units=65536
+classify "the same file with token_format = raw" 0 ""
+# Disk full at the first epoch's checkpoint, after its metrics line; rerun with room:
+# one line per epoch and a summary.
+if mount_tmpfs "$work/full_rerun" size=300k; then
+  run "$distrain" train "$tiny" --set model.layers.1.units=400 --set train.tensorboard=false --run-dir "$work/full_rerun/run" --progress none
+  rc_full=$rc
+  mount -o remount,size=8m "$work/full_rerun"
+  run "$distrain" train "$tiny" --set model.layers.1.units=400 --set train.tensorboard=false --run-dir "$work/full_rerun/run" --progress none
+  classify "rerun after a disk-full first save: one metrics line per epoch and a summary" 0 "" \
+    '[ "$rc_full" -eq 2 ] && [ "$(wc -l <"$work/full_rerun/run/metrics.jsonl")" -eq 2 ] && [ -f "$work/full_rerun/run/summary.json" ]'
+else
+  skip "disk-full rerun: cannot mount a tmpfs here (not root?)"
+fi
 
 summary="$cases cases: $clean clean, $crash crash, $hang hang, $accepted accepted wrongly, $internal internal error"
 [ "$other" -gt 0 ] && summary+=", $other wrong outcome"

@@ -258,8 +258,14 @@ TEST_CASE("token files: nanoGPT raw and llm.c files read, in a folder or named a
 TEST_CASE("token files: bad files are one-line errors naming the file") {
   const std::string f = "f.bin";
   auto parse = [&](const std::vector<uint8_t>& bytes, int64_t vocab = 50257) { return parse_token_file(bytes, vocab, f); };
-  CHECK_THROWS_WITH_AS(parse(llmc_tokens(counting(8), 20240520, 2)), doctest::Contains("f.bin: llm.c token file of version 2"),
-                       UserError);
+  CHECK_THROWS_WITH_AS(parse(llmc_tokens(counting(8), 20240520, 2)),
+                       doctest::Contains("f.bin: starts with llm.c's magic 20240520, but its header's version is 2"), UserError);
+  // A raw file whose first two ids spell the magic: the hint, and data.token_format = "raw" reads it.
+  const std::vector<uint16_t> spelling{20240520 & 0xffff, 20240520 >> 16, 7, 9};
+  CHECK_THROWS_WITH_AS(parse(raw_tokens(spelling), 65536), doctest::Contains("set data.token_format = \"raw\""), UserError);
+  CHECK(parse_token_file(raw_tokens(spelling), 65536, f, "raw") == std::vector<int32_t>(spelling.begin(), spelling.end()));
+  CHECK_THROWS_WITH_AS(parse_token_file(raw_tokens(counting(8)), 50257, f, "llmc"), doctest::Contains("no llm.c header"), UserError);
+  CHECK(parse_token_file(llmc_tokens(counting(8)), 50257, f, "llmc").size() == 8);
   CHECK_THROWS_WITH_AS(parse(llmc_tokens(counting(8), 20240521)), doctest::Contains("with magic 20240521, expected 20240520"),
                        UserError);
   CHECK_THROWS_WITH_AS(parse(llmc_tokens(counting(8), 20240801, 7)), doctest::Contains("LLaMA 3"), UserError);
