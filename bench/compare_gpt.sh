@@ -13,6 +13,10 @@
 #   SIZES=shakespeare_char bench/compare_gpt.sh                (one size; STEPS, WARMUP too)
 #   PRECISION=bf16 bench/compare_gpt.sh                        (distrain's train.precision = "bf16"
 #                                                              against torch.autocast(cpu, bfloat16); no llm.c)
+#   BUSY=1 bench/compare_gpt.sh                                (each round also beside BUSY other ML jobs:
+#                                                              bench/cpu_load.py, a PyTorch matrix product loop on
+#                                                              THREADS threads; the same load for all three; quiet and
+#                                                              busy tables, and what share of quiet each keeps)
 #
 # llm.c is not built here (this repository carries none of its code, binaries or build
 # scripts). Build it yourself from https://github.com/karpathy/llm.c with its own Makefile,
@@ -37,6 +41,9 @@ threads=${2:-${THREADS:-2}}
 rounds=${3:-${ROUNDS:-3}}
 sizes=${SIZES:-gpt2_124m shakespeare_char}
 precision=${PRECISION:-float32}
+busy=${BUSY:-0}
+loads=quiet
+[ "$busy" -gt 0 ] && loads="quiet busy"
 case $precision in
   float32) ;;
   bf16) # llm.c's CPU trainer is float32 only: no column for it.
@@ -81,7 +88,20 @@ fi
 command -v stdbuf >/dev/null || { echo "error: stdbuf (coreutils) not found: needed to read llm.c's steps as they come" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+load_pids=()
+# start_load quiet|busy: with busy, $busy other ML jobs on the same cores, given time to start.
+start_load() {
+  [ "$1" = busy ] || return 0
+  for _ in $(seq "$busy"); do "$python" "$here/bench/cpu_load.py" "$threads" & load_pids+=($!); done
+  sleep 2
+}
+stop_load() {
+  [ ${#load_pids[@]} -eq 0 ] && return 0
+  kill "${load_pids[@]}" 2>/dev/null || true
+  wait "${load_pids[@]}" 2>/dev/null || true  # killed: non-zero, expected
+  load_pids=()
+}
+trap 'stop_load; rm -rf "$tmp"' EXIT
 
 # One llm.c run: reads its step lines as they come, stops it after the last timed one.
 # Prints a JSON line: tokens/s from the median step, the batch it ran (from its batch count).
@@ -138,25 +158,38 @@ for size in $sizes; do
     mkdir -p "$tmp/$size"
     "$python" "$here/bench/llmc_files.py" --size "$size" --dir "$tmp/$size" >"$tmp/$size.files.json"
   fi
-  : >"$tmp/$size.distrain" ; : >"$tmp/$size.pytorch" ; : >"$tmp/$size.llmc"
+  for load in $loads; do : >"$tmp/$size.$load.distrain" ; : >"$tmp/$size.$load.pytorch" ; : >"$tmp/$size.$load.llmc"; done
   for _ in $(seq "$rounds"); do
-    # distrain bench reads no data (random token windows); run from the root all the same.
-    (cd "$here" && "$bin" bench "$recipe" --steps "$steps" --warmup "$warmup" --set "train.precision=\"$precision\"" --json) |
-      tail -n 1 >>"$tmp/$size.distrain"
-    "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" --precision "$precision" \
-      --steps "$steps" --warmup "$warmup" | tail -n 1 >>"$tmp/$size.pytorch"
-    if [ -n "$llmc" ]; then
-      train_tokens=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$tmp/$size.files.json")
-      "$python" "$tmp/llmc_run.py" "$llmc" "$tmp/$size" "$lwarm" "$llast" "$train_tokens" 64 \
-        "${LLMC_TIMEOUT:-900}" >>"$tmp/$size.llmc"
-    fi
+    for load in $loads; do
+      start_load "$load"
+      # distrain bench reads no data (random token windows); run from the root all the same.
+      (cd "$here" && "$bin" bench "$recipe" --steps "$steps" --warmup "$warmup" --set "train.precision=\"$precision\"" --json) |
+        tail -n 1 >>"$tmp/$size.$load.distrain"
+      "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" --precision "$precision" \
+        --steps "$steps" --warmup "$warmup" | tail -n 1 >>"$tmp/$size.$load.pytorch"
+      if [ -n "$llmc" ]; then
+        train_tokens=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$tmp/$size.files.json")
+        "$python" "$tmp/llmc_run.py" "$llmc" "$tmp/$size" "$lwarm" "$llast" "$train_tokens" 64 \
+          "${LLMC_TIMEOUT:-900}" >>"$tmp/$size.$load.llmc"
+      fi
+      stop_load
+    done
   done
   rm -rf "${tmp:?}/$size"  # the 124M checkpoint is 0.5 GB
-  "$python" - "$size" "$threads" "$rounds" "$steps" "$warmup" "$lwarm" "$llast" "$peak1" "$tmp" "$precision" <<'PY'
+  for load in $loads; do
+  "$python" - "$size" "$threads" "$rounds" "$steps" "$warmup" "$lwarm" "$llast" "$peak1" "$tmp" "$precision" "$load" "$busy" <<'PY'
 import json, math, statistics, sys
-size, threads, rounds, steps, warmup, lwarm, llast, peak, tmp, precision = sys.argv[1:]
+size, threads, rounds, steps, warmup, lwarm, llast, peak, tmp, precision, load, busy = sys.argv[1:]
 peak = json.loads(peak)["gflops"]
-runs = {name: [json.loads(l) for l in open(f"{tmp}/{size}.{name}") if l.strip()] for name in ("distrain", "pytorch", "llmc")}
+runs = {name: [json.loads(l) for l in open(f"{tmp}/{size}.{load}.{name}") if l.strip()] for name in ("distrain", "pytorch", "llmc")}
+quiet = None
+if load == "busy":  # each one's quiet median, for the share it keeps
+    quiet = {}
+    for name in runs:
+        rs = [json.loads(l) for l in open(f"{tmp}/{size}.quiet.{name}") if l.strip()]
+        if rs:
+            quiet[name] = statistics.median(r["images_per_sec"] * r["tokens_per_example"] if name == "distrain"
+                                            else r["tokens_per_sec"] for r in rs)
 for r in runs["distrain"]:
     r["tokens_per_sec"] = r["images_per_sec"] * r["tokens_per_example"]
     r["step_ms_median"] = r["step_ms"]["median"]
@@ -166,7 +199,8 @@ ref = runs["pytorch"][0]
 N, batch, seq = ref["parameters"], ref["batch"], ref["seq"]
 L, C = {"gpt2_124m": (12, 768), "shakespeare_char": (4, 128)}[size]  # layers, width
 flops = 6 * N + 12 * L * seq * C
-print(f"{size} in {precision}: batch {batch} x {seq} tokens, {threads} threads, {rounds} round(s); N = {N:,} parameters, "
+where = "quiet" if load == "quiet" else f"beside {busy} other job(s) (bench/cpu_load.py, {threads} threads each)"
+print(f"{size} in {precision}, {where}: batch {batch} x {seq} tokens, {threads} threads, {rounds} round(s); N = {N:,} parameters, "
       f"{flops / 1e6:.1f} MFLOP a token (6N + 12 L T C); SGEMM peak {peak:.0f} GFLOP/s")
 if runs["distrain"][0]["parameters"] != N or runs["distrain"][0]["batch"] != batch:
     print(f"  note: distrain's recipe has {runs['distrain'][0]['parameters']:,} parameters, batch {runs['distrain'][0]['batch']}")
@@ -181,14 +215,16 @@ for name, rs in runs.items():
     med[name] = m = statistics.median(tps)
     ms = statistics.median(r["step_ms_median"] for r in rs)
     extra = f", batch {rs[0]['batch']} (not {batch})" if rs[0]["batch"] != batch else ""
+    kept = f", {m / quiet[name]:.0%} of quiet" if quiet and name in quiet else ""
     print(f"  {names[name]:<32} {m:9.1f} tokens/s  (runs {', '.join(f'{x:.1f}' for x in tps)})  "
-          f"step {ms:.1f} ms  {m * flops / 1e9:6.1f} GFLOP/s = {m * flops / 1e9 / peak:5.1%} of the fp32 peak{extra}")
+          f"step {ms:.1f} ms  {m * flops / 1e9:6.1f} GFLOP/s = {m * flops / 1e9 / peak:5.1%} of the fp32 peak{extra}{kept}")
 ratios = [f"distrain/{n} {med['distrain'] / med[n]:.2f}x" for n in ("llmc", "pytorch") if n in med]
 print("  " + "   ".join(r.replace("llmc", "llm.c") for r in ratios))
 losses = [f"{n} {runs[n][0]['first_loss']:.3f}" for n in ("pytorch", "llmc") if runs[n]]
 vocab = {"gpt2_124m": 50257, "shakespeare_char": 65}[size]
 print(f"  first train loss: {', '.join(losses).replace('llmc', 'llm.c')} (ln V = {math.log(vocab):.3f})")
 PY
+  done
 done
 peak2=$("$python" "$here/bench/gpt_pytorch_reference.py" --sgemm-peak --threads "$threads")
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"

@@ -17,14 +17,17 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/bench_load.hpp"
 #include "cli/bench_steps.hpp"
 #include "cli/scaling_chart.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/base/json.hpp"
+#include "core/base/openmp_wait.hpp"
 #include "core/base/log.hpp"
 #include "core/base/rng.hpp"
 #include "core/base/stop_signal.hpp"
+#include "core/comm/mpi_communicator.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/strategy/strategy.hpp"
@@ -43,6 +46,8 @@ struct Args {
   std::string recipe, strategy, replicas, mode = "weak", csv, svg;
   std::vector<std::string> overrides;
   int64_t steps = 50, warmup = 5;
+  int busy = 0;        // --busy: load processes beside the measured point
+  int64_t rounds = 3;  // --busy: quiet and busy measurements, interleaved
   int64_t read_every = 0;  // 0: kGpuReadEvery on a GPU, 1 on the CPU
   bool json = false;
   bool profile = false;
@@ -381,13 +386,6 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-std::string self_path() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  DT_CHECK(n > 0, "cannot find this executable's path");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // A multi_worker_mirrored point: this executable under `mpirun -np n`, one point, JSON.
 Measured measure_with_mpirun(const Args& a, const std::vector<std::string>& overrides, int n) {
   const int threads = std::max(1, cpu_threads() / n);
@@ -451,22 +449,32 @@ std::vector<std::string> point_overrides(const Args& a, const std::string& name,
   return o;
 }
 
-// One point per replica count, in order; speed-up and efficiency against the first.
+// One point per replica count, each measured --rounds times with the points in turns (a
+// machine that changes pace meanwhile moves every point alike): the median round, its range;
+// speed-up and efficiency against the first.
 std::vector<ScalingPoint> scaling_points(const Args& a, const std::string& name, int64_t base_batch,
                                          const std::vector<int>& counts) {
+  std::vector<std::vector<Measured>> rounds(counts.size());
+  for (int64_t r = 0; r < a.rounds; ++r)
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const int n = counts[i];
+      const std::vector<std::string> o = point_overrides(a, name, base_batch, counts.front(), n);
+      int rank = 0;
+      rounds[i].push_back(name == "multi_worker_mirrored" ? measure_with_mpirun(a, o, n)
+                                                          : measure(load_recipe(a.recipe, o), a, rank));
+    }
   std::vector<ScalingPoint> points;
-  for (int n : counts) {
-    const std::vector<std::string> o = point_overrides(a, name, base_batch, counts.front(), n);
-    int rank = 0;
-    const Measured m = name == "multi_worker_mirrored" ? measure_with_mpirun(a, o, n)
-                                                       : measure(load_recipe(a.recipe, o), a, rank);
-    points.push_back(ScalingPoint{n, m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share});
+  for (size_t i = 0; i < counts.size(); ++i) {
+    std::vector<Measured>& ms = rounds[i];
+    std::sort(ms.begin(), ms.end(), [](const Measured& x, const Measured& y) { return x.images_per_sec < y.images_per_sec; });
+    const Measured& m = ms[(ms.size() - 1) / 2];
+    ScalingPoint p{counts[i], m.global_batch, m.images_per_sec, 0, 0, m.median_ms, m.comm_share};
+    p.min_images_per_sec = ms.front().images_per_sec;
+    p.max_images_per_sec = ms.back().images_per_sec;
+    p.rounds = static_cast<int>(ms.size());
+    points.push_back(p);
   }
-  for (auto& p : points) {
-    p.speedup = p.images_per_sec / points.front().images_per_sec;
-    const double ideal = static_cast<double>(p.replicas) / points.front().replicas;
-    p.efficiency = p.speedup / ideal;  // weak: ips(N) / (N x ips(1)); strong: speed-up / N
-  }
+  compare_to_first(points);
   return points;
 }
 
@@ -481,29 +489,43 @@ void print_scaling_json(const std::vector<ScalingPoint>& points, const std::stri
                     {"speedup", p.speedup},
                     {"efficiency", p.efficiency},
                     {"step_ms", p.step_ms},
-                    {"comm_share", p.comm_share}});
+                    {"comm_share", p.comm_share},
+                    {"rounds", p.rounds},
+                    {"min_images_per_sec", p.min_images_per_sec},
+                    {"max_images_per_sec", p.max_images_per_sec},
+                    {"within_noise", p.within_noise}});
   fmt::print("{}\n", dump_line(list));
 }
 
 void print_scaling_table(const std::vector<ScalingPoint>& points, const Args& a, const std::string& recipe_name,
                          const std::string& name) {
-  fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all\n", a.mode, recipe_name, name,
-             a.steps, a.warmup, cpu_threads());
-  fmt::print("{:>8} {:>12} {:>12} {:>9} {:>11} {:>10} {:>7}\n", "replicas", "global batch", "images/s", "speed-up", "efficiency",
-             "step ms", "comm");
-  for (const auto& p : points)
-    fmt::print("{:>8} {:>12} {:>12.0f} {:>8.2f}x {:>10.1f}% {:>10.2f} {:>6.1f}%\n", p.replicas, p.global_batch,
-               p.images_per_sec, p.speedup, 100 * p.efficiency, p.step_ms, 100 * p.comm_share);
+  fmt::print("{} scaling of {} ({}), {} timed steps after {} warm-up, {} CPU threads in all; each point the median of {} "
+             "round(s), the points in turns\n",
+             a.mode, recipe_name, name, a.steps, a.warmup, cpu_threads(), a.rounds);
+  fmt::print("{:>8} {:>12} {:>12} {:>8} {:>9} {:>11} {:>10} {:>7}\n", "replicas", "global batch", "images/s", "spread",
+             "speed-up", "efficiency", "step ms", "comm");
+  bool noisy = false;
+  for (const auto& p : points) {
+    noisy = noisy || p.within_noise;
+    fmt::print("{:>8} {:>12} {:>12.0f} {:>7.1f}% {:>8.2f}x {:>10.1f}%{} {:>9.2f} {:>6.1f}%\n", p.replicas, p.global_batch,
+               p.images_per_sec, 100 * p.spread(), p.speedup, 100 * p.efficiency, p.within_noise ? "~" : " ", p.step_ms,
+               100 * p.comm_share);
+  }
+  if (noisy)
+    fmt::print("~: the efficiency's distance from 100% is smaller than the spread of the rounds (this point's and the first's): "
+               "not told apart from perfect scaling; more --rounds or --steps, or a quieter machine, may\n");
 }
 
 void write_scaling_csv(const std::string& path, const std::vector<ScalingPoint>& points, const std::string& name,
                        const std::string& mode) {
   std::ofstream f(path);
   DT_USER_CHECK(f, "--csv {}: cannot write", path);
-  f << "strategy,mode,replicas,global_batch,images_per_sec,speedup,efficiency,step_ms,comm_share\n";
+  f << "strategy,mode,replicas,global_batch,images_per_sec,speedup,efficiency,step_ms,comm_share,rounds,min_images_per_sec,"
+       "max_images_per_sec,within_noise\n";
   for (const auto& p : points)
-    f << fmt::format("{},{},{},{},{:.1f},{:.4f},{:.4f},{:.3f},{:.4f}\n", name, mode, p.replicas, p.global_batch,
-                     p.images_per_sec, p.speedup, p.efficiency, p.step_ms, p.comm_share);
+    f << fmt::format("{},{},{},{},{:.1f},{:.4f},{:.4f},{:.3f},{:.4f},{},{:.1f},{:.1f},{}\n", name, mode, p.replicas, p.global_batch,
+                     p.images_per_sec, p.speedup, p.efficiency, p.step_ms, p.comm_share, p.rounds, p.min_images_per_sec,
+                     p.max_images_per_sec, p.within_noise);
 }
 
 void write_scaling_svg(const std::string& path, const std::vector<ScalingPoint>& points, const std::string& title) {
@@ -587,6 +609,48 @@ void print_point(const Measured& m, const std::string& recipe_name, int64_t warm
   if (m.profile) fmt::print("{}", profile_table(*m.profile));
 }
 
+// The rate a point reports: tokens/s for a language model, else examples/s.
+double rate_of(const Measured& m) { return m.images_per_sec * static_cast<double>(m.tokens_per_example); }
+
+std::string rounds_text(const std::vector<double>& v) {
+  std::string out;
+  for (const double x : v) out += fmt::format(" {:.0f}", x);
+  return out;
+}
+
+// --busy N: the point measured quiet and beside N load processes (BenchLoad), in turns, so
+// that a machine that changes pace meanwhile slows both alike.
+void quiet_and_busy(const Args& a) {
+  const Recipe recipe = load_recipe(a.recipe, a.overrides);
+  std::vector<std::string> load_args{"bench", a.recipe, "--steps", "1000000", "--warmup", "0"};
+  for (const std::string& o : a.overrides) load_args.insert(load_args.end(), {"--set", o});
+  BenchLoad load(a.busy, load_args);
+  std::vector<double> quiet, busy;
+  Measured last;
+  int rank = 0;
+  for (int64_t r = 0; r < a.rounds; ++r) {
+    quiet.push_back(rate_of(measure(recipe, a, rank)));
+    load.start();
+    last = measure(recipe, a, rank);
+    busy.push_back(rate_of(last));
+    load.stop();
+  }
+  const double q = median(quiet), b = median(busy);
+  const std::string unit = last.tokens_per_example > 1 ? "tokens/s" : "images/s";
+  if (a.json) {
+    fmt::print("{}\n", dump_line(Json{{"recipe", recipe.name}, {"unit", unit}, {"busy_processes", a.busy},
+                                      {"threads", last.threads}, {"openmp_wait", openmp_wait_description()},
+                                      {"quiet", q}, {"busy", b}, {"kept", b / q}, {"quiet_rounds", quiet}, {"busy_rounds", busy}}));
+    return;
+  }
+  fmt::print("{}: {} thread(s), quiet and beside {} busy process(es) (each this recipe's bench), {} rounds in turns, "
+             "{} timed steps after {} warm-up; OpenMP: {}\n",
+             recipe.name, last.threads, a.busy, a.rounds, a.steps, a.warmup, openmp_wait_description());
+  fmt::print("  quiet  {:>10.0f} {}   rounds:{}\n", q, unit, rounds_text(quiet));
+  fmt::print("  busy   {:>10.0f} {}   rounds:{}   {:.0f}% of quiet (a fair share of {} core(s) among {} jobs: {:.0f}%)\n", b,
+             unit, rounds_text(busy), 100 * b / q, cpu_cores(), a.busy + 1, 100.0 / (a.busy + 1));
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
@@ -609,11 +673,20 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--csv", a->csv, "Write the scaling points as CSV");
   cmd->add_option("--svg", a->svg, "Draw images/s and efficiency against replicas");
   cmd->add_flag("--profile", a->profile, "Per-layer forward and backward time of one point's step (CPU devices)");
+  cmd->add_option("--busy", a->busy, "Also measure beside N busy processes (this recipe's bench), quiet and busy in turns")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--rounds", a->rounds, "Measurements of each scaling point (in turns) or, with --busy, of quiet and busy; "
+                  "medians reported")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100}));
   cmd->callback([a] {
     if (a->json) log::set_info_stream(stderr);
     DT_USER_CHECK(!a->profile || (a->replicas.empty() && a->strategy.empty() && a->csv.empty() && a->svg.empty()),
                   "bench --profile times one point: drop --strategy, --replicas, --csv and --svg "
                   "(choose the strategy with --set strategy.name=...)");
+    DT_USER_CHECK(!a->busy || (a->replicas.empty() && a->strategy.empty() && !a->profile && launcher_size() <= 1),
+                  "bench --busy measures one point in one process: drop --replicas, --strategy and --profile, and mpirun");
+    if (a->busy) return quiet_and_busy(*a);
     if (!a->replicas.empty() || !a->strategy.empty() || !a->csv.empty() || !a->svg.empty()) {
       scaling(*a);
       return;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "core/base/openmp_wait.hpp"
 #include "core/backend/backend.hpp"
 #include "core/backend/gpu_info.hpp"
 #include "core/base/json.hpp"
@@ -41,12 +42,13 @@ void register_info(CLI::App& app) {
       const Json info = {{"version", DISTRAIN_VERSION}, {"onednn", onednn}, {"hdf5", hdf5}, {"mpi", mpi},
                          {"cuda_built", gpu.built}, {"cuda_runtime", gpu.cuda_runtime}, {"cudnn", gpu.cudnn},
                          {"cublas", gpu.cublas}, {"nccl", gpu.nccl}, {"cuda_compute", !gpu.cuda_runtime.empty()},
-                         {"cuda_problem", gpu.problem}, {"devices", devices}};
+                         {"cuda_problem", gpu.problem}, {"devices", devices}, {"openmp_wait", openmp_wait_description()}};
       fmt::print("{}\n", dump_line(info));
       return;
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);
     fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n  MPI      {} (multi_worker_mirrored)\n", onednn, hdf5, mpi);
+    fmt::print("  OpenMP   idle threads wait: {}\n", openmp_wait_description());
     if (gpu.built && gpu.cuda_runtime.empty()) {
       fmt::print("  CUDA     plugin present, not usable: {}\n", gpu.problem);
     } else if (gpu.built) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cli/commands.hpp"
+#include "core/base/openmp_wait.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
 #include "core/base/log.hpp"
@@ -47,6 +48,7 @@ void print_error(fmt::format_string<Args...> format, Args&&... args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  distrain::set_openmp_wait(argv);   // first: it may run this executable again, with OpenMP's wait set
   distrain::start_signal_watcher();  // before any thread: every later one inherits the blocked stop signals
   distrain::quiet_hdf5();            // before any other HDF5 call
   CLI::App app{"distrain: train neural networks from TOML recipes on one device or many"};

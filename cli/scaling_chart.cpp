@@ -30,12 +30,27 @@ std::string escape(const std::string& s) {
 }
 }  // namespace
 
+void compare_to_first(std::vector<ScalingPoint>& points) {
+  if (points.empty()) return;
+  const ScalingPoint& first = points.front();
+  for (auto& p : points) {
+    p.speedup = p.images_per_sec / first.images_per_sec;
+    const double ideal = static_cast<double>(p.replicas) / first.replicas;
+    p.efficiency = p.speedup / ideal;  // weak: ips(N) / (N x ips(1)); strong: speed-up / N
+    p.within_noise = &p != &first && p.spread() + first.spread() > std::abs(p.efficiency - 1);
+  }
+}
+
 std::string scaling_svg(const std::string& title, const std::vector<ScalingPoint>& points) {
   const double plot_w = kW - kLeft - kRight, plot_h = kH - kTop - kBottom;
-  double max_ips = 0;
-  for (const auto& p : points) max_ips = std::max(max_ips, p.images_per_sec);
+  double max_ips = 0, max_eff = 0;
+  for (const auto& p : points) {
+    max_ips = std::max({max_ips, p.images_per_sec, p.max_images_per_sec});
+    max_eff = std::max(max_eff, p.efficiency);
+  }
   const double y_max = nice_ceiling(max_ips * 1.1);
-  const double e_max = 1.25;  // ticks at 0, 0.25, ..., 1.25 on the grid lines
+  // Ticks at fifths of the axis: 0 to 1.25 unless a point is above 1.1, then to the data.
+  const double e_max = max_eff <= 1.1 ? 1.25 : nice_ceiling(max_eff * 1.1);
   const size_t n = points.size();
   auto x_at = [&](size_t i) { return kLeft + (n == 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / static_cast<double>(n - 1)); };
   auto y_ips = [&](double v) { return kTop + plot_h * (1 - v / y_max); };
@@ -66,19 +81,26 @@ std::string scaling_svg(const std::string& title, const std::vector<ScalingPoint
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, kTop + plot_h + 20, points[i].replicas);
     ips_line += fmt::format("{:.1f},{:.1f} ", x, y_ips(points[i].images_per_sec));
     eff_line += fmt::format("{:.1f},{:.1f} ", x, y_eff(points[i].efficiency));
+    if (points[i].rounds > 1)  // the rounds' range
+      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#1f77b4\"/>\n", x,
+                       y_ips(points[i].min_images_per_sec), x, y_ips(points[i].max_images_per_sec));
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#1f77b4\"/>\n", x, y_ips(points[i].images_per_sec));
-    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"8\" height=\"8\" fill=\"#d62728\"/>\n", x - 4, y_eff(points[i].efficiency) - 4);
+    // Hollow: the point's efficiency is within the noise of the rounds.
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"8\" height=\"8\" fill=\"{}\" stroke=\"#d62728\"/>\n", x - 4,
+                     y_eff(points[i].efficiency) - 4, points[i].within_noise ? "white" : "#d62728");
   }
   s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n", ips_line);
   s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6,4\"/>\n", eff_line);
   // Legend.
   const double lx = kLeft + 12, ly = kTop + 14;
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"150\" height=\"44\" fill=\"white\" stroke=\"#999\"/>\n", lx - 6, ly - 12);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"230\" height=\"64\" fill=\"white\" stroke=\"#999\"/>\n", lx - 6, ly - 12);
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n", lx, ly, lx + 24, ly);
   s += fmt::format("<text x=\"{}\" y=\"{}\">images/s</text>\n", lx + 30, ly + 4);
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6,4\"/>\n", lx,
                    ly + 20, lx + 24, ly + 20);
   s += fmt::format("<text x=\"{}\" y=\"{}\">efficiency</text>\n", lx + 30, ly + 24);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"8\" height=\"8\" fill=\"white\" stroke=\"#d62728\"/>\n", lx + 8, ly + 36);
+  s += fmt::format("<text x=\"{}\" y=\"{}\">within the rounds' noise</text>\n", lx + 30, ly + 44);
   return s + "</svg>\n";
 }
 

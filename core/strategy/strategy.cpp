@@ -149,20 +149,41 @@ int max_over(int local, Communicator& world) {
 
 namespace {
 
-// Ranks on one host share its cores. Without a choice (strategy.threads, OMP_NUM_THREADS)
-// each takes its share, not all of them: 4 ranks of all the threads each on 2 cores ran a
-// multi-worker job 14x slower than 4 of one thread.
+// Ranks on one host share its cores. strategy.threads is the recipe's choice and is kept;
+// OMP_NUM_THREADS, often exported for every program of a shell, is kept while the ranks'
+// threads fit the host's cores. Past them each rank takes its share, saying so: 4 ranks of
+// 2 threads on 2 cores ran a multi-worker job at 0.06x (waiting threads spinning) and, with
+// them yielding, still at 0.55x of 4 ranks of 1 thread.
 void choose_cpu_threads(const Recipe& recipe) {
+  const int local = std::max(1, launcher_local_size()), cores = cpu_cores();
+  const int share = std::max(1, cores / local);
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const int from_env = env ? std::atoi(env) : 0;
+  const auto over = [&](int threads) {
+    return fmt::format("{} rank(s) of {} thread(s) on this host's {} core(s) are {} threads", local, threads, cores,
+                       local * threads);
+  };
   if (recipe.strategy.threads > 0) {
     set_cpu_threads(recipe.strategy.threads);
+    if (local * recipe.strategy.threads > cores)
+      log::info("note: {}, more than its cores (strategy.threads = {}): they take turns; {} thread(s) each fit", over(recipe.strategy.threads),
+                recipe.strategy.threads, share);
     return;
   }
-  const int local = launcher_local_size();
-  if (local <= 1 || std::getenv("OMP_NUM_THREADS")) return;
-  const int cores = cpu_cores(), share = std::max(1, cores / local);
+  if (from_env > 0 && (local * from_env <= cores || from_env <= share)) return;  // fits, or cannot do with fewer
+  if (from_env > 0 && local == 1) {
+    log::info("note: {} (OMP_NUM_THREADS = {}), more than its cores: they take turns; set OMP_NUM_THREADS={} for one each",
+              over(from_env), from_env, cores);
+    return;
+  }
+  if (local == 1) return;
   set_cpu_threads(share);
-  log::info("{} ranks share this host's {} core(s): {} thread(s) each (strategy.threads or OMP_NUM_THREADS sets another count)",
-            local, cores, share);
+  if (from_env > 0)
+    log::info("note: {} (OMP_NUM_THREADS = {}), more than its cores: each rank takes {} thread(s) instead "
+              "(strategy.threads sets a count that is kept)", over(from_env), from_env, share);
+  else
+    log::info("{} ranks share this host's {} core(s): {} thread(s) each (strategy.threads or OMP_NUM_THREADS sets another count)",
+              local, cores, share);
 }
 
 std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {

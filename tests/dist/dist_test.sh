@@ -226,6 +226,14 @@ equivalence)
     --run-dir "$work/chosen" >"$work/chosen.log" 2>&1
   ! grep -q "ranks share this host" "$work/chosen.log" && grep -q "^done" "$work/chosen.log" &&
     ok "strategy.threads is taken as given" || bad "threads = 1: $(head -n 3 "$work/chosen.log")"
+  # OMP_NUM_THREADS exported for the shell, more threads than the host's cores over 4 ranks:
+  # each rank takes its share, saying so with the numbers.
+  cores=$(env -u OMP_NUM_THREADS nproc)  # nproc itself says OMP_NUM_THREADS where it is set
+  OMP_NUM_THREADS=$cores "${mpirun[@]}" -np 4 "$distrain" train "$recipe" "${mw[@]}" --set train.steps=2 \
+    --run-dir "$work/over" >"$work/over.log" 2>&1
+  grep -q "4 rank(s) of $cores thread(s) on this host's $cores core(s) are $((4 * cores)) threads (OMP_NUM_THREADS = $cores), more than its cores: each rank takes" \
+    "$work/over.log" && ok "oversubscribed by OMP_NUM_THREADS: named once, each rank takes its share" ||
+    bad "oversubscription note: $(head -n 3 "$work/over.log")"
   ;;
 portability)
   # Checkpoints have one layout: a run saved under 2 MPI workers continues under

@@ -280,6 +280,17 @@ PY
     ok "bench writes CSV and SVG" || bad "bench csv/svg"
   "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --mode strong --steps 3 --warmup 1 | grep -qE "^ +2 +32 " &&
     ok "bench --mode strong keeps the global batch" || bad "bench strong"
+  json_true 'all(p["rounds"] == 3 and p["min_images_per_sec"] <= p["images_per_sec"] <= p["max_images_per_sec"] for p in J[0])' \
+    "$work/s.json" && ok "bench scaling points: the median of 3 rounds, with their range" || bad "bench rounds: $(cat "$work/s.json")"
+  "$distrain" bench "$tiny" --steps 3 --warmup 1 --busy 1 --rounds 2 --json >"$work/busy.json" 2>"$work/busy.err"
+  json_true 'J[0]["busy_processes"] == 1 and len(J[0]["quiet_rounds"]) == 2 and len(J[0]["busy_rounds"]) == 2
+    and J[0]["quiet"] > 0 and J[0]["busy"] > 0 and "GOMP_SPINCOUNT=" in J[0]["openmp_wait"]' "$work/busy.json" &&
+    ok "bench --busy 1: quiet and busy rounds in turns" || bad "bench --busy: $(cat "$work/busy.json" "$work/busy.err")"
+  pgrep -f "bench $tiny --steps 1000000" >/dev/null && bad "bench --busy left a load process running" ||
+    ok "bench --busy stops its load processes"
+  "$distrain" info | grep -q "OpenMP   idle threads wait: GOMP_SPINCOUNT=3000 (distrain's default)" &&
+    OMP_WAIT_POLICY=passive "$distrain" info | grep -q "OMP_WAIT_POLICY=passive (set by the user)" &&
+    ok "OpenMP's wait: distrain's default, the user's when set" || bad "info's OpenMP line: $("$distrain" info | grep OpenMP)"
   # multi_worker_mirrored points come from `mpirun ... bench --json`, here a stand-in: lines
   # around the result that are not JSON are skipped, and no result is one clear error.
   mkdir -p fake
