@@ -6,6 +6,9 @@
 # prints each framework's median img/s and the ratios distrain/keras and distrain/torch.
 #   bench/compare_keras.sh [BUILD_DIR] [THREADS] [ROUNDS] [BATCH]
 #   ROUNDS=1 BATCH=256 bench/compare_keras.sh          (environment works too; STEPS, WARMUP)
+#   BUSY=1 bench/compare_keras.sh                      (each round also beside BUSY other ML jobs,
+#                                                      bench/cpu_load.py: quiet and busy tables and the share
+#                                                      of quiet each framework keeps)
 # The references run in a virtual environment of their own, made on first use under
 # ${XDG_CACHE_HOME:-~/.cache}/distrain-bench-venv with `python3 -m venv` (Debian: apt-get
 # install -y python3-venv) and pip: tensorflow-cpu, and torch from the CPU wheel index (else
@@ -37,22 +40,52 @@ fi
 # The images_per_sec of a JSON line on stdin.
 ips() { "$python" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["images_per_sec"])'; }
 
+busy=${BUSY:-0}
+loads=quiet
+[ "$busy" -gt 0 ] && loads="quiet busy"
+load_pids=()
+# start_load quiet|busy: with busy, $busy other ML jobs (bench/cpu_load.py, a PyTorch matrix
+# product loop on $threads threads) on the same cores, the same for the three frameworks.
+start_load() {
+  [ "$1" = busy ] || return 0
+  for _ in $(seq "$busy"); do "$python" "$here/bench/cpu_load.py" "$threads" & load_pids+=($!); done
+  sleep 2
+}
+stop_load() {
+  [ ${#load_pids[@]} -eq 0 ] && return 0
+  kill "${load_pids[@]}" 2>/dev/null || true
+  wait "${load_pids[@]}" 2>/dev/null || true  # killed: non-zero, expected
+  load_pids=()
+}
+trap stop_load EXIT
+
 for model in cnn convnet; do
   recipe=$here/recipes/fashion_mnist_${model}.toml
-  d=() ; k=() ; t=()
+  declare -A d=() k=() t=()
   for _ in $(seq "$rounds"); do
-    d+=("$("$here/$build/distrain" bench "$recipe" --set "strategy.per_replica_batch=$batch" --steps "$steps" --warmup "$warmup" --json | ips)")
-    k+=("$("$python" "$here/bench/keras_reference.py" --model "$model" --threads "$threads" --batch "$batch" --steps "$steps" --warmup "$warmup" 2>/dev/null | ips)")
-    t+=("$("$python" "$here/bench/pytorch_reference.py" --model "$model" --threads "$threads" --batch "$batch" --steps "$steps" --warmup "$warmup" | ips)")
+    for load in $loads; do
+      start_load "$load"
+      d[$load]+="$("$here/$build/distrain" bench "$recipe" --set "strategy.per_replica_batch=$batch" --steps "$steps" --warmup "$warmup" --json | ips) "
+      k[$load]+="$("$python" "$here/bench/keras_reference.py" --model "$model" --threads "$threads" --batch "$batch" --steps "$steps" --warmup "$warmup" 2>/dev/null | ips) "
+      t[$load]+="$("$python" "$here/bench/pytorch_reference.py" --model "$model" --threads "$threads" --batch "$batch" --steps "$steps" --warmup "$warmup" | ips) "
+      stop_load
+    done
   done
-  "$python" - "$model" "$batch" "$threads" "${d[*]}" "${k[*]}" "${t[*]}" <<'PY'
+  for load in $loads; do
+  "$python" - "$model" "$batch" "$threads" "${d[$load]}" "${k[$load]}" "${t[$load]}" "$load" "$busy" "${d[quiet]}" "${k[quiet]}" "${t[quiet]}" <<'PY'
 import statistics, sys
 model, batch, threads = sys.argv[1:4]
-runs = {name: [float(x) for x in arg.split()] for name, arg in zip(("distrain", "keras", "torch"), sys.argv[4:7])}
+names = ("distrain", "keras", "torch")
+runs = {name: [float(x) for x in arg.split()] for name, arg in zip(names, sys.argv[4:7])}
+load, busy = sys.argv[7:9]
+quiet = {name: statistics.median(float(x) for x in arg.split()) for name, arg in zip(names, sys.argv[9:12])}
 med = {name: statistics.median(r) for name, r in runs.items()}
-print(f"{model}, batch {batch}, {threads} threads, {len(runs['distrain'])} round(s), median img/s:")
+where = "quiet" if load == "quiet" else f"beside {busy} other job(s) (bench/cpu_load.py, {threads} threads each)"
+print(f"{model}, batch {batch}, {threads} threads, {where}, {len(runs['distrain'])} round(s), median img/s:")
 for name, r in runs.items():
-    print(f"  {name:<9} {med[name]:8.0f}   (runs {', '.join(f'{x:.0f}' for x in r)})")
+    kept = f"   {med[name] / quiet[name]:.0%} of quiet" if load == "busy" else ""
+    print(f"  {name:<9} {med[name]:8.0f}   (runs {', '.join(f'{x:.0f}' for x in r)}){kept}")
 print(f"  distrain/keras {med['distrain'] / med['keras']:.2f}x   distrain/torch {med['distrain'] / med['torch']:.2f}x")
 PY
+  done
 done

@@ -22,7 +22,7 @@ ScalingPoint point(int replicas, double ips, double lo, double hi) {
 
 }  // namespace
 
-TEST_CASE("scaling: efficiency against the first point; a departure from ideal within the rounds' spread is marked") {
+TEST_CASE("scaling: efficiency against the first point, and a departure from ideal within the rounds' spread is marked") {
   std::vector<ScalingPoint> points{point(1, 1000, 990, 1010), point(2, 1900, 1880, 1920), point(4, 3000, 2000, 4000)};
   distrain::cli::compare_to_first(points);
   CHECK(points[1].efficiency == doctest::Approx(0.95));
