@@ -80,6 +80,33 @@ HeadOperands head_operands(const Tensor& qkv, const HeadView& whole, std::vector
   return {local.data(), HeadView{whole.t, whole.d, whole.d, 0}};
 }
 
+// One head's keys (or, `values`, its values) transposed into `out` (d, t): a query's
+// scores against a run of keys are then vector loops over the keys, not a dot product
+// with a horizontal sum for each key (at a head dimension of 32 those sums were most of
+// the Shakespeare GPT's attention).
+void transposed(const float* pqkv, const HeadView& hv, bool values, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(hv.d * hv.t));
+  for (int64_t j = 0; j < hv.t; ++j) {
+    const float* row = pqkv + (values ? hv.v(j) : hv.k(j));
+    for (int64_t e = 0; e < hv.d; ++e) out[static_cast<size_t>(e * hv.t + j)] = row[e];
+  }
+}
+
+// out[j - j0] = scale * (x . column j of xt) for j in [j0, j1); xt (d, t) from transposed().
+void dot_columns(const float* x, const std::vector<float>& xt, int64_t t, int64_t d, int64_t j0, int64_t j1, float scale,
+                 float* out) {
+  const int64_t n = j1 - j0;
+  std::fill(out, out + n, 0.0f);
+  for (int64_t e = 0; e < d; ++e) {
+    const float xe = x[e];
+    const float* column = xt.data() + e * t + j0;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) out[j] += xe * column[j];
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) out[j] *= scale;
+}
+
 void check_qkv(const Tensor& qkv, DType operands) {
   DT_CHECK(qkv.dtype != DType::bf16 || operands == DType::bf16, "attention on a bf16 qkv {} takes bf16 operands",
            qkv.shape.str());
@@ -227,9 +254,54 @@ float attention_operand(DType operands, float x) {
 }
 }  // namespace
 
-// Each query row scores the keys up to itself a tile at a time with an online softmax
-// (running maximum and sum, the output rescaled as the maximum grows): the GPU's tiles of
-// 64 keys, so that bf16 probabilities are rounded from the same values.
+namespace {
+
+// One (example, head) of attention (CpuBackend::attention): each query row scores the keys
+// up to itself a tile at a time with an online softmax (running maximum and sum, the
+// output rescaled as the maximum grows): the GPU's tiles of 64 keys, so that bf16
+// probabilities are rounded from the same values. Cloned for AVX-512 and AVX2, as the
+// element-wise loops of a small head (d = 32) are most of its time.
+struct AttentionHead {
+  const float* qkv;  // the head's operands (head_operands)
+  HeadView hv;
+  int64_t b, h, nh, c;
+  DType operands;
+  float rate, scale;
+  uint64_t seed;
+};
+
+[[gnu::target_clones("avx512f", "avx2", "default")]] void attend(const AttentionHead& a, std::vector<float>& keys,
+                                                                  float* po, float* plse) {
+  const int64_t t = a.hv.t, d = a.hv.d;
+  transposed(a.qkv, a.hv, false, keys);
+  float scores[kKeyTile];
+  for (int64_t i = 0; i < t; ++i) {
+    float* o = po + (a.b * t + i) * a.c + a.h * d;
+    std::fill(o, o + d, 0.0f);
+    const float* q = a.qkv + a.hv.q(i);
+    float running_max = -INFINITY, sum = 0.0f;
+    for (int64_t j0 = 0; j0 <= i; j0 += kKeyTile) {
+      const int64_t j1 = std::min(i + 1, j0 + kKeyTile);
+      dot_columns(q, keys, t, d, j0, j1, a.scale, scores);
+      float tile_max = running_max;
+      for (int64_t j = j0; j < j1; ++j) tile_max = std::max(tile_max, scores[j - j0]);
+      const float rescale = std::exp(running_max - tile_max);
+      sum *= rescale;
+      for (int64_t e = 0; e < d; ++e) o[e] *= rescale;
+      for (int64_t j = j0; j < j1; ++j) {
+        const float p = std::exp(scores[j - j0] - tile_max);
+        sum += p;
+        add_scaled(o, attention_operand(a.operands, p * keep_scale(a.seed, a.rate, a.nh * t + i, t, j)), a.qkv + a.hv.v(j), d);
+      }
+      running_max = tile_max;
+    }
+    for (int64_t e = 0; e < d; ++e) o[e] /= sum;
+    plse[a.nh * t + i] = running_max + std::log(sum);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
                            Tensor lse) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
@@ -237,43 +309,56 @@ void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, flo
   check_qkv(qkv, operands);
   float *po = out.f32(), *plse = lse.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> local;  // a thread's head of a bf16 qkv (firstprivate: one each)
-#pragma omp parallel for schedule(dynamic) firstprivate(local)
+  std::vector<float> local, keys;  // a thread's head of a bf16 qkv, its keys transposed (firstprivate: one each)
+#pragma omp parallel for schedule(dynamic) firstprivate(local, keys)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
     const auto [pqkv, hv] = head_operands(qkv, HeadView{t, c, d, b * t * 3 * c + h * d}, local);
-    float scores[kKeyTile];
-    for (int64_t i = 0; i < t; ++i) {
-      float* o = po + (b * t + i) * c + h * d;
-      std::fill(o, o + d, 0.0f);
-      const float* q = pqkv + hv.q(i);
-      float running_max = -INFINITY, sum = 0.0f;
-      for (int64_t j0 = 0; j0 <= i; j0 += kKeyTile) {
-        const int64_t j1 = std::min(i + 1, j0 + kKeyTile);
-        float tile_max = running_max;
-        for (int64_t j = j0; j < j1; ++j) {
-          scores[j - j0] = dot(q, pqkv + hv.k(j), d) * scale;
-          tile_max = std::max(tile_max, scores[j - j0]);
-        }
-        const float rescale = std::exp(running_max - tile_max);
-        sum *= rescale;
-        for (int64_t e = 0; e < d; ++e) o[e] *= rescale;
-        for (int64_t j = j0; j < j1; ++j) {
-          const float p = std::exp(scores[j - j0] - tile_max);
-          sum += p;
-          add_scaled(o, attention_operand(operands, p * keep_scale(seed, rate, nh * t + i, t, j)), pqkv + hv.v(j), d);
-        }
-        running_max = tile_max;
-      }
-      for (int64_t e = 0; e < d; ++e) o[e] /= sum;
-      plse[nh * t + i] = running_max + std::log(sum);
+    attend(AttentionHead{pqkv, hv, b, h, nh, c, operands, rate, scale, seed}, keys, po, plse);
+  }
+}
+
+namespace {
+
+// One (example, head) of flash attention's backward: probabilities recomputed from the
+// kept log-sum-exp; with D_i = dout_i . out_i, dscore_ij = p_ij (dp_ij - D_i). `whole`:
+// where the head's gradients are written in dqkv. Cloned as attend() is.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void attend_backward(const AttentionHead& a, const HeadView& whole,
+                                                                           const float* po, const float* plse,
+                                                                           const float* pdo, float* pd,
+                                                                           std::vector<float>& keys,
+                                                                           std::vector<float>& values) {
+  const int64_t t = a.hv.t, d = a.hv.d;
+  transposed(a.qkv, a.hv, false, keys);
+  transposed(a.qkv, a.hv, true, values);
+  std::vector<float> dout_operand(static_cast<size_t>(d)), scores(static_cast<size_t>(t)), dp(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) {
+    std::fill(pd + whole.q(i), pd + whole.q(i) + d, 0.0f);
+    std::fill(pd + whole.k(i), pd + whole.k(i) + d, 0.0f);
+    std::fill(pd + whole.v(i), pd + whole.v(i) + d, 0.0f);
+  }
+  for (int64_t i = 0; i < t; ++i) {
+    const float* q = a.qkv + a.hv.q(i);
+    const float* dout_i = pdo + (a.b * t + i) * a.c + a.h * d;
+    const float big_d = dot(dout_i, po + (a.b * t + i) * a.c + a.h * d, d);
+    const float row_lse = plse[a.nh * t + i];
+    for (int64_t e = 0; e < d; ++e) dout_operand[e] = attention_operand(a.operands, dout_i[e]);
+    dot_columns(q, keys, t, d, 0, i + 1, a.scale, scores.data());             // (i + 1) scaled scores
+    dot_columns(dout_operand.data(), values, t, d, 0, i + 1, 1.0f, dp.data());  // dout_i . v_j
+    for (int64_t j = 0; j <= i; ++j) {
+      const float p = std::exp(scores[j] - row_lse);
+      const float keep = keep_scale(a.seed, a.rate, a.nh * t + i, t, j);
+      add_scaled(pd + whole.v(j), attention_operand(a.operands, p * keep), dout_operand.data(), d);
+      const float ds = attention_operand(a.operands, p * (dp[j] * keep - big_d) * a.scale);
+      add_scaled(pd + whole.q(i), ds, a.qkv + a.hv.k(j), d);
+      add_scaled(pd + whole.k(j), ds, q, d);
     }
   }
 }
 
-// Flash attention's backward: probabilities recomputed from the kept log-sum-exp; with
-// D_i = dout_i . out_i, dscore_ij = p_ij (dp_ij - D_i). Threads own whole (example, head)
-// pairs, so dK and dV accumulate without races.
+}  // namespace
+
+// Threads own whole (example, head) pairs, so dK and dV accumulate without races.
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
   const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
@@ -281,34 +366,13 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const 
   const float *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
   float* pd = dqkv.f32();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> local;  // a thread's head of a bf16 qkv (firstprivate: one each)
-#pragma omp parallel for schedule(dynamic) firstprivate(local)
+  std::vector<float> local, keys, values;  // a thread's head of a bf16 qkv, its keys and values transposed
+#pragma omp parallel for schedule(dynamic) firstprivate(local, keys, values)
   for (int64_t nh = 0; nh < n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
     const HeadView whole{t, c, d, b * t * 3 * c + h * d};  // where dqkv is written
     const auto [pqkv, hv] = head_operands(qkv, whole, local);  // what is read
-    std::vector<float> dout_operand(static_cast<size_t>(d));
-    for (int64_t i = 0; i < t; ++i) {
-      std::fill(pd + whole.q(i), pd + whole.q(i) + d, 0.0f);
-      std::fill(pd + whole.k(i), pd + whole.k(i) + d, 0.0f);
-      std::fill(pd + whole.v(i), pd + whole.v(i) + d, 0.0f);
-    }
-    for (int64_t i = 0; i < t; ++i) {
-      const float* q = pqkv + hv.q(i);
-      const float* dout_i = pdo + (b * t + i) * c + h * d;
-      const float big_d = dot(dout_i, po + (b * t + i) * c + h * d, d);
-      const float row_lse = plse[nh * t + i];
-      for (int64_t e = 0; e < d; ++e) dout_operand[e] = attention_operand(operands, dout_i[e]);
-      for (int64_t j = 0; j <= i; ++j) {
-        const float p = std::exp(dot(q, pqkv + hv.k(j), d) * scale - row_lse);
-        const float keep = keep_scale(seed, rate, nh * t + i, t, j);
-        add_scaled(pd + whole.v(j), attention_operand(operands, p * keep), dout_operand.data(), d);
-        const float ds =
-            attention_operand(operands, p * (dot(dout_operand.data(), pqkv + hv.v(j), d) * keep - big_d) * scale);
-        add_scaled(pd + whole.q(i), ds, pqkv + hv.k(j), d);
-        add_scaled(pd + whole.k(j), ds, q, d);
-      }
-    }
+    attend_backward(AttentionHead{pqkv, hv, b, h, nh, c, operands, rate, scale, seed}, whole, po, plse, pdo, pd, keys, values);
   }
 }
 
