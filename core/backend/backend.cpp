@@ -97,21 +97,7 @@ GemmDims gemm_dims(bool ta, bool tb, const Tensor& a, const Tensor& b, const Ten
 bool all_finite(Backend& backend, const Tensor& t) {
   DT_CHECK(t.dtype == DType::f32, "all_finite of {}", dtype_name(t.dtype));
   const int64_t n = t.numel();
-  if (t.device.is_cpu()) {
-    // A float is finite unless its exponent bits are all ones: the largest exponent field
-    // over the tensor answers for all of them, in a branch-free loop the compiler vectorises,
-    // on every thread (a gradient arena is scanned every step, at memory speed).
-    constexpr uint32_t kExponent = 0x7f800000u;
-    const float* p = t.f32();
-    uint32_t top = 0;
-#pragma omp parallel for simd reduction(max : top) schedule(static) if (n > (1 << 20))
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, p + i, sizeof bits);
-      top = std::max(top, bits & kExponent);
-    }
-    return top != kExponent;
-  }
+  if (t.device.is_cpu()) return cpu_all_finite(t.f32(), n);
   Buffer sums(backend, Shape{kFinitenessColumns});
   finiteness_sums(backend, t, sums.view());
   float host[kFinitenessColumns];
@@ -123,13 +109,7 @@ double sum_of_squares(Backend& backend, const Tensor& t) {
   DT_CHECK(t.dtype == DType::f32, "sum_of_squares of {}", dtype_name(t.dtype));
   const int64_t n = t.numel();
   if (n == 0) return 0.0;
-  if (t.device.is_cpu()) {
-    const float* p = t.f32();
-    double s = 0.0;
-#pragma omp parallel for simd reduction(+ : s) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * p[i];
-    return s;
-  }
+  if (t.device.is_cpu()) return cpu_sum_of_squares(t.f32(), n);
   const Tensor row{t.data, Shape{1, n}, DType::f32, t.device};
   Buffer dot(backend, Shape{1, 1});
   backend.gemm(false, true, 1.0f, row, row, 0.0f, dot.view());

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/backend/cpu/cpu_bf16.hpp"
+#include "core/base/rng.hpp"
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
@@ -274,6 +275,82 @@ TEST_CASE("attention: bf16 operands round the probabilities and gradients, float
   double largest_change = 0;
   for (size_t i = 0; i < g32.size(); ++i) largest_change = std::max(largest_change, double(std::abs(g32[i] - g16[i])));
   CHECK(largest_change > 1e-5);
+}
+
+namespace {
+
+// Causal attention of one (N, T, 3C) qkv in double, the definition written out: forward
+// output and log-sum-exp, and the backward's dqkv for an output gradient dout.
+struct DirectAttention {
+  std::vector<float> out, lse, dqkv;
+};
+DirectAttention direct_attention(const std::vector<float>& qkv, const std::vector<float>& dout, int64_t n, int64_t t,
+                                 int64_t c, int64_t heads, float rate, uint64_t seed) {
+  const int64_t d = c / heads;
+  const double scale = 1.0 / std::sqrt(double(d));
+  DirectAttention r{std::vector<float>(size_t(n * t * c)), std::vector<float>(size_t(n * heads * t)),
+                    std::vector<float>(size_t(n * t * 3 * c))};
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto at = [&](int64_t i, int part, int64_t e) { return double{qkv[((b * t + i) * 3 + part) * c + h * d + e]}; };
+      const auto grad = [&](int64_t i, int part, int64_t e) -> float& { return r.dqkv[((b * t + i) * 3 + part) * c + h * d + e]; };
+      const int64_t row0 = (b * heads + h) * t;
+      for (int64_t i = 0; i < t; ++i) {
+        std::vector<double> p(size_t(i + 1)), keep(size_t(i + 1)), dp(size_t(i + 1));
+        double top = -INFINITY, sum = 0, big_d = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t e = 0; e < d; ++e) p[j] += at(i, 0, e) * at(j, 1, e) * scale;
+          top = std::max(top, p[j]);
+          keep[j] = rate > 0 && uniform_at(seed, uint64_t((row0 + i) * t + j)) < rate ? 0.0 : 1.0 / (1.0 - rate);
+        }
+        for (double& x : p) sum += (x = std::exp(x - top));
+        r.lse[row0 + i] = float(top + std::log(sum));
+        const float* dout_i = dout.data() + (b * t + i) * c + h * d;
+        for (int64_t e = 0; e < d; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j <= i; ++j) o += p[j] / sum * keep[j] * at(j, 2, e);
+          r.out[(b * t + i) * c + h * d + e] = float(o);
+          big_d += o * dout_i[e];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t e = 0; e < d; ++e) dp[j] += dout_i[e] * at(j, 2, e);
+          const double pj = p[j] / sum, ds = pj * (dp[j] * keep[j] - big_d) * scale;
+          for (int64_t e = 0; e < d; ++e) {
+            grad(j, 2, e) += float(pj * keep[j] * dout_i[e]);
+            grad(i, 0, e) += float(ds * at(j, 1, e));
+            grad(j, 1, e) += float(ds * at(i, 0, e));
+          }
+        }
+      }
+    }
+  return r;
+}
+
+}  // namespace
+
+// Sequences of 300 span five tiles of keys and two blocks of queries of the CPU kernel, and
+// head widths of 24 and 40 a vector and a part: against the definition, with and without dropout.
+TEST_CASE("attention: forward and backward equal the definition over several key tiles and query blocks") {
+  Backend& be = cpu();
+  const int64_t n = 2, t = 300;
+  for (const int64_t c : {48, 80})
+    for (const float rate : {0.0f, 0.2f}) {
+      CAPTURE(c);
+      CAPTURE(rate);
+      const int64_t heads = 2;
+      const std::vector<float> qkv_values = random_vector(size_t(n * t * 3 * c), 5, -1.5, 1.5);
+      const std::vector<float> dout_values = random_vector(size_t(n * t * c), 6);
+      const DirectAttention want = direct_attention(qkv_values, dout_values, n, t, c, heads, rate, 9);
+      Buffer qkv(be, Shape{n, t, 3 * c}), out(be, Shape{n, t, c}), lse(be, Shape{n, heads, t});
+      Buffer dout(be, Shape{n, t, c}), dqkv(be, Shape{n, t, 3 * c});
+      from_host(qkv_values, qkv.view());
+      from_host(dout_values, dout.view());
+      be.attention(qkv.view(), heads, DType::f32, rate, 9, out.view(), lse.view());
+      be.attention_backward(qkv.view(), out.view(), lse.view(), dout.view(), heads, DType::f32, rate, 9, dqkv.view());
+      check_close(want.out, to_host(out.view()), 1e-5);
+      check_close(want.lse, to_host(lse.view()), 1e-6);
+      check_close(want.dqkv, to_host(dqkv.view()), 1e-5);
+    }
 }
 
 TEST_CASE("gpt: weight decay applies to kernels only, and an optimizer decays just the ranges it is given") {

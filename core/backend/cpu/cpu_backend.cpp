@@ -1,4 +1,5 @@
 #include "core/backend/cpu/cpu_backend.hpp"
+#include "core/backend/cpu/cpu_vector_math.hpp"
 
 #include <malloc.h>
 #include <omp.h>
@@ -112,27 +113,50 @@ void CpuBackend::gemm(bool ta, bool tb, float alpha, const Tensor& a, const Tens
   DT_CHECK(status == dnnl_success, "dnnl_sgemm failed with status {}", static_cast<int>(status));
 }
 
+namespace {
+
+constexpr int64_t kBiasColumns = 64;  // columns of a bias gradient a thread sums at once
+
+DT_VECTOR_CLONES void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t c) {
+  for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) y[r * c + j] += bias[j];
+}
+
+// Columns [j0, j0 + n) of dy's column sums, in double, rows in order: the same sums on any
+// number of threads.
+DT_VECTOR_CLONES void bias_grad_columns(const float* dy, int64_t rows, int64_t c, int64_t j0, int64_t n, float* dbias) {
+  double acc[kBiasColumns] = {};
+  for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) acc[j] += dy[r * c + j0 + j];
+  for (int64_t j = 0; j < n; ++j) dbias[j0 + j] += static_cast<float>(acc[j]);
+}
+
+}  // namespace
+
 void CpuBackend::add_bias(Tensor y, const Tensor& bias, const OutputRounding& rounding) {
   const int64_t c = bias.numel();
   const int64_t rows = y.numel() / c;
   float* py = y.f32();
   const float* pb = bias.f32();
-#pragma omp parallel for if (rows * c > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < c; ++j) py[r * c + j] += pb[j];
+  const int64_t block = std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(c, 1));  // rows a thread takes at once
+  const int64_t blocks = (rows + block - 1) / block;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) add_bias_rows(py + b * block * c, pb, std::min(block, rows - b * block), c);
   round_output(y, rounding);
 }
 
+// Parallel over blocks of columns, each summed over the rows in order.
 void CpuBackend::bias_grad(const Tensor& dy, Tensor dbias) {
   const int64_t c = dbias.numel();
   const int64_t rows = dy.numel() / c;
   const float* pdy = dy.f32();
   float* pdb = dbias.f32();
-  // Column sums in a fixed order (rows outer) so results do not depend on the thread count.
-  std::vector<double> acc(static_cast<size_t>(c), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += pdy[r * c + j];
-  for (int64_t j = 0; j < c; ++j) pdb[j] += static_cast<float>(acc[static_cast<size_t>(j)]);
+  const int64_t blocks = (c + kBiasColumns - 1) / kBiasColumns;
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * c > kParallelThreshold)
+  for (int64_t b = 0; b < blocks; ++b)
+    bias_grad_columns(pdy, rows, c, b * kBiasColumns, std::min(kBiasColumns, c - b * kBiasColumns), pdb);
 }
 
 void CpuBackend::relu(const Tensor& x, Tensor y) {
@@ -170,7 +194,7 @@ namespace {
 
 // y = a x + b y on one tile, cloned as adam_tile is (its bandwidth is bench's reference
 // for the update's, so both stream the same way).
-[[gnu::target_clones("avx512f", "avx2", "default")]] void axpby_tile(float a, const float* __restrict x, float b,
+DT_VECTOR_CLONES void axpby_tile(float a, const float* __restrict x, float b,
                                                                       float* __restrict y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + b * y[i];
@@ -317,7 +341,7 @@ struct AdamTerms {
 // clone this CPU runs) and vectorised 16 or 8 wide. ISO C++ (-std=c++20) leaves
 // floating-point contraction off, so every clone rounds as the scalar loop does: the same
 // weights on every x86 machine. It reads 16 and writes 12 bytes per parameter.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void adam_tile(float* __restrict p, const float* __restrict g,
+DT_VECTOR_CLONES void adam_tile(float* __restrict p, const float* __restrict g,
                                                                      float* __restrict m, float* __restrict v, int64_t n,
                                                                      AdamTerms t) {
 #pragma omp simd

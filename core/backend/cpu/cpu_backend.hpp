@@ -13,6 +13,11 @@ inline constexpr int64_t kParallelRows = 64;
 // does not reach the memory bandwidth, and a model's gradient arena is zeroed every step.
 inline constexpr int64_t kParallelBytes = int64_t{1} << 22;
 
+// all_finite and sum_of_squares (backend.hpp) of n floats in host memory: the same answer
+// on any number of threads.
+bool cpu_all_finite(const float* p, int64_t n);
+double cpu_sum_of_squares(const float* p, int64_t n);
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int index);

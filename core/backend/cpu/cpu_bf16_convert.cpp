@@ -5,6 +5,7 @@
 
 #include "core/backend/cpu/cpu_backend.hpp"
 #include "core/backend/cpu/cpu_bf16.hpp"
+#include "core/backend/cpu/cpu_vector_math.hpp"
 
 namespace distrain {
 
@@ -21,19 +22,19 @@ void by_tiles(int64_t n, Tile tile) {
 
 }  // namespace
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] void pack_bf16(const float* __restrict x, uint16_t* __restrict y,
+DT_VECTOR_CLONES void pack_bf16(const float* __restrict x, uint16_t* __restrict y,
                                                                     int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = to_bf16_bits(x[i]);
 }
 
 // In place allowed: each element is read before it is written.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void round_bf16(const float* x, float* y, int64_t n) {
+DT_VECTOR_CLONES void round_bf16(const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(to_bf16_bits(x[i]));
 }
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] void round_pack_bf16(float* __restrict x, uint16_t* __restrict y,
+DT_VECTOR_CLONES void round_pack_bf16(float* __restrict x, uint16_t* __restrict y,
                                                                           int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -43,7 +44,7 @@ void by_tiles(int64_t n, Tile tile) {
   }
 }
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] void unpack_bf16(const uint16_t* __restrict x, float* __restrict y,
+DT_VECTOR_CLONES void unpack_bf16(const uint16_t* __restrict x, float* __restrict y,
                                                                       int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = from_bf16_bits(x[i]);

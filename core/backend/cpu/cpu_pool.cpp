@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.hpp"
+#include "core/backend/cpu/cpu_vector_math.hpp"
 
 namespace distrain {
 
@@ -15,7 +16,7 @@ namespace {
 // out[k] = max(out[k], in[k]) over C channels, and where `in` wins (strictly: the first
 // maximum stays, as TensorFlow's) arg[k] = cell. Branch-free so that it vectorises; built
 // for AVX-512, AVX2 and any x86-64, the best chosen when the program starts.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void max_into(float* __restrict out, int32_t* __restrict arg,
+DT_VECTOR_CLONES void max_into(float* __restrict out, int32_t* __restrict arg,
                                                                     const float* __restrict in, int32_t cell, int64_t c) {
   for (int64_t k = 0; k < c; ++k) {
     const bool wins = in[k] > out[k];
@@ -24,13 +25,13 @@ namespace {
   }
 }
 
-[[gnu::target_clones("avx512f", "avx2", "default")]] void max_into(float* __restrict out, const float* __restrict in,
+DT_VECTOR_CLONES void max_into(float* __restrict out, const float* __restrict in,
                                                                     int64_t c) {
   for (int64_t k = 0; k < c; ++k) out[k] = in[k] > out[k] ? in[k] : out[k];
 }
 
 // d[k] = g[k] where cell won channel k, else 0: a window's cell written once.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void put_winner(float* __restrict d, const int32_t* __restrict arg,
+DT_VECTOR_CLONES void put_winner(float* __restrict d, const int32_t* __restrict arg,
                                                                       int32_t cell, const float* __restrict g, int64_t c) {
   for (int64_t k = 0; k < c; ++k) d[k] = arg[k] == cell ? g[k] : 0.0f;
 }
