@@ -174,6 +174,7 @@ void register_check(CLI::App& app) {
   cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
   cmd->callback([=] {
     Recipe recipe = load_recipe(*recipe_path, *overrides);
+    for (const std::string& notice : recipe.notices) fmt::print("note: {}\n", notice);
     const bool alone = launcher_size() <= 1;  // the ranks a launcher would start are planned here
     if (alone) print_launch(recipe);
     if (recipe.strategy.name == "parameter_server" && alone) recipe.strategy.name = "one_device";

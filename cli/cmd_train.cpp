@@ -51,6 +51,7 @@ void register_train(CLI::App& app) {
     const Recipe recipe = load_recipe(*recipe_path, sets);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
+    for (const std::string& notice : recipe.notices) log::info("note: {}", notice);
     enable_graceful_stop();
     const TrainSummary s = train(recipe, *options);
     if (s.served) {

@@ -174,36 +174,55 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
   }
   check_device_indices(c, s.devices);
   if (s.name == "one_device" && s.devices.size() != 1)
-    c.fail("devices", fmt::format("one_device takes exactly one device, got {}", s.devices.size()));
+    c.fail("devices", fmt::format("one_device takes exactly one device, got {}; set strategy.devices = [\"{}\"]",
+                                  s.devices.size(), s.devices.front()));
   return devices;
 }
 
-// Keys that one strategy reads: under another, an error naming the one that reads it.
-struct SingleStrategyKey {
+// Keys that only some strategies read. Under another strategy (a recipe written for one,
+// run with --set strategy.name=...) they are dropped, with a notice naming them.
+struct StrategyOwnKey {
   const char* key;
-  const char* reader;
-  const char* hint = "";
+  std::vector<std::string> readers;
 };
-const SingleStrategyKey kSingleStrategyKeys[] = {
-    {"cross_device_ops", "mirrored"},
-    {"communication", "multi_worker_mirrored"},
-    {"data", "mesh"},
-    {"tensor", "mesh"},
-    {"pipeline", "mesh"},
-    {"micro_batches", "mesh"},
-    {"schedule", "mesh"},
-    {"stage_boundaries", "mesh"},
-    {"shard_optimizer", "mesh", " (zero shards by its stage)"},
-    {"sequence_parallel", "mesh"},
-    {"vocab_parallel", "mesh"},
-    {"stage", "zero"},
-    {"num_ps", "parameter_server"},
-    {"staleness", "parameter_server"},
+const StrategyOwnKey kStrategyOwnKeys[] = {
+    {"cross_device_ops", {"mirrored"}},
+    {"communication", {"multi_worker_mirrored"}},
+    {"data", {"mesh"}},
+    {"tensor", {"mesh"}},
+    {"pipeline", {"mesh"}},
+    {"micro_batches", {"mesh"}},
+    {"schedule", {"mesh"}},
+    {"stage_boundaries", {"mesh"}},
+    {"shard_optimizer", {"mesh"}},
+    {"sequence_parallel", {"mesh"}},
+    {"vocab_parallel", {"mesh"}},
+    {"offload_optimizer", {"zero", "mesh"}},
+    {"stage", {"zero"}},
+    {"num_ps", {"parameter_server"}},
+    {"staleness", {"parameter_server"}},
 };
 
-void check_single_strategy_keys(ConfigTable& c, const StrategySpec& s) {
-  for (const SingleStrategyKey& k : kSingleStrategyKeys)
-    if (c.has(k.key) && s.name != k.reader) c.fail(k.key, fmt::format("applies to strategy \"{}\" only{}", k.reader, k.hint));
+// The table without the [strategy] keys its strategy does not read, and the notice that
+// names them ("" when there are none). An unknown strategy name keeps every key: parsing
+// then refuses the name itself.
+std::shared_ptr<const toml::table> without_other_strategies_keys(std::shared_ptr<const toml::table> table,
+                                                                 const std::string& file, std::vector<std::string>& notices) {
+  const toml::table* strategy = (*table)["strategy"].as_table();
+  if (!strategy) return table;
+  const std::string name = (*strategy)["name"].value_or(std::string("one_device"));
+  if (std::find(kStrategies.begin(), kStrategies.end(), name) == kStrategies.end()) return table;
+  std::vector<std::string> dropped;
+  for (const StrategyOwnKey& k : kStrategyOwnKeys)
+    if (strategy->contains(k.key) && std::find(k.readers.begin(), k.readers.end(), name) == k.readers.end())
+      dropped.push_back(fmt::format("strategy.{} ({} only)", k.key, fmt::join(k.readers, ", ")));
+  if (dropped.empty()) return table;
+  auto copy = std::make_shared<toml::table>(*table);
+  toml::table& kept = *(*copy)["strategy"].as_table();
+  for (const StrategyOwnKey& k : kStrategyOwnKeys)
+    if (std::find(k.readers.begin(), k.readers.end(), name) == k.readers.end()) kept.erase(k.key);
+  notices.push_back(fmt::format("{}: strategy \"{}\" does not read {}: ignored", file, name, fmt::join(dropped, ", ")));
+  return copy;
 }
 
 // How replicas on these devices exchange gradients: cross_device_ops (mirrored) and
@@ -268,8 +287,6 @@ void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
   s.zero_stage = c.get_int("stage", 1);
   if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
   s.offload_optimizer = c.get_bool("offload_optimizer", false);
-  if (s.offload_optimizer && s.name != "zero" && s.name != "mesh")
-    c.fail("offload_optimizer", "moves the optimizer state of strategy \"zero\" or \"mesh\" to host memory; use one of them");
   s.num_ps = c.get_int("num_ps", 1);
   if (s.num_ps < 1) c.fail("num_ps", "must be at least 1");
   if (c.has("staleness")) {
@@ -291,7 +308,6 @@ void parse_device_memory(ConfigTable& c, StrategySpec& s) {
 
 void parse_strategy(ConfigTable c, StrategySpec& s) {
   s.name = c.get_choice("name", "one_device", kStrategies);
-  check_single_strategy_keys(c, s);
   parse_communication(c, s, parse_devices(c, s));
   parse_strategy_specifics(c, s);
   s.check_every = c.get_int("check_every", 100);
@@ -384,7 +400,7 @@ std::string Recipe::resolved_text() const {
 Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file) {
   Recipe r;
   r.file = file;
-  r.table = std::move(table);
+  r.table = without_other_strategies_keys(std::move(table), file, r.notices);
   ConfigTable root(*r.table, file, "");
   r.name = root.get_string("name", std::filesystem::path(file).stem().string());
   if (r.name.empty()) root.fail("name", "must not be empty");

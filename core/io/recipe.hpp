@@ -94,6 +94,9 @@ struct Recipe {
   std::shared_ptr<const toml::table> table;
 
   std::shared_ptr<const ModelSpec> model_spec;  // [model], read once; shared by copies
+  // What the user should hear once before the run, though nothing is wrong: keys of another
+  // strategy left in [strategy] and dropped from the table.
+  std::vector<std::string> notices;
 
   const ModelSpec& model() const { return *model_spec; }
   // The examples one replica takes per optimizer step (train.accumulate_steps micro-batches).

@@ -374,8 +374,7 @@ TEST_CASE("strategy options are checked") {
   };
   CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "cross_device_ops = \"nccl\""), "x.toml"),
                        doctest::Contains("nccl needs cuda devices"), UserError);
-  CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "communication = \"ring\""), "x.toml"),
-                       doctest::Contains("applies to strategy \"multi_worker_mirrored\" only"), UserError);
+  CHECK(parse_recipe(with("mirrored", "communication = \"ring\""), "x.toml").notices.size() == 1);
   CHECK(parse_recipe(with("mirrored", "sync_batch_norm = true"), "x.toml").strategy.sync_batch_norm);
   CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "sync_batch_norm = 1"), "x.toml"),
                        doctest::Contains("strategy.sync_batch_norm: expected true or false"), UserError);
@@ -383,25 +382,40 @@ TEST_CASE("strategy options are checked") {
         "reduce_to_one_device");
 }
 
-// Each key one strategy reads, set under mirrored, is an error naming the key and its reader.
-TEST_CASE("strategy keys of one strategy are refused under another, naming it") {
+// Each key one strategy reads, left in a recipe run under another strategy (a recipe
+// written for one, run with --set strategy.name=...), is dropped: one notice names it and
+// its readers, and the table (which checkpoints store) no longer holds it.
+TEST_CASE("strategy keys of one strategy are dropped under another, with a notice naming them") {
   const std::pair<const char*, const char*> keys[] = {
       {"communication = \"ring\"", "multi_worker_mirrored"}, {"data = 2", "mesh"}, {"tensor = 2", "mesh"},
       {"pipeline = 2", "mesh"}, {"micro_batches = 2", "mesh"}, {"schedule = \"gpipe\"", "mesh"},
       {"stage_boundaries = [\"d\"]", "mesh"}, {"shard_optimizer = true", "mesh"}, {"sequence_parallel = true", "mesh"},
-      {"vocab_parallel = true", "mesh"}, {"stage = 2", "zero"}, {"num_ps = 2", "parameter_server"},
-      {"staleness = 1", "parameter_server"}};
+      {"vocab_parallel = true", "mesh"}, {"offload_optimizer = true", "zero, mesh"}, {"stage = 2", "zero"},
+      {"num_ps = 2", "parameter_server"}, {"staleness = 1", "parameter_server"}};
   for (const auto& [line, reader] : keys) {
     INFO(line);
     std::string t = recipe_text("mirrored", "\"cpu:0\", \"cpu:1\"", 8);
     t.replace(t.find("check_every = 1"), 15, fmt::format("check_every = 1\n{}", line));
     const std::string key = std::string(line).substr(0, std::string(line).find(' '));
-    const std::string want = fmt::format("strategy.{}: applies to strategy \"{}\" only", key, reader);
-    CHECK_THROWS_WITH_AS(parse_recipe(t, "x.toml"), doctest::Contains(want.c_str()), UserError);
+    const Recipe r = parse_recipe(t, "x.toml");
+    REQUIRE(r.notices.size() == 1);
+    CHECK(r.notices[0] == fmt::format("x.toml: strategy \"mirrored\" does not read strategy.{} ({} only): ignored", key, reader));
+    CHECK_FALSE((*r.table)["strategy"].as_table()->contains(key));
+    CHECK(parse_recipe(r.resolved_text(), "stored.toml").notices.empty());
   }
-  std::string t = recipe_text("one_device", "\"cpu:0\"", 8);
-  t.replace(t.find("check_every = 1"), 15, "check_every = 1\ncross_device_ops = \"auto\"");
-  CHECK_THROWS_WITH_AS(parse_recipe(t, "x.toml"), doctest::Contains("applies to strategy \"mirrored\" only"), UserError);
+  // Several at once: one notice; the keys of the strategy in use are kept and read.
+  std::string t = recipe_text("zero", "\"cpu:0\", \"cpu:1\"", 8);
+  t.replace(t.find("check_every = 1"), 15, "check_every = 1\ncross_device_ops = \"auto\"\ndata = 2\nstage = 2");
+  const Recipe r = parse_recipe(t, "x.toml");
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0] ==
+        "x.toml: strategy \"zero\" does not read strategy.cross_device_ops (mirrored only), strategy.data (mesh only): ignored");
+  CHECK(r.strategy.zero_stage == 2);
+  // A key the strategy in use reads is still checked.
+  std::string bad = recipe_text("zero", "\"cpu:0\", \"cpu:1\"", 8);
+  bad.replace(bad.find("check_every = 1"), 15, "check_every = 1\nstage = 4");
+  CHECK_THROWS_WITH_AS(parse_recipe(bad, "x.toml"), doctest::Contains("strategy.stage: must be 1, 2 or 3"), UserError);
+  CHECK(parse_recipe(recipe_text("mirrored", "\"cpu:0\", \"cpu:1\"", 8), "x.toml").notices.empty());
 }
 
 // The dataset kept on the devices and gathered there from indices trains exactly as
