@@ -1,6 +1,7 @@
 // distrain: train neural networks from TOML recipes on one device or many.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "core/base/openmp_wait.hpp"
@@ -27,7 +29,10 @@ std::string recipe_flag_hint(const std::string& parse_error, int argc, char** ar
       {"--epochs", "train.epochs"},          {"--lr", "optimizer.learning_rate"},
       {"--learning-rate", "optimizer.learning_rate"}, {"--learning_rate", "optimizer.learning_rate"},
       {"--batch-size", "strategy.per_replica_batch"}, {"--batch_size", "strategy.per_replica_batch"},
-      {"--seed", "seed"},                    {"--devices", "strategy.devices"}};
+      {"--steps", "train.steps"},            {"--max-steps", "train.steps"},
+      {"--max_steps", "train.steps"},        {"--max-iters", "train.steps"},
+      {"--max_iters", "train.steps"},        {"--seed", "seed"},
+      {"--devices", "strategy.devices"}};
   if (parse_error.find("not expected") == std::string::npos) return "";
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value = i + 1 < argc ? argv[i + 1] : "VALUE";
@@ -35,6 +40,48 @@ std::string recipe_flag_hint(const std::string& parse_error, int argc, char** ar
     if (const auto it = kKeys.find(flag); it != kKeys.end()) return fmt::format("; use --set {}={}", it->second, value);
   }
   return "";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substituted = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substituted});
+    }
+  }
+  return row[b.size()];
+}
+
+// A first word that is no subcommand (distrain trian): the one most likely meant.
+std::string subcommand_hint(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  std::string best;
+  size_t best_distance = 3;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (const size_t d = edit_distance(word, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
+  return best.empty() ? fmt::format("; '{}' is not a command", word)
+                      : fmt::format("; '{}' is not a command: did you mean {}?", word, best);
+}
+
+// eval, predict, export and generate given a checkpoint without --ckpt (distrain eval runs/x).
+std::string checkpoint_hint(const std::string& parse_error, int argc, char** argv) {
+  if (parse_error.find("--ckpt is required") == std::string::npos) return "";
+  for (int i = 2; i < argc; ++i)
+    if (argv[i][0] != '-' && (i == 2 || argv[i - 1][0] != '-'))
+      return fmt::format("; give the checkpoint (or run folder) after --ckpt: distrain {} --ckpt {}", argv[1], argv[i]);
+  return "";
+}
+
+// What to type instead, for the common ways a command line goes wrong.
+std::string usage_hint(const CLI::App& app, const std::string& parse_error, int argc, char** argv) {
+  if (parse_error.find("A subcommand is required") != std::string::npos) return subcommand_hint(app, argc, argv);
+  return recipe_flag_hint(parse_error, argc, argv) + checkpoint_hint(parse_error, argc, argv);
 }
 
 // stdout is buffered when it is a file or a pipe: what the command printed before failing
@@ -91,7 +138,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     print_error("{}error: {}{} (see distrain --help)\n", distrain::log::prefix(), e.what(),
-               recipe_flag_hint(e.what(), argc, argv));
+               usage_hint(app, e.what(), argc, argv));
     return fail(distrain::cli::kExitUsage);
   } catch (const distrain::cli::ExitCode& e) {
     distrain::mpi_finalize();

@@ -176,19 +176,85 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// The key a user coming from Keras or PyTorch (lr, batch_size) or making a typo most
-// likely meant, among the keys this table takes; "" when none is close.
+// Names Keras, PyTorch, nanoGPT and llm.c users type, and what distrain calls the setting:
+// a full key, or (starting with a space) a sentence where no key corresponds.
+const std::map<std::string, std::string>& other_tools_names() {
+  static const std::map<std::string, std::string> names{
+      {"lr", "optimizer.learning_rate"},
+      {"learning_rate", "optimizer.learning_rate"},
+      {"batch_size", "strategy.per_replica_batch"},
+      {"batch", "strategy.per_replica_batch"},
+      {"micro_batch_size", "strategy.per_replica_batch"},
+      {"num_epochs", "train.epochs"},
+      {"n_epochs", "train.epochs"},
+      {"epochs", "train.epochs"},
+      {"max_iters", "train.steps"},
+      {"max_steps", "train.steps"},
+      {"num_steps", "train.steps"},
+      {"total_steps", "train.steps"},
+      {"num_iterations", "train.steps"},
+      {"block_size", "data.seq_len"},
+      {"seq_length", "data.seq_len"},
+      {"sequence_length", "data.seq_len"},
+      {"context_length", "data.seq_len"},
+      {"max_seq_len", "data.seq_len"},
+      {"n_ctx", "data.seq_len"},
+      {"mixed_precision", "train.precision (\"bf16\" or \"float32\")"},
+      {"amp", "train.precision (\"bf16\" or \"float32\")"},
+      {"dtype", "train.precision (\"bf16\" or \"float32\")"},
+      {"grad_clip", "optimizer.clip_norm"},
+      {"clip_grad_norm", "optimizer.clip_norm"},
+      {"max_grad_norm", "optimizer.clip_norm"},
+      {"gradient_clip_val", "optimizer.clip_norm"},
+      {"clipnorm", "optimizer.clip_norm"},
+      {"gradient_accumulation_steps", "train.accumulate_steps"},
+      {"accumulate_grad_batches", "train.accumulate_steps"},
+      {"weight_decay", "optimizer.weight_decay"},
+      {"wd", "optimizer.weight_decay"},
+      {"warmup_iters", "optimizer.schedule.warmup_steps"},
+      {"warmup_steps", "optimizer.schedule.warmup_steps"},
+      {"lr_decay_iters", "optimizer.schedule.decay_steps"},
+      {"decay_lr", "optimizer.schedule.decay (\"cosine\", \"step\", \"exponential\" or \"none\")"},
+      {"beta1", "optimizer.beta_1"},
+      {"beta2", "optimizer.beta_2"},
+      {"out_dir", "checkpoint.dir"},
+      {"output_dir", "checkpoint.dir"},
+      {"checkpoint_dir", "checkpoint.dir"},
+      {"save_dir", "checkpoint.dir"},
+      {"eval_batch_size", "train.eval_batch"},
+      {"val_batch_size", "train.eval_batch"},
+      {"device", "strategy.devices"},
+      {"eval_interval", " validation runs at the end of every epoch (train.validate); checkpoint.every_steps saves between"},
+      {"val_check_interval", " validation runs at the end of every epoch (train.validate); checkpoint.every_steps saves between"},
+      {"eval_iters", " validation covers the whole validation data, train.eval_batch examples at a time"},
+      {"n_layer", " the layer count is the repeat block's count ([[model.layers]] type = \"repeat\", count)"},
+      {"n_head", " heads are the attention layer's heads ([[model.layers]] type = \"attention\")"},
+      {"n_embd", " the width is the embedding's output_dim ([[model.layers]] type = \"embedding\")"},
+  };
+  return names;
+}
+
+// Within one table: a key's names elsewhere in Keras (an [optimizer]'s "optimizer", a
+// layer's "kernel") and typos, among the keys this table takes; "" when none is close.
 std::string closest_key(const std::string& key, const std::set<std::string>& known) {
-  static const std::map<std::string, std::string> kOtherNames{
-      {"lr", "learning_rate"}, {"batch_size", "per_replica_batch"}, {"batch", "per_replica_batch"},
-      {"num_epochs", "epochs"}, {"n_epochs", "epochs"},             {"wd", "weight_decay"},
-      {"optimizer", "type"},   {"units_out", "units"},              {"kernel", "kernel_size"}};
-  if (const auto it = kOtherNames.find(key); it != kOtherNames.end() && known.count(it->second)) return it->second;
+  static const std::map<std::string, std::string> kSameTable{
+      {"optimizer", "type"}, {"units_out", "units"}, {"kernel", "kernel_size"}};
+  if (const auto it = kSameTable.find(key); it != kSameTable.end() && known.count(it->second)) return it->second;
   std::string best;
   size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
   for (const std::string& k : known)
     if (const size_t d = edit_distance(key, k); d < best_distance) best = k, best_distance = d;
   return best;
+}
+
+// "unknown key" and what the user most likely meant: another tool's name for a setting,
+// else a key of this table.
+std::string unknown_key_message(const std::string& key, const std::string& prefix, const std::set<std::string>& known) {
+  if (const auto it = other_tools_names().find(key); it != other_tools_names().end())
+    return it->second.front() == ' ' ? fmt::format("unknown key;{}", it->second)
+                                     : fmt::format("unknown key; did you mean {}?", it->second);
+  const std::string meant = closest_key(key, known);
+  return meant.empty() ? "unknown key" : fmt::format("unknown key; did you mean {}{}?", prefix, meant);
 }
 
 }  // namespace
@@ -197,8 +263,7 @@ void ConfigTable::finish() const {
   for (const auto& [k, v] : table_) {
     const std::string key(k.str());
     if (used_.count(key)) continue;
-    const std::string meant = closest_key(key, used_);
-    fail(key, meant.empty() ? "unknown key" : fmt::format("unknown key; did you mean {}{}?", prefix_, meant));
+    fail(key, unknown_key_message(key, prefix_, used_));
   }
 }
 

@@ -147,6 +147,23 @@ errors)
   expect_error "an error about a --set names the --set" "--set train.epochs=-2: train.epochs: must be positive" \
     "$distrain" check "$tiny" --set train.epochs=-2
   expect_error "a typo gets the near key" "train.epoch: unknown key; did you mean train.epochs?" "$distrain" check "$tiny" --set train.epoch=3
+  # The names nanoGPT, PyTorch and Keras users type, in whatever table, get distrain's key.
+  expect_error "nanoGPT's max_iters" "train.max_iters: unknown key; did you mean train.steps?" "$distrain" check "$tiny" --set train.max_iters=5
+  expect_error "a top-level batch_size" "batch_size: unknown key; did you mean strategy.per_replica_batch?" "$distrain" check "$tiny" --set batch_size=5
+  expect_error "nanoGPT's block_size" "data.block_size: unknown key; did you mean data.seq_len?" "$distrain" check "$tiny" --set data.block_size=5
+  expect_error "mixed_precision" "train.mixed_precision: unknown key; did you mean train.precision" "$distrain" check "$tiny" --set train.mixed_precision=true
+  expect_error "eval_interval says when validation runs" "train.eval_interval: unknown key; validation runs at the end of every epoch" \
+    "$distrain" check "$tiny" --set train.eval_interval=100
+  # A key of another strategy (a recipe written for mirrored, run as zero) is dropped with one note.
+  if "$distrain" check "$tiny" --set strategy.name=zero --set strategy.cross_device_ops=auto >"$work/out" 2>&1 &&
+    grep -qF 'strategy "zero" does not read strategy.cross_device_ops (mirrored only): ignored' "$work/out"; then
+    ok "a key of another strategy is dropped with a note"
+  else
+    bad "a key of another strategy: $(head -c 400 "$work/out")"
+  fi
+  expect_error "a misspelt command" "'trian' is not a command: did you mean train?" "$distrain" trian "$tiny"
+  expect_error "--steps gets its --set" "use --set train.steps=2" "$distrain" train "$tiny" --steps 2
+  expect_error "a checkpoint without --ckpt" "give the checkpoint (or run folder) after --ckpt: distrain eval --ckpt runs/x" "$distrain" eval runs/x
   expect_error "unknown --progress style" "--progress: fancy not in {auto,bar,line,none}" "$distrain" train "$tiny" --progress fancy
   sed 's/train_examples = 256/train_examples = 257/; s/type = "max_pool2d"/type = "batch_norm"\n[[model.layers]]\ntype = "max_pool2d"/' "$tiny" >"$work/bn.toml"
   expect_error "sync_batch_norm with a replica left without examples" "set data.drop_remainder = true" \
