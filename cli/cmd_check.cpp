@@ -94,6 +94,7 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
              total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
   fmt::print("optimizer   {}\n", optimizer);
   fmt::print("learn rate  {}\n", schedule.describe());
+  if (const std::string unfinished = schedule.unfinished(); !unfinished.empty()) fmt::print("warning     {}\n", unfinished);
   fmt::print("loss        {}{}\n",
              recipe.loss.type == LossType::mean_squared_error ? "mean_squared_error" : "sparse_categorical_crossentropy",
              recipe.loss.from_logits ? " (from logits)" : "");

@@ -35,11 +35,14 @@ class LrSchedule {
   double at(int64_t step) const;
   // One line: how the peak was derived, warm-up and decay.
   std::string describe() const;
+  // What of the schedule the run's steps never reach, in a sentence (a warm-up longer than
+  // the run, a cosine decay that outlasts it); "" when the run covers it all.
+  std::string unfinished() const;
 
  private:
   ScheduleSpec spec_;
   double base_rate_, peak_;
-  int64_t global_batch_, decay_steps_;
+  int64_t global_batch_, total_steps_, decay_steps_;
   bool from_table_ = false;
 };
 

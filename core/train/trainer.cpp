@@ -129,6 +129,24 @@ std::string resume_point(const Recipe& recipe, const std::string& run_dir, bool 
   return found.empty() ? "" : found.back();
 }
 
+// What the run's learning rate will not do (a warm-up longer than the run, a decay that
+// outlasts it), and, on a resume, a schedule other than the one the checkpoint was trained
+// under (train.epochs or train.steps raised, warm-up or decay edited): the rate of every
+// remaining step changes then, which nothing else would say.
+void say_schedule_shortfalls(const LrSchedule& schedule, const std::string& resumed, int64_t per_epoch, int64_t update_batch) {
+  if (const std::string unfinished = schedule.unfinished(); !unfinished.empty()) log::warn("{}", unfinished);
+  if (resumed.empty()) return;
+  try {
+    const Recipe before = parse_recipe(read_checkpoint_header(resumed).recipe, resumed);
+    const LrSchedule then(before.optimizer.learning_rate, before.schedule, update_batch, recipe_plan(before, per_epoch).total_steps);
+    if (then.describe() != schedule.describe())
+      log::info("note: the learning-rate schedule is not the one {} was trained under: now {}; was {}", resumed,
+                schedule.describe(), then.describe());
+  } catch (const UserError&) {
+    // A stored recipe this build no longer reads (devices since gone): nothing to compare.
+  }
+}
+
 LoaderSpec loader_spec(const Recipe& recipe, const Strategy& strategy) {
   LoaderSpec spec{recipe.step_batch(), strategy.num_replicas(), recipe.data.shuffle,
                   recipe.data.drop_remainder, recipe.seed};
@@ -156,6 +174,7 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
   if (strategy.rank() == 0) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
                             plan.total_steps);
+  if (strategy.rank() == 0) say_schedule_shortfalls(schedule, resumed, per_epoch, strategy.update_batch(loader.global_batch()));
   LoaderBatches batches(loader);
   TrainRun run(recipe, options, strategy, data.test, run_dir, plan, schedule, state, resumed);
   return run.finish(StepLoop(strategy, batches, plan, schedule, run).run(state));

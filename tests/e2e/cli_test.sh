@@ -161,6 +161,10 @@ errors)
   else
     bad "a key of another strategy: $(head -c 400 "$work/out")"
   fi
+  # A schedule the run cannot finish is named by check.
+  "$distrain" check "$tiny" --set optimizer.schedule.warmup_steps=100000 >"$work/out" 2>&1
+  grep -q "^warning     the warm-up of 100000 steps is longer than the run's" "$work/out" &&
+    ok "check names a warm-up longer than the run" || bad "a warm-up longer than the run: $(grep -i warm "$work/out")"
   expect_error "a misspelt command" "'trian' is not a command: did you mean train?" "$distrain" trian "$tiny"
   expect_error "--steps gets its --set" "use --set train.steps=2" "$distrain" train "$tiny" --steps 2
   expect_error "a checkpoint without --ckpt" "give the checkpoint (or run folder) after --ckpt: distrain eval --ckpt runs/x" "$distrain" eval runs/x
@@ -361,6 +365,11 @@ kill_resume)
     "$distrain" train "$tiny" --run-dir "$work/rf" --resume-from ckpt-000008.h5
   expect_error "--resume-from a checkpoint --fresh would delete" "--fresh would delete" \
     "$distrain" train "$tiny" --run-dir "$work/rf" --fresh --resume-from ckpt-000008.h5
+  # A resume whose recipe stretches the schedule (more epochs under a cosine decay) says so.
+  "$distrain" train "$tiny" --set optimizer.schedule.decay=cosine --run-dir "$work/rs" >/dev/null 2>&1
+  "$distrain" train "$tiny" --set optimizer.schedule.decay=cosine --set train.epochs=4 --run-dir "$work/rs" >"$work/rs.log" 2>&1 &&
+    grep -q "note: the learning-rate schedule is not the one .*ckpt-000024.h5 was trained under: now .*cosine decay over 32 steps; was .*cosine decay over 24 steps" "$work/rs.log" &&
+    ok "a resume that changes the schedule says what changed" || bad "schedule change on resume: $(tail -n 3 "$work/rs.log")"
   # SIGKILL mid-run, rerun the same command: it resumes from the newest checkpoint and
   # ends with the same weights (compared through eval) as an uninterrupted run.
   cd "$work" || exit 1

@@ -114,4 +114,28 @@ TEST_CASE("learning-rate scaling rules, warm-up and decays") {
   CHECK_THROWS_AS(LrSchedule(0.1, bad, 64, 10), UserError);
 }
 
+// A schedule the run's steps do not cover says so: a warm-up longer than the run (the
+// copied Shakespeare recipe at 84 steps), a cosine decay longer than what follows warm-up.
+TEST_CASE("learning-rate schedule: a warm-up or decay the run cannot finish is named") {
+  ScheduleSpec w;
+  w.base_batch = 12;
+  w.warmup_steps = 100;
+  w.decay = "cosine";
+  const LrSchedule short_run(0.001, w, 12, 84);
+  CHECK(short_run.describe().find("no steps left for the cosine decay") != std::string::npos);
+  CHECK(short_run.unfinished() ==
+        "the warm-up of 100 steps is longer than the run's 84 steps: the learning rate never reaches its peak 0.001 and "
+        "ends at 0.00084; lower optimizer.schedule.warmup_steps or raise train.steps or train.epochs");
+  CHECK(LrSchedule(0.001, w, 12, 100).unfinished().find("none is left for the cosine decay") != std::string::npos);
+  CHECK(LrSchedule(0.001, w, 12, 101).unfinished().empty());
+  CHECK(LrSchedule(0.001, w, 12, 2000).unfinished().empty());  // decay over the steps after warm-up
+  w.decay_steps = 400;
+  const LrSchedule long_decay(0.001, w, 12, 300);
+  CHECK(long_decay.unfinished().find("the cosine decay over 400 steps outlasts the run's 200 steps after warm-up: the "
+                                     "learning rate ends at") != std::string::npos);
+  CHECK(LrSchedule(0.001, w, 12, 500).unfinished().empty());
+  w.decay = "step";  // decay_steps is the period there: nothing to finish
+  CHECK(LrSchedule(0.001, w, 12, 300).unfinished().empty());
+}
+
 }  // namespace distrain::test
