@@ -1,5 +1,7 @@
 // distrain check RECIPE [--set KEY=VALUE]...: validates the recipe and its data, builds
 // the model, prints the resolved plan. Trains nothing.
+#include <fmt/ranges.h>
+
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -70,6 +72,14 @@ const char* offloaded_what(const Recipe& recipe) {
   return masters ? "the optimizer state and the float32 master weights" : "the optimizer state";
 }
 
+// " (ant, bee, ...)": the classes' names where the data names them, the first ten.
+std::string class_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "";
+  const size_t shown = std::min<size_t>(names.size(), 10);
+  return fmt::format(" ({}{})", fmt::join(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                     names.size() > shown ? ", ..." : "");
+}
+
 // What a run of this recipe is, with `replicas` data-parallel replicas: its data, batch,
 // steps, optimizer, rate, loss, precision and checkpoints.
 void print_run(const Recipe& recipe, const Splits& data, const std::string& strategy, int replicas,
@@ -82,8 +92,8 @@ void print_run(const Recipe& recipe, const Splits& data, const std::string& stra
   const int64_t total = recipe_plan(recipe, per_epoch).total_steps;
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, update_batch, total);
   fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
-  fmt::print("data        {}: {} train / {} test examples of {}, {} classes\n", recipe.data.dataset, data.train.size(),
-             data.test.size(), data.train.example_shape.str(), data.train.num_classes);
+  fmt::print("data        {}: {} train / {} test examples of {}, {} classes{}\n", recipe.data.dataset, data.train.size(),
+             data.test.size(), data.train.example_shape.str(), data.train.num_classes, class_list(data.train.class_names));
   const std::string micro = recipe.train.accumulate_steps > 1
                                 ? fmt::format(" ({} micro-batches of {}, train.accumulate_steps)", recipe.train.accumulate_steps,
                                               recipe.strategy.per_replica_batch)

@@ -1,6 +1,7 @@
 // distrain eval --ckpt CKPT|RUN_DIR [--data PATH] [--set KEY=VALUE]... [--device D] [--json]:
 // the loss and accuracy of a checkpoint on the test split of its recipe's data (or of
 // --data), on one device in one process.
+#include <cmath>
 #include <filesystem>
 
 #include "cli/commands.hpp"
@@ -49,6 +50,20 @@ void point_data_at(Recipe& recipe, const std::string& path, const std::string& c
   }
 }
 
+// A language model's figures: the loss per token and its perplexity, next-token accuracy,
+// and the count in tokens and windows (an example is a window; each of its tokens is scored).
+void print_token_evaluation(const EvalArgs& a, const LoadedCheckpoint& loaded, const Dataset& test, const LossStats& s) {
+  const double perplexity = std::exp(s.mean_loss());
+  if (a.json) {
+    fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", test.size()},
+                                      {"tokens", s.count}, {"perplexity", perplexity}}));
+    return;
+  }
+  fmt::print("{} (step {}): validation loss {:.4f} per token (perplexity {:.2f}), next-token accuracy {:.4f} over {} tokens "
+             "({} windows of {}) of {}\n", loaded.header.path, loaded.header.state.step, s.mean_loss(), perplexity, s.accuracy(),
+             s.count, test.size(), test.window, test.source);
+}
+
 void evaluate_checkpoint(const EvalArgs& a) {
   LoadedCheckpoint loaded = load_for_inference("eval", a.ckpt, a.overrides, a.device);
   Recipe& recipe = loaded.recipe;
@@ -58,6 +73,7 @@ void evaluate_checkpoint(const EvalArgs& a) {
   auto strategy = strategy_with_weights(loaded);
   const bool on_device = place_data_on_devices(recipe, *strategy, data.test, DataUse::evaluation);
   const LossStats s = evaluate_dataset(*strategy, data.test, recipe.train.eval_batch, on_device);
+  if (data.test.token_data()) return print_token_evaluation(a, loaded, data.test, s);
   if (a.json)
     fmt::print("{}\n", dump_line(Json{{"loss", s.mean_loss()}, {"accuracy", s.accuracy()}, {"examples", s.count}}));
   else
@@ -75,7 +91,8 @@ void register_eval(CLI::App& app) {
                  "token files (default: the recipe's data)");
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe: --set train.eval_batch=256 (repeatable)");
   cmd->add_option("--device", a->device, "Device to evaluate on")->capture_default_str();
-  cmd->add_flag("--json", a->json, "Print exactly one JSON object: loss, accuracy, examples");
+  cmd->add_flag("--json", a->json,
+                "Print exactly one JSON object: loss, accuracy, examples (and, for a language model, tokens and perplexity)");
   cmd->callback([a] {
     if (a->json) log::set_info_stream(stderr);
     evaluate_checkpoint(*a);

@@ -1,8 +1,10 @@
-// distrain predict --ckpt CKPT|RUN_DIR --data FILE [--dataset NAME] [--out FILE.csv|.npy|.h5]
+// distrain predict --ckpt CKPT|RUN_DIR --data PATH [--dataset NAME] [--out FILE.csv|.npy|.h5]
 //                  [--probabilities] [--set KEY=VALUE]... [--device D]:
-// each example's class (and its class probabilities) for new data: an IDX image file
-// (plain or gzip) or a dataset of an HDF5 file, of the shape the model takes. Without --out
-// the CSV goes to standard output; progress goes to standard error.
+// each example's class (and its class probabilities) for new data: PNG or JPEG files (one,
+// or a folder's, resized to the model's input), an NPY array, an IDX image file (plain or
+// gzip) or a dataset of an HDF5 file. Class names where the checkpoint has them (a model
+// trained on an image folder). Without --out the CSV goes to standard output; progress goes
+// to standard error.
 #include <filesystem>
 #include <system_error>
 
@@ -14,6 +16,9 @@
 #include "datasets/dataset.hpp"
 #include "datasets/hdf5_data.hpp"
 #include "datasets/idx.hpp"
+#include "datasets/image_file.hpp"
+#include "datasets/image_folder.hpp"
+#include "datasets/npy.hpp"
 
 namespace distrain::cli {
 
@@ -25,10 +30,19 @@ struct PredictArgs {
   bool probabilities = false;
 };
 
-// HDF5 files are told apart from IDX files by their signature, not by their name.
-Dataset read_inputs(const PredictArgs& a) {
+// Images are told apart by their extension (or a folder of them), NPY and HDF5 files from
+// IDX files by their signature, not by their name.
+Dataset read_inputs(const PredictArgs& a, const Shape& input_shape) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(a.data, ec) || is_image_file(a.data)) {
+    DT_USER_CHECK(input_shape.rank() == 3 && (input_shape[2] == 1 || input_shape[2] == 3),
+                  "--data {}: images, and the model takes examples of {}, not [height, width, 1 or 3]", a.data,
+                  input_shape.str());
+    return read_image_files(a.data, input_shape);
+  }
   const std::string problem = not_a_file(a.data);
-  DT_USER_CHECK(problem.empty(), "--data {}: {} (an IDX image file or an HDF5 file)", a.data, problem);
+  DT_USER_CHECK(problem.empty(), "--data {}: {} (PNG or JPEG files, an NPY, IDX or HDF5 file)", a.data, problem);
+  if (is_npy_file(a.data)) return read_npy_examples(a.data, input_shape);
   quiet_hdf5();
   return H5Fis_hdf5(a.data.c_str()) > 0 ? read_hdf5_images(a.data, a.dataset) : read_idx_images(a.data);
 }
@@ -39,7 +53,7 @@ void predict_classes(const PredictArgs& a) {
     check_predictions_format(a.out);
     check_output_file({"--out", a.out}, {{"--ckpt", loaded.header.path}, {"--data", a.data}});
   }
-  const Dataset inputs = read_inputs(a);
+  const Dataset inputs = read_inputs(a, loaded.recipe.model().input_shape);
   auto strategy = strategy_with_weights(loaded);
   Model& model = strategy->model();
   DT_USER_CHECK(model.input_shape() == inputs.example_shape, "{}: examples of {}, the model ({}) takes {}", inputs.source,
@@ -50,7 +64,9 @@ void predict_classes(const PredictArgs& a) {
     fmt::print(stderr, "predicted {}/{} examples\n", done, total);
     next_report = done + std::max<int64_t>(1, total / 10);
   };
-  const Predictions p = predict(model, loaded.recipe.loss, inputs, loaded.recipe.train.eval_batch, a.probabilities, report);
+  Predictions p = predict(model, loaded.recipe.loss, inputs, loaded.recipe.train.eval_batch, a.probabilities, report);
+  if (static_cast<int64_t>(loaded.header.class_names.size()) == p.num_classes) p.class_names = loaded.header.class_names;
+  p.files = inputs.files;
   if (!a.out.empty()) return write_predictions(a.out, p);
   try {
     write_predictions_csv(stdout, p);
@@ -66,7 +82,10 @@ void register_predict(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "Classes (and probabilities) of a checkpoint's model for new data");
   auto a = std::make_shared<PredictArgs>();
   cmd->add_option("--ckpt", a->ckpt, "Checkpoint file (ckpt-<step>.h5), or a run folder (its newest checkpoint)")->required();
-  cmd->add_option("--data", a->data, "An IDX image file (plain or .gz) or an HDF5 file")->required();
+  cmd->add_option("--data", a->data,
+                  "PNG or JPEG files (one, or a folder's at any depth), an NPY array (N, input shape), an IDX image file "
+                  "(plain or .gz) or an HDF5 file")
+      ->required();
   cmd->add_option("--dataset", a->dataset, "The images' dataset in an HDF5 file")->capture_default_str();
   cmd->add_option("--out", a->out, "Write to FILE.csv, FILE.npy or FILE.h5 (default: CSV on standard output)");
   cmd->add_flag("--probabilities", a->probabilities, "Also each class's probability");

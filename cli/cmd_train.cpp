@@ -1,5 +1,6 @@
 // distrain train RECIPE [--set KEY=VALUE]... [--run-dir DIR] [--fresh]
 //                       [--progress auto|bar|line|none] [--progress-every N]
+#include <cmath>
 #include <csignal>
 
 #include "cli/commands.hpp"
@@ -63,9 +64,13 @@ void register_train(CLI::App& app) {
       log::info("stopped by {} at step {}; rerun to resume", s.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", s.steps);
       throw ExitCode{kExitStopped};
     }
-    if (s.validated)
-      log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} {}; {}", s.steps,
-                s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, recipe.data.token_data() ? "tok/s" : "img/s", s.last_checkpoint);
+    if (s.validated && recipe.data.token_data())
+      log::info("done: {} steps, validation loss {:.4f} per token (perplexity {:.2f}), next-token accuracy {:.4f}; {:.1f}s "
+                "training at {:.0f} tok/s; {}", s.steps, s.val_loss, std::exp(s.val_loss), s.val_accuracy, s.train_seconds,
+                s.images_per_sec, s.last_checkpoint);
+    else if (s.validated)
+      log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} img/s; {}", s.steps,
+                s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, s.last_checkpoint);
     else if (!s.last_checkpoint.empty())
       log::info("done: {} steps; {}", s.steps, s.last_checkpoint);
   });

@@ -8,6 +8,7 @@
 #include "core/base/rng.hpp"
 #include "datasets/hdf5_data.hpp"
 #include "datasets/idx.hpp"
+#include "datasets/image_folder.hpp"
 #include "datasets/token_data.hpp"
 
 namespace distrain {
@@ -76,10 +77,11 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
                   make_synthetic(spec, spec.test_examples, derive_seed(seed, 1), derive_seed(seed, 200))};
   }
   if (spec.dataset == "hdf5") return read_hdf5_splits(spec);
+  if (spec.dataset == "image_folder") return read_image_folder_splits(spec, seed);
   if (spec.dataset == "text") return read_text_splits(spec);
   if (spec.dataset == "tokens") return read_token_splits(spec);
   DT_USER_CHECK(spec.dataset == "fashion_mnist" || spec.dataset == "mnist",
-                "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic, hdf5, text, tokens)", spec.dataset);
+                "data.dataset: unknown dataset '{}' (known: fashion_mnist, mnist, synthetic, hdf5, image_folder, text, tokens)", spec.dataset);
   const std::string dir = spec.path.empty() ? default_data_path(spec.dataset) : spec.path;
   std::error_code ec;  // a path through a file or an unreadable folder: reported below, not thrown
   DT_USER_CHECK(!std::filesystem::exists(dir, ec) || std::filesystem::is_directory(dir, ec),

@@ -23,6 +23,8 @@ struct Dataset {
   std::vector<uint8_t> pixels;
   std::vector<float> floats;
   std::vector<int32_t> labels;  // in [0, num_classes); empty for data to predict
+  std::vector<std::string> class_names;  // an image folder's class folders; empty elsewhere
+  std::vector<std::string> files;        // images to predict read from files: each example's file
   // Token data (dataset "text" or "tokens"): the split's token ids in one stream. An
   // example is a window of `window` input tokens; its labels are the `window` tokens after
   // each of them (next-token prediction).
@@ -44,7 +46,7 @@ struct Dataset {
 };
 
 struct DataSpec {
-  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5 | text | tokens
+  std::string dataset = "fashion_mnist";  // fashion_mnist | mnist | synthetic | hdf5 | image_folder | text | tokens
   // A language model's data: windows of token ids whose labels are the next tokens.
   bool token_data() const { return dataset == "text" || dataset == "tokens"; }
   // folder of IDX files (default per dataset); hdf5, text: the file; tokens: the folder of the token files
@@ -56,7 +58,11 @@ struct DataSpec {
   std::string placement = "auto";
   // synthetic only
   int64_t train_examples = 2048, test_examples = 512, num_classes = 10;
+  // synthetic, image_folder: (H, W, C); an image folder's default is the model's input_shape
   Shape image_shape{28, 28, 1};
+  // image_folder only: the folder of class folders that validates ("" : validation_split of path's)
+  std::string test_path;
+  double validation_split = 0.0;
   // hdf5 only: the datasets inside the file (num_classes 0: the largest label + 1)
   std::string train_images = "x_train", train_labels = "y_train", test_images = "x_test", test_labels = "y_test";
   // text and tokens: tokens per window (the model's context length)

@@ -244,7 +244,8 @@ void check_finite(const std::vector<float>& host, const std::string& path, const
 // Writes the whole checkpoint `path` to `tmp`; throws, leaving `tmp` for the caller to
 // remove, when a variable or slot is not finite.
 void write_checkpoint_file(const std::string& path, const std::string& tmp, ModelState& model, OptimizerState& optimizer,
-                           const TrainState& state, const std::string& recipe_text, const std::string& vocabulary) {
+                           const TrainState& state, const std::string& recipe_text, const std::string& vocabulary,
+                           const std::vector<std::string>& class_names) {
   const ParamArena& arena = model.layout();
   H5Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!f.ok()) throw std::system_error(errno, std::generic_category(), tmp + ": cannot create");  // explained by the caller
@@ -257,6 +258,7 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
   write_attr_str(f, "distrain_version", DISTRAIN_VERSION);
   if (!vocabulary.empty() && vocabulary.size() <= kMaxAttributeText) write_attr_str(f, "vocabulary", vocabulary);
   if (vocabulary.size() > kMaxAttributeText) write_dataset_str(f, "vocabulary", vocabulary);
+  if (!class_names.empty()) write_dataset_str(f, "class_names", fmt::format("{}", fmt::join(class_names, "\n")));
   {
     H5Id g(ensure_group(f, "model"), H5Gclose);
     std::vector<float> host;
@@ -301,7 +303,8 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
 }  // namespace
 
 void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
-                     const std::string& recipe_text, bool writer, const std::string& vocabulary) {
+                     const std::string& recipe_text, bool writer, const std::string& vocabulary,
+                     const std::vector<std::string>& class_names) {
   if (!writer) {  // take part in gathering sharded variables and slots, write nothing
     const ParamArena& arena = model.layout();
     std::vector<float> host;
@@ -320,7 +323,7 @@ void save_checkpoint(const std::string& path, ModelState& model, OptimizerState&
   if (!dir.empty()) fs::create_directories(dir);
   try {
     errno = 0;
-    write_checkpoint_file(path, tmp, model, optimizer, state, recipe_text, vocabulary);
+    write_checkpoint_file(path, tmp, model, optimizer, state, recipe_text, vocabulary, class_names);
     if (const int err = fsync_path(tmp, O_RDONLY)) throw std::system_error(err, std::generic_category(), "fsync " + tmp);
     fs::rename(tmp, path);
   } catch (const UserError&) {  // not finite: already explained
@@ -373,6 +376,12 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   DT_USER_CHECK(read_attr_str(f, "recipe", h.recipe) || read_dataset_str(f, "recipe", h.recipe),
                 "{}: checkpoint lacks its recipe attribute (corrupt?)", path);
   if (!read_attr_str(f, "vocabulary", h.vocabulary)) read_dataset_str(f, "vocabulary", h.vocabulary);
+  if (std::string names; read_dataset_str(f, "class_names", names))
+    for (size_t at = 0; at <= names.size();) {
+      const size_t end = std::min(names.find('\n', at), names.size());
+      h.class_names.push_back(names.substr(at, end - at));
+      at = end + 1;
+    }
   read_attr_str(f, "distrain_version", h.distrain_version);
   bool ok = read_attr_i64(f, "step", h.state.step);
   H5Id g(H5Gopen2(f, "state", H5P_DEFAULT), H5Gclose);

@@ -32,6 +32,7 @@ struct TrainState {
 struct CheckpointHeader {
   std::string path, recipe, distrain_version;
   std::string vocabulary;  // empty for a model not trained on token data
+  std::vector<std::string> class_names;  // an image folder's classes, by index; empty elsewhere
   TrainState state;
 };
 
@@ -39,7 +40,8 @@ struct CheckpointHeader {
 // variable at a time); only `writer` writes the file. A variable or slot holding NaN or
 // infinity is a UserError naming it, and nothing is written.
 void save_checkpoint(const std::string& path, ModelState& model, OptimizerState& optimizer, const TrainState& state,
-                     const std::string& recipe_text, bool writer = true, const std::string& vocabulary = "");
+                     const std::string& recipe_text, bool writer = true, const std::string& vocabulary = "",
+                     const std::vector<std::string>& class_names = {});
 
 // Checks the file is a distrain checkpoint this version reads; UserError otherwise.
 CheckpointHeader read_checkpoint_header(const std::string& path);

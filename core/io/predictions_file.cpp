@@ -60,13 +60,27 @@ void write_h5(const std::string& path, const Predictions& p) {
 
 }  // namespace
 
+namespace {
+
+// A CSV field: quoted (quotes doubled) where it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace
+
 void write_predictions_csv(std::FILE* out, const Predictions& p) {
-  const bool probs = !p.probabilities.empty();
-  fmt::print(out, "index,class");
+  const bool probs = !p.probabilities.empty(), names = !p.class_names.empty(), files = !p.files.empty();
+  fmt::print(out, "index,class{}{}", names ? ",class_name" : "", files ? ",file" : "");
   for (int64_t c = 0; probs && c < p.num_classes; ++c) fmt::print(out, ",p{}", c);
   fmt::print(out, "\n");
   for (size_t i = 0; i < p.classes.size(); ++i) {
     fmt::print(out, "{},{}", i, p.classes[i]);
+    if (names) fmt::print(out, ",{}", csv_field(p.class_names.at(static_cast<size_t>(p.classes[i]))));
+    if (files) fmt::print(out, ",{}", csv_field(p.files.at(i)));
     for (int64_t c = 0; probs && c < p.num_classes; ++c)
       fmt::print(out, ",{:.6g}", p.probabilities[i * static_cast<size_t>(p.num_classes) + static_cast<size_t>(c)]);
     fmt::print(out, "\n");

@@ -1,6 +1,8 @@
 // Predictions written for other tools: CSV (a spreadsheet, pandas), NPY (numpy.load) or
 // HDF5 (h5py), chosen by the file's extension.
-//   .csv  index,class[,p0,...,p<C-1>]: a header, then one row per example
+//   .csv  index,class[,class_name][,file][,p0,...,p<C-1>]: a header, then one row per example
+//         (class_name where the model's classes have names, file where the examples were
+//         image files)
 //   .npy  the probabilities (N, C) float32 when they were asked for, else the classes (N,) int32
 //   .h5   datasets "classes" (N,) int32 and, when asked for, "probabilities" (N, C) float32
 #pragma once
@@ -15,6 +17,8 @@ struct Predictions {
   int64_t num_classes = 0;
   std::vector<int32_t> classes;      // (N): each example's most likely class
   std::vector<float> probabilities;  // (N, num_classes), empty unless asked for
+  std::vector<std::string> class_names;  // by class index, when the classes have names
+  std::vector<std::string> files;        // (N) each example's image file, when read from files
 };
 
 // Throws UserError naming the file for an extension it does not know or a failed write.

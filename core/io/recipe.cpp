@@ -59,10 +59,44 @@ void parse_token_data(ConfigTable& c, DataSpec& d) {
   d.token_format = c.get_choice("token_format", "auto", {"auto", "raw", "llmc"});
 }
 
+// An image folder's keys: image_shape may wait for the model's input_shape (fill_image_shape).
+void parse_image_folder(ConfigTable& c, DataSpec& d) {
+  if (d.path.empty()) c.fail("path", "image_folder needs the folder of class folders (one sub-folder per class)");
+  d.test_path = c.get_string("test_path", "");
+  d.validation_split = c.get_float("validation_split", 0.0);
+  if (!(d.validation_split >= 0 && d.validation_split < 1)) c.fail("validation_split", "must be in [0, 1)");
+  if (!d.test_path.empty() && d.validation_split > 0)
+    c.fail("validation_split", "and data.test_path both choose what validates; give one");
+  d.image_shape = Shape{};
+  if (c.has("image_shape")) {
+    d.image_shape = Shape(c.get_int_list("image_shape"));
+    if (d.image_shape.rank() != 3 || d.image_shape.numel() <= 0 || (d.image_shape[2] != 1 && d.image_shape[2] != 3))
+      c.fail("image_shape", "expected [height, width, channels] with 1 (grey) or 3 (RGB) channels");
+  }
+}
+
+// An image folder without data.image_shape takes the model's input_shape; and without a
+// test folder or a validation share it has nothing to validate on.
+void check_image_folder(Recipe& r) {
+  DataSpec& d = r.data;
+  if (d.dataset != "image_folder") return;
+  if (d.image_shape.rank() == 0) {
+    const Shape& in = r.model().input_shape;
+    DT_USER_CHECK(in.rank() == 3 && (in[2] == 1 || in[2] == 3),
+                  "{}: data.image_shape: the model's input_shape {} is not [height, width, 1 or 3]; set data.image_shape", r.file,
+                  in.str());
+    d.image_shape = in;
+  }
+  DT_USER_CHECK(!r.train.validate || !d.test_path.empty() || d.validation_split > 0,
+                "{}: an image_folder with nothing to validate on: set data.test_path (a folder of the same class folders) or "
+                "data.validation_split (a share of data.path's files), or train.validate = false", r.file);
+}
+
 void parse_data(ConfigTable c, DataSpec& d) {
-  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5", "text", "tokens"});
+  d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5", "image_folder", "text", "tokens"});
   d.path = c.get_string("path", "");
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
+  if (d.dataset == "image_folder") parse_image_folder(c, d);
   if (d.token_data()) parse_token_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);
@@ -352,7 +386,8 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
                                                     t.tensorboard_flush_seconds));
   t.skip_nonfinite_steps = c.get_choice("on_nonfinite", "stop", {"stop", "skip_step"}) == "skip_step";
   t.recompute_blocks = c.get_choice("recompute", "none", {"none", "blocks"}) == "blocks";
-  t.matmul_dtype = c.get_choice("precision", "float32", {"float32", "bf16"}) == "bf16" ? DType::bf16 : DType::f32;
+  const std::string precision = c.get_choice("precision", "float32", {"float32", "bf16", "bfloat16"});  // bfloat16: PyTorch's name
+  t.matmul_dtype = precision == "float32" ? DType::f32 : DType::bf16;
   t.accumulate_steps = c.get_int("accumulate_steps", 1);
   if (t.accumulate_steps < 1 || t.accumulate_steps > TrainSpec::kMaxAccumulateSteps)
     c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));
@@ -423,6 +458,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   parse_train(root.sub("train"), r.train, r.strategy.name);
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   r.model_spec = std::make_shared<const ModelSpec>(parse_model_spec(*model->as_table(), file));
+  check_image_folder(r);
   DT_USER_CHECK(!r.train.recompute_blocks || r.model_spec->blocks > 0,
                 "{}: train.recompute = \"blocks\" reruns each repeat block's forward in backward, and [model] has no repeat "
                 "block; use \"none\"", file);

@@ -1,5 +1,7 @@
 #include "core/train/resume_checks.hpp"
 
+#include <fmt/ranges.h>
+
 #include <optional>
 #include <set>
 
@@ -11,8 +13,9 @@ namespace distrain {
 
 namespace {
 
+// Not --fresh: that would delete the other run's checkpoints.
 constexpr const char* kOtherRun =
-    "use another run folder (--run-dir), --fresh, or checkpoint.init_from to start from its weights";
+    "train into another run folder (--run-dir DIR), or start from its weights with checkpoint.init_from";
 
 void check_same_dataset(const Recipe& recipe, const Recipe& stored, const CheckpointHeader& header) {
   DT_USER_CHECK(stored.data.dataset == recipe.data.dataset, "{}: trained on data.dataset = \"{}\", {} trains on \"{}\"; {}",
@@ -35,6 +38,13 @@ void check_same_vocabulary(const Recipe& recipe, const Dataset& data, const Chec
   throw UserError(fmt::format("{}: trained on another vocabulary than {}'s data ({}): its token ids would mean other "
                               "characters; {}",
                               header.path, recipe.file, where, kOtherRun));
+}
+
+// Class indices mean the classes they meant: an image folder's, by name.
+void check_same_classes(const Recipe& recipe, const Dataset& data, const CheckpointHeader& header) {
+  if (header.class_names.empty() || data.class_names.empty() || header.class_names == data.class_names) return;
+  throw UserError(fmt::format("{}: trained on the classes [{}], {}'s data has [{}]; {}", header.path,
+                              fmt::join(header.class_names, ", "), recipe.file, fmt::join(data.class_names, ", "), kOtherRun));
 }
 
 // Settings that only shape training (a dropout rate, batch norm's momentum) may change.
@@ -71,6 +81,7 @@ void check_resumable(const Recipe& recipe, const Dataset& data, const Checkpoint
   }
   if (stored) check_same_dataset(recipe, *stored, header);
   check_same_vocabulary(recipe, data, header);
+  check_same_classes(recipe, data, header);
   if (stored) check_same_model(recipe, *stored, header);
 }
 

@@ -124,7 +124,7 @@ void TrainRun::save(const TrainState& state) {
   if (path == last_saved_) return;  // a stop signal came at a periodic save
   strategy_.prepare_for_read();     // every worker takes part, in both
   save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), state, recipe_.resolved_text(), writer_,
-                  test_.vocabulary ? test_.vocabulary->to_text() : "");
+                  test_.vocabulary ? test_.vocabulary->to_text() : "", test_.class_names);
   if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
   last_saved_ = path;
 }

@@ -307,11 +307,52 @@ PY
 run "$distrain" check "$work/tokens.toml" --set "data.path=\"$work/tokens\""
 classify "llm.c token file shorter than its header says" 2 "the header says 10 tokens"
 
+# --- image folders and NPY arrays: each bad file or folder named in one line ---
+mkdir -p "$work/img/a" "$work/img/b"
+sed '/^train_examples\|^test_examples\|^image_shape/d; s/^dataset = "synthetic"/dataset = "image_folder"/' "$tiny" >"$work/img.toml"
+printf 'not a png' >"$work/img/a/x.png"
+head -c 300 /dev/urandom >"$work/img/b/y.jpg"
+run "$distrain" check "$work/img.toml" --set "data.path=\"$work/img\"" --set data.validation_split=0.5
+classify "image folder: a text file named .png" 2 "a/x.png: not a readable PNG image"
+rm "$work/img/a/x.png"
+run "$distrain" check "$work/img.toml" --set "data.path=\"$work/img\"" --set data.validation_split=0.5
+classify "image folder: a class folder without images" 2 "the class folder a holds no PNG or JPEG file"
+run "$distrain" check "$work/img.toml" --set "data.path=\"$work/img/b\"" --set data.validation_split=0.5
+classify "image folder: no class folders" 2 "0 class folder(s); an image folder holds one folder per class"
+run "$distrain" check "$work/img.toml" --set "data.path=\"$work/no_images\"" --set data.validation_split=0.5
+classify "image folder: missing" 2 "data.path: folder $work/no_images does not exist"
+run "$distrain" check "$work/img.toml" --set "data.path=\"$work/img\""
+classify "image folder with nothing to validate on" 2 "an image_folder with nothing to validate on"
+
 # --- outputs that are inputs, writers that name their file, what a resume must refuse ---
 run "$distrain" train "$tiny" --set train.steps=2 --set train.tensorboard=false --run-dir "$work/pe" --progress none
 ckpt="$work/pe/ckpt-000002.h5"
 idx_images="$work/pe/images-idx3-ubyte"  # 4 images of the tiny model's 12 x 12
 python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack(">4I", 0x803, 4, 12, 12) + bytes(4 * 144))' "$idx_images"
+python3 - "$work/pe" <<'PY'
+import struct, sys
+def npy(path, descr, shape, data, fortran="False"):
+    header = f"{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+npy(f"{sys.argv[1]}/shape.npy", "|u1", "(2, 10, 10)", bytes(200))
+npy(f"{sys.argv[1]}/short.npy", "<f4", "(2, 12, 12)", bytes(100))
+npy(f"{sys.argv[1]}/type.npy", "<i8", "(2, 12, 12)", bytes(2 * 144 * 8))
+npy(f"{sys.argv[1]}/fortran.npy", "|u1", "(2, 12, 12)", bytes(288), "True")
+npy(f"{sys.argv[1]}/good.npy", "|u1", "(2, 12, 12)", bytes(288))
+PY
+run "$distrain" predict --ckpt "$ckpt" --data "$work/pe/shape.npy"
+classify "predict: an NPY array of another shape" 2 "an array of shape (2, 10, 10); the model takes (N, 12, 12, 1)"
+run "$distrain" predict --ckpt "$ckpt" --data "$work/pe/short.npy"
+classify "predict: an NPY array cut short" 2 "100 bytes of data where the shape needs 1152"
+run "$distrain" predict --ckpt "$ckpt" --data "$work/pe/type.npy"
+classify "predict: an NPY array of int64" 2 "NPY type '<i8'; this reader takes uint8, float32 or float64"
+run "$distrain" predict --ckpt "$ckpt" --data "$work/pe/fortran.npy"
+classify "predict: a Fortran-order NPY array" 2 "a Fortran-order array"
+run "$distrain" predict --ckpt "$ckpt" --data "$work/pe/good.npy"
+classify "predict: a (N, H, W) NPY array for (H, W, 1) images" 0 "" 'grep -q "^1,[0-9]$" "$work/out"'
+run "$distrain" predict --ckpt "$ckpt" --data "$work/img"
+classify "predict: a folder of no readable images" 2 "y.jpg: not a readable JPEG image"
 sum_before=$(md5sum <"$ckpt")
 run "$distrain" predict --ckpt "$ckpt" --data "$idx_images" --out "$ckpt"
 classify "predict --out the checkpoint" 2 "writing it would destroy it" '[ "$(md5sum <"$ckpt")" = "$sum_before" ]'

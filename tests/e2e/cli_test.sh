@@ -233,6 +233,32 @@ assert abs(accuracy - want) < 1e-9, (accuracy, want)
 PY
   expect_error "predict: images of another shape" "examples of (12, 12, 1), the model" "$distrain" predict --ckpt fm_run \
     --data "$work/tiny12.idx"
+  # The same images as PNG files in class folders (300 of each split): trained on, then
+  # predicted from a folder, one file and an NPY array, with the class names.
+  python3 "$src/scripts/idx-to-image-folder.py" "$fm" "$work/fimg" --limit 300 --npy 5 \
+    --names tshirt,trouser,pullover,dress,coat,sandal,shirt,sneaker,bag,boot >/dev/null
+  "$distrain" check "$work/fm.toml" --set data.dataset=image_folder --set data.path="$work/fimg/train" \
+    --set data.test_path="$work/fimg/test" >"$work/img_check.log" 2>&1
+  grep -q "image_folder: 300 train / 300 test examples of (28, 28, 1), 10 classes (bag, boot, coat, dress, pullover, sandal, shirt, sneaker, trouser, tshirt)" \
+    "$work/img_check.log" && ok "check: an image folder's examples and class names" || bad "image folder check: $(cat "$work/img_check.log")"
+  "$distrain" train "$work/fm.toml" --set train.steps=20 --set data.dataset=image_folder --set data.path="$work/fimg/train" \
+    --set data.validation_split=0.2 --run-dir img_run >"$work/img.log" 2>&1 || bad "image folder train: $(tail -n 2 "$work/img.log")"
+  "$distrain" predict --ckpt img_run --data "$work/fimg/test" >"$work/img_pred.csv" 2>"$work/img_pred.err"
+  one=$(find "$work/fimg/test/bag" -name '*.png' | sort | head -n 1)
+  "$distrain" predict --ckpt img_run --data "$one" >"$work/one_pred.csv" 2>/dev/null
+  "$distrain" predict --ckpt img_run --data "$work/fimg/test.npy" >"$work/npy_pred.csv" 2>/dev/null
+  python3 - "$work" "$one" <<'PY' && ok "predict: a folder of PNGs, one PNG and an NPY array, with class names and files" || bad "image predict: $(head -c 300 "$work/img_pred.csv" "$work/img_pred.err" "$work/one_pred.csv" "$work/npy_pred.csv")"
+import csv, sys
+work, one_file = sys.argv[1], sys.argv[2]
+names = ["bag", "boot", "coat", "dress", "pullover", "sandal", "shirt", "sneaker", "trouser", "tshirt"]
+rows = list(csv.reader(open(f"{work}/img_pred.csv")))
+assert rows[0] == ["index", "class", "class_name", "file"] and len(rows) == 301, rows[:2]
+assert all(r[2] == names[int(r[1])] and r[3].startswith(f"{work}/fimg/test/") for r in rows[1:])
+one = list(csv.reader(open(f"{work}/one_pred.csv")))
+assert len(one) == 2 and one[1][3] == one_file and one[1][1:3] == [r for r in rows if r[3] == one[1][3]][0][1:3]
+npy = list(csv.reader(open(f"{work}/npy_pred.csv")))
+assert npy[0] == ["index", "class", "class_name"] and len(npy) == 6
+PY
   # A name and a run folder with quotes, a backslash and non-ASCII letters come back intact.
   odd='odd "dé\jà" run'
   sed 's/^name = "tiny"/name = "dé\\"j\\\\à vu"/' "$tiny" >"$work/odd.toml"

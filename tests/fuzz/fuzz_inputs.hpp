@@ -25,6 +25,8 @@
 #include "core/model/model.hpp"
 #include "core/strategy/strategy.hpp"
 #include "datasets/idx.hpp"
+#include "datasets/image_file.hpp"
+#include "datasets/npy.hpp"
 
 namespace distrain::fuzz {
 
@@ -55,6 +57,34 @@ inline void idx_input(std::span<const uint8_t> data) {
       uint32_t{data[0]} | uint32_t{data[1]} << 8 | uint32_t{data[2]} << 16 | uint32_t{data[3]} << 24, data.size() - 4);
   try {
     (void)parse_idx(data.subspan(4, len), data.subspan(4 + len), "fuzz-images", "fuzz-labels");
+  } catch (const UserError&) {
+  }
+}
+
+// fuzz_images: byte 0 picks the reader (0 PNG, 1 JPEG, 2 NPY), byte 1 the channels asked
+// for (even: grey, odd: RGB); the rest is the file, written where the readers take it from
+// (a path, as an image folder's files and predict's --data are read).
+inline void image_input(std::span<const uint8_t> data) {
+  if (data.size() < 2) return;
+  static const std::string dir = [] {
+    std::string d = "/tmp/distrain_fuzz_images.XXXXXX";
+    return std::string(mkdtemp(d.data()) ? d : "/tmp");
+  }();
+  static const char* kExtensions[] = {".png", ".jpg", ".npy"};
+  const int kind = data[0] % 3;
+  const std::string path = dir + "/input" + kExtensions[kind];
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
+    if (!f) return;
+    std::fwrite(data.data() + 2, 1, data.size() - 2, f.get());
+  }
+  try {
+    if (kind == 2) {
+      (void)read_npy_examples(path, Shape{8, 8, 1});
+    } else {
+      std::vector<uint8_t> pixels;
+      read_image_file(path, Shape{8, 8, data[1] % 2 ? 3 : 1}, pixels);
+    }
   } catch (const UserError&) {
   }
 }

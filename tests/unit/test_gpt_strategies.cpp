@@ -419,10 +419,12 @@ TEST_CASE("gpt: bf16 activations: recompute trains bitwise as none in bf16, keep
   CHECK(a * 100 < b * 90);
 }
 
-TEST_CASE("gpt: train.precision accepts float32 and bf16 only") {
+TEST_CASE("gpt: train.precision accepts float32 and bf16 only (bfloat16 as PyTorch names it)") {
   const std::string text = random_text_file("distrain_gpt_eq.txt", 4000, 17);
   CHECK_THROWS_WITH_AS(parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, "precision = \"fp16\""), "p.toml"),
                        doctest::Contains("precision"), UserError);
+  CHECK(parse_recipe(gpt_recipe(text, "one_device", "\"cpu:0\"", 8, "", 0.0, "precision = \"bfloat16\""), "p.toml")
+            .train.matmul_dtype == DType::bf16);
 }
 
 }  // namespace distrain::test

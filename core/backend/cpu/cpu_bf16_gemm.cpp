@@ -117,7 +117,8 @@ std::string CpuBackend::bf16_matmul_unavailable() const { return ""; }
 std::string CpuBackend::bf16_matmul_emulated() const {
   if (has_bf16_kernels()) return "";
   return "this CPU has neither AVX512_BF16 nor AMX: bf16 products are emulated (operands rounded to bf16, multiplied "
-         "in float32), with bf16's numerics and activation memory but slower than float32";
+         "in float32), with bf16's numerics and activation memory but slower than float32, and their operand copies are "
+         "float32 (twice bf16's bytes, counted in the memory figures)";
 }
 
 void CpuBackend::gemm_bf16(bool ta, bool tb, const Tensor& a, const Tensor& b, float beta, Tensor c) {

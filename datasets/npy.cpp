@@ -1,0 +1,109 @@
+#include "datasets/npy.hpp"
+
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+};
+
+// The header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (3, 28, 28), }
+NpyHeader parse_header(const std::string& dict, const std::string& path) {
+  NpyHeader h;
+  std::smatch m;
+  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('descr'\s*:\s*'([^']*)')")), "{}: an NPY header without 'descr'", path);
+  h.descr = m[1];
+  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('fortran_order'\s*:\s*(True|False))")),
+                "{}: an NPY header without 'fortran_order'", path);
+  h.fortran_order = m[1] == "True";
+  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")), "{}: an NPY header without 'shape'",
+                path);
+  const std::string dims = m[1];
+  static const std::regex number(R"(\d+)");
+  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    DT_USER_CHECK(it->str().size() <= 12, "{}: an NPY dimension of {} digits", path, it->str().size());
+    h.shape.push_back(std::stoll(it->str()));
+  }
+  return h;
+}
+
+}  // namespace
+
+bool is_npy_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[6] = {};
+  in.read(magic, 6);
+  return in.gcount() == 6 && std::memcmp(magic, kMagic, 6) == 0;
+}
+
+Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
+  std::ifstream in(path, std::ios::binary);
+  DT_USER_CHECK(in, "{}: cannot open", path);
+  char start[10] = {};
+  in.read(start, 10);
+  DT_USER_CHECK(in.gcount() == 10 && std::memcmp(start, kMagic, 6) == 0, "{}: not an NPY file (numpy.save)", path);
+  const auto major = static_cast<uint8_t>(start[6]);
+  DT_USER_CHECK(major >= 1 && major <= 3, "{}: NPY version {} (this reader takes 1 to 3)", path, major);
+  uint32_t length = static_cast<uint8_t>(start[8]) | static_cast<uint32_t>(static_cast<uint8_t>(start[9])) << 8;
+  if (major >= 2) {  // a 4-byte length: the two bytes read and two more
+    char more[2] = {};
+    in.read(more, 2);
+    length |= static_cast<uint32_t>(static_cast<uint8_t>(more[0])) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(more[1])) << 24;
+  }
+  DT_USER_CHECK(length <= (1u << 20), "{}: an NPY header of {} bytes", path, length);
+  std::string dict(length, '\0');
+  in.read(dict.data(), length);
+  DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(length), "{}: the NPY header is cut short", path);
+  const NpyHeader h = parse_header(dict, path);
+  DT_USER_CHECK(!h.fortran_order, "{}: a Fortran-order array; save it in C order (numpy.ascontiguousarray)", path);
+  const bool bytes = h.descr == "|u1" || h.descr == "u1" || h.descr == "<u1";
+  const bool f32 = h.descr == "<f4", f64 = h.descr == "<f8";
+  DT_USER_CHECK(bytes || f32 || f64, "{}: NPY type '{}'; this reader takes uint8, float32 or float64 (little-endian)", path,
+                h.descr);
+  // (N, input_shape), or (N, H, W) for (H, W, 1).
+  const std::vector<int64_t> want = input_shape.dims();
+  const std::vector<int64_t> got(h.shape.begin() + (h.shape.empty() ? 0 : 1), h.shape.end());
+  const bool grey_without_channel = want.size() == 3 && want[2] == 1 && got.size() == 2 && got[0] == want[0] && got[1] == want[1];
+  DT_USER_CHECK(!h.shape.empty() && (got == want || grey_without_channel), "{}: an array of shape ({}); the model takes (N, {})", path,
+                fmt::join(h.shape, ", "), fmt::join(input_shape.dims(), ", "));
+  const int64_t n = h.shape[0], per = input_shape.numel();
+  DT_USER_CHECK(n > 0 && n <= (int64_t{1} << 40) / std::max<int64_t>(per, 1), "{}: {} examples", path, n);
+  Dataset d;
+  d.source = path;
+  d.example_shape = input_shape;
+  const auto count = static_cast<size_t>(n * per);
+  const size_t width = bytes ? 1 : (f32 ? 4 : 8);
+  std::vector<char> raw(count * width);
+  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+  DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(raw.size()), "{}: {} bytes of data where the shape needs {}", path,
+                in.gcount(), raw.size());
+  if (bytes) {
+    d.pixels.assign(raw.begin(), raw.end());
+  } else if (f32) {
+    d.floats.resize(count);
+    std::memcpy(d.floats.data(), raw.data(), raw.size());
+  } else {
+    d.floats.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      double v;
+      std::memcpy(&v, raw.data() + i * 8, 8);
+      d.floats[i] = static_cast<float>(v);
+    }
+  }
+  return d;
+}
+
+}  // namespace distrain
