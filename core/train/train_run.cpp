@@ -4,11 +4,13 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/base/host_memory.hpp"
 #include "core/base/log.hpp"
 #include "core/base/stop_signal.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/slow_phase.hpp"
 
 namespace distrain {
 
@@ -40,6 +42,11 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
 }
 
 void TrainRun::begin_epoch(const TrainState& state) { progress_.begin_epoch(state.epoch); }
+
+// Where a slow phase's lines go: the reporting rank's progress stream, unless progress is off.
+std::FILE* TrainRun::phase_out() const {
+  return writer_ && options_.progress.style != ProgressStyle::none ? options_.out : nullptr;
+}
 
 // A line of progress, a checkpoint (its TrainState carries the epoch's figures), and the
 // simulated crash: after it, the figures it reports as the last step's are read.
@@ -81,6 +88,7 @@ void TrainRun::end_epoch(const TrainState& state, double lr) {
                      lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds, std::nullopt};
   if (state.epoch_grad_norms) report.grad_norm = state.epoch_grad_norm_sum / static_cast<double>(state.epoch_grad_norms);
   if (recipe_.train.validate) {
+    SlowPhase phase(phase_out(), fmt::format("validating on {} examples", test_.size()), [this] { progress_.interrupt(); });
     strategy_.prepare_for_read();
     report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);
   }
@@ -122,9 +130,12 @@ bool TrainRun::checkpoint_due(const TrainState& state) const {
 void TrainRun::save(const TrainState& state) {
   const std::string path = (fs::path(run_dir_) / checkpoint_name(state.step)).string();
   if (path == last_saved_) return;  // a stop signal came at a periodic save
+  const std::string name = fs::path(path).filename().string();
+  SlowPhase phase(phase_out(), "saving " + name, [this] { progress_.interrupt(); });
   strategy_.prepare_for_read();     // every worker takes part, in both
   save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), state, recipe_.resolved_text(), writer_,
                   test_.vocabulary ? test_.vocabulary->to_text() : "", test_.class_names);
+  if (std::error_code ec; writer_) phase.set_outcome(fmt::format("saved {} ({})", name, format_bytes(static_cast<int64_t>(fs::file_size(path, ec)))));
   if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
   last_saved_ = path;
 }

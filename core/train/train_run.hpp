@@ -48,6 +48,7 @@ class TrainRun final : public StepObserver {
   const LoopPlan plan_;
   const bool writer_;
   Progress progress_;
+  std::FILE* phase_out() const;
   std::optional<TensorBoardLog> tensorboard_;  // rank 0's, as metrics.jsonl
   std::string last_saved_;
   TrainSummary summary_;

@@ -14,6 +14,7 @@
 #include "core/train/preflight.hpp"
 #include "core/train/resume_checks.hpp"
 #include "core/train/run_lock.hpp"
+#include "core/train/slow_phase.hpp"
 #include "core/train/step_loop.hpp"
 #include "core/train/tensorboard_log.hpp"
 #include "core/train/train_run.hpp"
@@ -184,12 +185,19 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const std::string run_dir = options.run_dir.empty() ? recipe.checkpoint.dir : options.run_dir;
-  const Splits data = load_dataset(recipe.data, recipe.seed);
+  std::FILE* phases = log::leader() && options.progress.style != ProgressStyle::none ? options.out : nullptr;
+  const Splits data = [&] {
+    SlowPhase phase(phases, "reading the data");
+    return load_dataset(recipe.data, recipe.seed);
+  }();
   check_data_fits(recipe, data.train);
   check_last_batch(recipe, data.train);
   check_zero_fits_host(recipe);
   const std::optional<int64_t> host_available = available_host_memory();
-  auto strategy = make_strategy(recipe, false, options.mesh);
+  auto strategy = [&] {
+    SlowPhase phase(phases, "building the model and its strategy");
+    return make_strategy(recipe, false, options.mesh);
+  }();
   check_memory_fits(recipe, *strategy, host_available);
   const std::string from = resume_point(recipe, run_dir, options.fresh);
   if (strategy->serves()) {  // a parameter server's server: serve until the workers are done
@@ -203,7 +211,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const bool writer = strategy->rank() == 0;
   const auto lock = open_run_folder(run_dir, writer, options.fresh);
   TrainState state;
-  const std::string resumed = resume_or_initialize(recipe, data.train, *strategy, from, state);
+  const std::string resumed = [&] {
+    SlowPhase phase(phases, from.empty() ? "initialising the weights" : "loading " + from);
+    return resume_or_initialize(recipe, data.train, *strategy, from, state);
+  }();
   return run_steps(recipe, options, *strategy, data, run_dir, state, resumed);
 }
 

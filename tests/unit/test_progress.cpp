@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/train/progress.hpp"
+#include "core/train/slow_phase.hpp"
 
 namespace distrain::test {
 namespace {
@@ -133,6 +135,42 @@ TEST_CASE("progress: at 80 columns the bar shows (img/s give way first), train.s
   CHECK(text.find("img/s") == std::string::npos);
   CHECK(text.find("ETA 0:03 - loss: 1.2500 - accuracy: 0.3750\n") != std::string::npos);  // 31 more batches at 0.1 s
   CHECK(count(text, "\n") == 1);
+}
+
+}  // namespace distrain::test
+
+namespace distrain::test {
+namespace {
+
+// What a SlowPhase of `body` printed.
+template <typename Body>
+std::string phase_printed(Body body) {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f);
+  bool ended_bar = false;
+  {
+    SlowPhase phase(f, "saving ckpt-000006.h5", [&] { ended_bar = true; });
+    body(phase);
+  }
+  std::string text(static_cast<size_t>(std::ftell(f)), '\0');
+  std::rewind(f);
+  REQUIRE(std::fread(text.data(), 1, text.size(), f) == text.size());
+  std::fclose(f);
+  CHECK(ended_bar == !text.empty());
+  return text;
+}
+
+}  // namespace
+
+// A phase over a second says what it is doing, then how long it took; a short one says nothing.
+TEST_CASE("slow phases: a line after a second, then the time; nothing for a short phase") {
+  CHECK(phase_printed([](SlowPhase&) {}).empty());
+  const std::string slow = phase_printed([](SlowPhase& p) {
+    std::this_thread::sleep_for(SlowPhase::kQuiet + std::chrono::milliseconds(200));
+    p.set_outcome("saved ckpt-000006.h5 (1.49 GB)");
+  });
+  CHECK(slow.rfind("saving ckpt-000006.h5...\nsaved ckpt-000006.h5 (1.49 GB) in 1.", 0) == 0);
+  CHECK(slow.back() == '\n');
 }
 
 }  // namespace distrain::test
