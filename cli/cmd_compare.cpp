@@ -1,7 +1,8 @@
-// distrain compare A.h5 B.h5 [--rtol R] [--scale variable|model]: do two checkpoints hold
+// distrain compare A.h5 B.h5 [--rtol R] [--scale model|variable]: do two checkpoints hold
 // the same weights? For each variable of A: the largest absolute difference relative to
-// the largest magnitude in that variable of A, or (--scale model) in the whole model of A,
-// which suits small variables such as biases whose own scale is rounding noise. Exit 0
+// the largest magnitude in the whole model of A (the default, the tolerance every
+// equivalence in the docs is stated in: a small bias's own scale is rounding noise), or
+// (--scale variable) in that variable of A, the stricter test. Exit 0
 // when every variable is within rtol, 1 otherwise (as diff); a checkpoint holding NaN or
 // infinity is refused on reading (exit 2), as everywhere.
 #include <cmath>
@@ -17,14 +18,14 @@ namespace distrain::cli {
 void register_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand("compare", "Compare the weights of two checkpoints of the same model");
   struct Args {
-    std::string a, b, scale = "variable";
+    std::string a, b, scale = "model";
     double rtol = 1e-5;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("a", args->a, "First checkpoint")->required();
   cmd->add_option("b", args->b, "Second checkpoint")->required();
   cmd->add_option("--rtol", args->rtol, "Largest accepted max|a-b| / scale per variable")->capture_default_str();
-  cmd->add_option("--scale", args->scale, "variable: max|a| of each variable; model: of the whole model")
+  cmd->add_option("--scale", args->scale, "model: max|a| over the whole model (as the docs state equivalences); variable: of each variable")
       ->check(CLI::IsMember({"variable", "model"}))
       ->capture_default_str();
   cmd->callback([args] {

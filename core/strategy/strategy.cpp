@@ -1,5 +1,7 @@
 #include "core/strategy/strategy.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -154,9 +156,13 @@ namespace {
 // threads fit the host's cores. Past them each rank takes its share, saying so: 4 ranks of
 // 2 threads on 2 cores ran a multi-worker job at 0.06x (waiting threads spinning) and, with
 // them yielding, still at 0.55x of 4 ranks of 1 thread.
+// A launcher that binds each rank to its own cores (mpirun's default for a few ranks) leaves
+// a rank fewer cores than the host has: those are its own, not shared with the others.
 void choose_cpu_threads(const Recipe& recipe) {
   const int local = std::max(1, launcher_local_size()), cores = cpu_cores();
-  const int share = std::max(1, cores / local);
+  const int host = std::max(cores, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  const bool bound = local > 1 && cores < host && cores * local <= host;
+  const int share = bound ? cores : std::max(1, cores / local);
   const char* env = std::getenv("OMP_NUM_THREADS");
   const int from_env = env ? std::atoi(env) : 0;
   const auto over = [&](int threads) {
@@ -178,6 +184,11 @@ void choose_cpu_threads(const Recipe& recipe) {
   }
   if (local == 1) return;
   set_cpu_threads(share);
+  if (bound && from_env <= 0) {
+    log::info("{} ranks on this host, each bound by the launcher to {} of its {} cores: {} thread(s) each", local, cores, host,
+              share);
+    return;
+  }
   if (from_env > 0)
     log::info("note: {} (OMP_NUM_THREADS = {}), more than its cores: each rank takes {} thread(s) instead "
               "(strategy.threads sets a count that is kept)", over(from_env), from_env, share);
