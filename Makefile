@@ -6,11 +6,15 @@ JOBS ?= $(shell nproc)
 
 all: build
 
+# What a run needs: the executable (and the CUDA plugin where the toolkit is); the test
+# binaries are built by `make test`.
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) --target shipped
 
-test: build
+test:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 # dist/distrain-<version>-linux-<arch>.tar.gz: the executable and the libraries it needs.

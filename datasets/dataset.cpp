@@ -69,7 +69,36 @@ std::string default_data_path(const std::string& dataset) {
   return "";
 }
 
-Splits load_dataset(const DataSpec& spec, uint64_t seed) {
+namespace {
+
+// data.validation_split as Keras's fit takes it: the last share of the training examples,
+// before any shuffling, validates instead of the test split.
+Splits held_out_last(Splits splits, double share) {
+  Dataset& train = splits.train;
+  const int64_t n = train.size(), held = std::llround(share * static_cast<double>(n));
+  DT_USER_CHECK(held < n, "{}: data.validation_split {} leaves no example to train on", train.source, share);
+  const int64_t per = train.example_shape.numel(), keep = n - held;
+  Dataset validation;
+  validation.source = train.source + " (validation_split)";
+  validation.example_shape = train.example_shape;
+  validation.num_classes = train.num_classes;
+  validation.class_names = train.class_names;
+  validation.labels.assign(train.labels.begin() + keep, train.labels.end());
+  train.labels.resize(static_cast<size_t>(keep));
+  if (!train.pixels.empty()) {
+    validation.pixels.assign(train.pixels.begin() + keep * per, train.pixels.end());
+    train.pixels.resize(static_cast<size_t>(keep * per));
+  } else {
+    validation.floats.assign(train.floats.begin() + keep * per, train.floats.end());
+    train.floats.resize(static_cast<size_t>(keep * per));
+  }
+  splits.test = std::move(validation);
+  return splits;
+}
+
+// The splits as the data holds them (an image folder and token data hold out their own
+// validation).
+Splits splits_as_stored(const DataSpec& spec, uint64_t seed) {
   if (spec.dataset == "synthetic") {
     DT_USER_CHECK(spec.train_examples > 0 && spec.test_examples > 0 && spec.num_classes >= 2,
                   "data: synthetic needs train_examples > 0, test_examples > 0 and num_classes >= 2");
@@ -96,6 +125,13 @@ Splits load_dataset(const DataSpec& spec, uint64_t seed) {
                 "{} has images of {}, the training images ({}) {}; both splits must have one image size",
                 splits.test.source, splits.test.example_shape.str(), splits.train.source, splits.train.example_shape.str());
   return splits;
+}
+
+}  // namespace
+
+Splits load_dataset(const DataSpec& spec, uint64_t seed) {
+  if (spec.dataset == "image_folder" || spec.token_data() || spec.validation_split <= 0) return splits_as_stored(spec, seed);
+  return held_out_last(splits_as_stored(spec, seed), spec.validation_split);
 }
 
 }  // namespace distrain

@@ -23,7 +23,7 @@ namespace distrain {
 
 namespace {
 
-constexpr int64_t kMaxPixels = int64_t{1} << 28;  // a 16k x 16k image: far past what a model takes
+constexpr int64_t kMaxPixels = int64_t{1} << 26;  // an 8k x 8k image: far past what a model takes
 
 // Pixels as decoded: rows of width x channels bytes.
 struct Decoded {
@@ -158,24 +158,25 @@ std::string lower_extension(const std::string& path) {
   return ext;
 }
 
-// The decoded pixels in `channels` (1 or 3): grey from colour by ITU-R 601 luma (PIL's "L",
-// which Keras's loader uses), colour from grey by repeating it; alpha dropped.
-std::vector<float> in_channels(const Decoded& d, int64_t channels) {
+// The decoded pixels in `channels` (1 or 3): grey from colour by ITU-R 601 luma in PIL's
+// integer form (its "L", which Keras's loader uses), colour from grey by repeating it; alpha
+// dropped. Bytes throughout: a large image costs no float copy.
+std::vector<uint8_t> in_channels(const Decoded& d, int64_t channels) {
   const int64_t n = d.height * d.width;
-  std::vector<float> out(static_cast<size_t>(n * channels));
+  std::vector<uint8_t> out(static_cast<size_t>(n * channels));
   const bool colour = d.channels >= 3;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* p = d.bytes.data() + i * d.channels;
     if (channels == 1)
-      out[static_cast<size_t>(i)] = colour ? (p[0] * 299.0f + p[1] * 587.0f + p[2] * 114.0f) / 1000.0f : p[0];
+      out[static_cast<size_t>(i)] = colour ? static_cast<uint8_t>((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16) : p[0];
     else
       for (int64_t c = 0; c < 3; ++c) out[static_cast<size_t>(i * 3 + c)] = colour ? p[c] : p[0];
   }
   return out;
 }
 
-// Bilinear resampling of (h, w, c) values to (H, W, c), half-pixel centres; rounded to bytes.
-void resize_into(const std::vector<float>& in, int64_t h, int64_t w, int64_t c, int64_t H, int64_t W,
+// Bilinear resampling of (h, w, c) bytes to (H, W, c), half-pixel centres; rounded to bytes.
+void resize_into(const std::vector<uint8_t>& in, int64_t h, int64_t w, int64_t c, int64_t H, int64_t W,
                  std::vector<uint8_t>& out) {
   const size_t first = out.size();
   out.resize(first + static_cast<size_t>(H * W * c));
@@ -195,7 +196,7 @@ void resize_into(const std::vector<float>& in, int64_t h, int64_t w, int64_t c, 
       float tx;
       source(x, w, W, x0, x1, tx);
       for (int64_t k = 0; k < c; ++k) {
-        const auto at = [&](int64_t yy, int64_t xx) { return in[static_cast<size_t>((yy * w + xx) * c + k)]; };
+        const auto at = [&](int64_t yy, int64_t xx) { return static_cast<float>(in[static_cast<size_t>((yy * w + xx) * c + k)]); };
         const float top = at(y0, x0) + (at(y0, x1) - at(y0, x0)) * tx;
         const float bottom = at(y1, x0) + (at(y1, x1) - at(y1, x0)) * tx;
         const float v = top + (bottom - top) * ty;
@@ -221,7 +222,12 @@ void read_image_file(const std::string& path, const Shape& shape, std::vector<ui
     out.insert(out.end(), d.bytes.begin(), d.bytes.end());
     return;
   }
-  resize_into(in_channels(d, channels), d.height, d.width, channels, shape[0], shape[1], out);
+  const std::vector<uint8_t> converted = in_channels(d, channels);
+  if (d.height == shape[0] && d.width == shape[1]) {
+    out.insert(out.end(), converted.begin(), converted.end());
+    return;
+  }
+  resize_into(converted, d.height, d.width, channels, shape[0], shape[1], out);
 }
 
 }  // namespace distrain

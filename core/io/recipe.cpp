@@ -97,6 +97,10 @@ void parse_data(ConfigTable c, DataSpec& d) {
   d.path = c.get_string("path", "");
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
   if (d.dataset == "image_folder") parse_image_folder(c, d);
+  if (!d.token_data() && d.dataset != "image_folder") {
+    d.validation_split = c.get_float("validation_split", 0.0);
+    if (!(d.validation_split >= 0 && d.validation_split < 1)) c.fail("validation_split", "must be in [0, 1)");
+  }
   if (d.token_data()) parse_token_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);

@@ -99,6 +99,26 @@ TEST_CASE("synthetic data is reproducible from the seed") {
   CHECK(a.test.size() == 512);
 }
 
+// data.validation_split as Keras's fit takes it: the last share of the training examples,
+// before shuffling, validates in place of the test split.
+TEST_CASE("validation_split holds out the training split's last examples") {
+  DataSpec spec;
+  spec.dataset = "synthetic";
+  spec.train_examples = 40;
+  const Splits whole = load_dataset(spec, 3);
+  spec.validation_split = 0.25;
+  const Splits held = load_dataset(spec, 3);
+  CHECK(held.train.size() == 30);
+  CHECK(held.test.size() == 10);
+  const int64_t per = spec.image_shape.numel();
+  CHECK(held.train.pixels == std::vector<uint8_t>(whole.train.pixels.begin(), whole.train.pixels.begin() + 30 * per));
+  CHECK(held.test.pixels == std::vector<uint8_t>(whole.train.pixels.begin() + 30 * per, whole.train.pixels.end()));
+  CHECK(held.test.labels == std::vector<int32_t>(whole.train.labels.begin() + 30, whole.train.labels.end()));
+  spec.validation_split = 0.999;
+  CHECK_THROWS_WITH_AS(load_dataset(spec, 3), doctest::Contains("data.validation_split 0.999 leaves no example to train on"),
+                       UserError);
+}
+
 TEST_CASE("loader: replicas get distinct slices, every example once per epoch, partial batch split evenly") {
   DataSpec spec;
   spec.dataset = "synthetic";
