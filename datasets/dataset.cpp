@@ -77,6 +77,7 @@ Splits held_out_last(Splits splits, double share) {
   Dataset& train = splits.train;
   const int64_t n = train.size(), held = std::llround(share * static_cast<double>(n));
   DT_USER_CHECK(held < n, "{}: data.validation_split {} leaves no example to train on", train.source, share);
+  DT_USER_CHECK(held > 0, "{}: data.validation_split {} of {} examples holds out none to validate on", train.source, share, n);
   const int64_t per = train.example_shape.numel(), keep = n - held;
   Dataset validation;
   validation.source = train.source + " (validation_split)";

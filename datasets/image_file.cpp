@@ -24,6 +24,7 @@ namespace distrain {
 namespace {
 
 constexpr int64_t kMaxPixels = int64_t{1} << 26;  // an 8k x 8k image: far past what a model takes
+constexpr long kMaxDecoderBytes = 1L << 30;       // libjpeg's working memory (a progressive image's coefficients)
 
 // Pixels as decoded: rows of width x channels bytes.
 struct Decoded {
@@ -96,6 +97,20 @@ Decoded decode_png(const std::string& path) {
   return d;
 }
 
+// CMYK pixels as RGB: each colour is what its ink and the black leave of white.
+Decoded cmyk_as_rgb(const Decoded& cmyk, bool inverted) {
+  Decoded rgb{cmyk.height, cmyk.width, 3, std::vector<uint8_t>(static_cast<size_t>(cmyk.height * cmyk.width * 3))};
+  for (int64_t i = 0; i < cmyk.height * cmyk.width; ++i) {
+    const uint8_t* p = cmyk.bytes.data() + i * 4;
+    const int k = inverted ? p[3] : 255 - p[3];
+    for (int c = 0; c < 3; ++c) {
+      const int left = inverted ? p[c] : 255 - p[c];  // the share of white the ink leaves
+      rgb.bytes[static_cast<size_t>(i * 3 + c)] = static_cast<uint8_t>((left * k + 127) / 255);
+    }
+  }
+  return rgb;
+}
+
 // libjpeg's errors likewise: its message formatted, then a longjmp out of the decoder.
 struct JpegError {
   jpeg_error_mgr manager;
@@ -120,27 +135,32 @@ bool jpeg_read_into(std::FILE* f, Decoded& d, JpegError& error) {
     return false;
   }
   jpeg_create_decompress(&jpeg);
+  jpeg.mem->max_memory_to_use = kMaxDecoderBytes;  // a progressive image's buffers are sized by its header
   jpeg_stdio_src(&jpeg, f);
   jpeg_read_header(&jpeg, TRUE);
-  // Grey stays grey; every other colour space (YCbCr, CMYK's Adobe variants) becomes RGB.
-  jpeg.out_color_space = jpeg.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_start_decompress(&jpeg);
-  d.width = jpeg.output_width;
-  d.height = jpeg.output_height;
-  if (d.width * d.height > kMaxPixels) {
-    std::snprintf(error.message, sizeof error.message, "%lld x %lld pixels, more than this reader takes",
-                  static_cast<long long>(d.width), static_cast<long long>(d.height));
+  // Checked before the decoder sizes anything by the header's claim.
+  if (static_cast<int64_t>(jpeg.image_width) * jpeg.image_height > kMaxPixels) {
+    std::snprintf(error.message, sizeof error.message, "%u x %u pixels, more than this reader takes", jpeg.image_width,
+                  jpeg.image_height);
     jpeg_destroy_decompress(&jpeg);
     return false;
   }
+  // Grey stays grey, CMYK (and YCCK) is read as such and made RGB below, the rest is RGB.
+  const bool cmyk = jpeg.jpeg_color_space == JCS_CMYK || jpeg.jpeg_color_space == JCS_YCCK;
+  jpeg.out_color_space = jpeg.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(&jpeg);
+  d.width = jpeg.output_width;
+  d.height = jpeg.output_height;
   d.channels = jpeg.output_components;
   d.bytes.resize(static_cast<size_t>(d.height * d.width * d.channels));
   while (jpeg.output_scanline < jpeg.output_height) {
     JSAMPROW row = d.bytes.data() + static_cast<int64_t>(jpeg.output_scanline) * d.width * d.channels;
     jpeg_read_scanlines(&jpeg, &row, 1);
   }
+  const bool inverted = jpeg.saw_Adobe_marker;  // Adobe's CMYK is stored inverted
   jpeg_finish_decompress(&jpeg);
   jpeg_destroy_decompress(&jpeg);
+  if (d.channels == 4) d = cmyk_as_rgb(d, inverted);
   return true;
 }
 

@@ -123,6 +123,8 @@ Splits read_image_folder_splits(const DataSpec& spec, uint64_t seed) {
   } else {
     auto [train, validation] = held_out(files, spec.validation_split, seed);
     DT_USER_CHECK(!train.empty(), "{}: data.validation_split {} leaves no file to train on", spec.path, spec.validation_split);
+    DT_USER_CHECK(!validation.empty() || spec.validation_split == 0, "{}: data.validation_split {} of {} files holds out none to "
+                  "validate on", spec.path, spec.validation_split, files.size());
     s.train = decode(train, spec.image_shape, spec.path, count);
     s.test = decode(validation, spec.image_shape, spec.path + " (validation_split)", count);
   }

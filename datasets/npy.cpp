@@ -4,7 +4,7 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <filesystem>
 
 #include "core/base/error.hpp"
 
@@ -13,6 +13,7 @@ namespace distrain {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
+constexpr uint32_t kMaxHeader = 65536;
 
 struct NpyHeader {
   std::string descr;
@@ -20,22 +21,43 @@ struct NpyHeader {
   std::vector<int64_t> shape;
 };
 
-// The header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (3, 28, 28), }
+// The text after `key` and a colon in the header dict (spaces skipped), or "".
+std::string after_key(const std::string& dict, const std::string& key) {
+  const size_t at = dict.find("'" + key + "'");
+  if (at == std::string::npos) return "";
+  size_t i = dict.find(':', at);
+  if (i == std::string::npos) return "";
+  for (++i; i < dict.size() && dict[i] == ' ';) ++i;
+  return dict.substr(i);
+}
+
+// The header dict, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (3, 28, 28), },
+// read by hand: it is short (numpy writes it, at most kMaxHeader bytes) and untrusted.
 NpyHeader parse_header(const std::string& dict, const std::string& path) {
   NpyHeader h;
-  std::smatch m;
-  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('descr'\s*:\s*'([^']*)')")), "{}: an NPY header without 'descr'", path);
-  h.descr = m[1];
-  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('fortran_order'\s*:\s*(True|False))")),
-                "{}: an NPY header without 'fortran_order'", path);
-  h.fortran_order = m[1] == "True";
-  DT_USER_CHECK(std::regex_search(dict, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")), "{}: an NPY header without 'shape'",
+  const std::string descr = after_key(dict, "descr");
+  const size_t close = descr.size() > 1 ? descr.find('\'', 1) : std::string::npos;
+  DT_USER_CHECK(!descr.empty() && descr[0] == '\'' && close != std::string::npos, "{}: an NPY header without 'descr'", path);
+  h.descr = descr.substr(1, close - 1);
+  const std::string order = after_key(dict, "fortran_order");
+  DT_USER_CHECK(order.rfind("True", 0) == 0 || order.rfind("False", 0) == 0, "{}: an NPY header without 'fortran_order'",
                 path);
-  const std::string dims = m[1];
-  static const std::regex number(R"(\d+)");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-    DT_USER_CHECK(it->str().size() <= 12, "{}: an NPY dimension of {} digits", path, it->str().size());
-    h.shape.push_back(std::stoll(it->str()));
+  h.fortran_order = order.rfind("True", 0) == 0;
+  const std::string shape = after_key(dict, "shape");
+  const size_t end = shape.find(')');
+  DT_USER_CHECK(!shape.empty() && shape[0] == '(' && end != std::string::npos, "{}: an NPY header without 'shape'", path);
+  std::string digits;
+  for (size_t i = 1; i <= end; ++i) {
+    const char c = shape[i];
+    if (c >= '0' && c <= '9') {
+      digits += c;
+      DT_USER_CHECK(digits.size() <= 12, "{}: an NPY dimension of more than 12 digits", path);
+    } else if (c == ',' || c == ')') {
+      if (!digits.empty()) h.shape.push_back(std::stoll(digits));
+      digits.clear();
+    } else {
+      DT_USER_CHECK(c == ' ', "{}: an NPY shape that is not a tuple of integers", path);
+    }
   }
   return h;
 }
@@ -63,7 +85,7 @@ Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
     in.read(more, 2);
     length |= static_cast<uint32_t>(static_cast<uint8_t>(more[0])) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(more[1])) << 24;
   }
-  DT_USER_CHECK(length <= (1u << 20), "{}: an NPY header of {} bytes", path, length);
+  DT_USER_CHECK(length <= kMaxHeader, "{}: an NPY header of {} bytes (numpy writes at most {})", path, length, kMaxHeader);
   std::string dict(length, '\0');
   in.read(dict.data(), length);
   DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(length), "{}: the NPY header is cut short", path);
@@ -86,6 +108,12 @@ Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
   d.example_shape = input_shape;
   const auto count = static_cast<size_t>(n * per);
   const size_t width = bytes ? 1 : (f32 ? 4 : 8);
+  // The bytes the shape claims are checked against the file before any is allocated.
+  std::error_code ec;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  const int64_t left = ec ? 0 : file_bytes - static_cast<int64_t>(in.tellg());
+  DT_USER_CHECK(static_cast<int64_t>(count * width) <= left, "{}: {} bytes of data where the shape needs {}", path, left,
+                count * width);
   std::vector<char> raw(count * width);
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(raw.size()), "{}: {} bytes of data where the shape needs {}", path,

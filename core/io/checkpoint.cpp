@@ -65,6 +65,8 @@ bool read_dataset_str(hid_t obj, const char* name, std::string& v) {
   if (!ds.ok()) return false;
   H5Id stored(H5Dget_type(ds), H5Tclose);
   if (H5Tget_class(stored) != H5T_STRING || H5Tis_variable_str(stored) > 0) return false;
+  H5Id space(H5Dget_space(ds), H5Sclose);  // H5Dread fills every element: one string, no more
+  if (!space.ok() || H5Sget_simple_extent_npoints(space) != 1) return false;
   std::string buf(H5Tget_size(stored), '\0');
   if (H5Dread(ds, stored, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) return false;
   buf.resize(std::min(buf.size(), buf.find('\0')));

@@ -70,7 +70,8 @@ void parse_image_folder(ConfigTable& c, DataSpec& d) {
   d.image_shape = Shape{};
   if (c.has("image_shape")) {
     d.image_shape = Shape(c.get_int_list("image_shape"));
-    if (d.image_shape.rank() != 3 || d.image_shape.numel() <= 0 || (d.image_shape[2] != 1 && d.image_shape[2] != 3))
+    const auto& dims = d.image_shape.dims();
+    if (dims.size() != 3 || std::any_of(dims.begin(), dims.end(), [](int64_t v) { return v <= 0; }) || (dims[2] != 1 && dims[2] != 3))
       c.fail("image_shape", "expected [height, width, channels] with 1 (grey) or 3 (RGB) channels");
   }
 }
@@ -116,7 +117,8 @@ void parse_data(ConfigTable c, DataSpec& d) {
     if (d.train_examples <= 0) c.fail("train_examples", "must be positive");
     if (d.test_examples <= 0) c.fail("test_examples", "must be positive");
     if (d.num_classes < 2) c.fail("num_classes", "must be at least 2");
-    if (d.image_shape.rank() != 3 || d.image_shape.numel() <= 0)
+    const auto& dims = d.image_shape.dims();
+    if (dims.size() != 3 || std::any_of(dims.begin(), dims.end(), [](int64_t v) { return v <= 0; }))
       c.fail("image_shape", "expected [height, width, channels] of positive integers");
   }
   c.finish();

@@ -156,13 +156,14 @@ namespace {
 // threads fit the host's cores. Past them each rank takes its share, saying so: 4 ranks of
 // 2 threads on 2 cores ran a multi-worker job at 0.06x (waiting threads spinning) and, with
 // them yielding, still at 0.55x of 4 ranks of 1 thread.
-// A launcher that binds each rank to its own cores (mpirun's default for a few ranks) leaves
-// a rank fewer cores than the host has: those are its own, not shared with the others.
+// A rank allowed fewer cores than the host has (mpirun binds a few ranks to a core each; a
+// cpuset may hold all of them) cannot tell from its own mask whether the others share its
+// cores: it takes its share as if they did, and says what it was allowed.
 void choose_cpu_threads(const Recipe& recipe) {
   const int local = std::max(1, launcher_local_size()), cores = cpu_cores();
   const int host = std::max(cores, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  const bool bound = local > 1 && cores < host && cores * local <= host;
-  const int share = bound ? cores : std::max(1, cores / local);
+  const bool bound = local > 1 && cores < host;
+  const int share = std::max(1, cores / local);
   const char* env = std::getenv("OMP_NUM_THREADS");
   const int from_env = env ? std::atoi(env) : 0;
   const auto over = [&](int threads) {
@@ -185,8 +186,8 @@ void choose_cpu_threads(const Recipe& recipe) {
   if (local == 1) return;
   set_cpu_threads(share);
   if (bound && from_env <= 0) {
-    log::info("{} ranks on this host, each bound by the launcher to {} of its {} cores: {} thread(s) each", local, cores, host,
-              share);
+    log::info("{} ranks on this host, each allowed {} of its {} cores (the launcher's binding or a cpuset): {} thread(s) each "
+              "(strategy.threads or OMP_NUM_THREADS sets another count)", local, cores, host, share);
     return;
   }
   if (from_env > 0)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+
 namespace distrain {
 
 SlowPhase::SlowPhase(std::FILE* out, std::string what, std::function<void()> before_line)
@@ -12,9 +14,12 @@ SlowPhase::SlowPhase(std::FILE* out, std::string what, std::function<void()> bef
 void SlowPhase::watch() {
   std::unique_lock lock(mutex_);
   if (ended_.wait_for(lock, kQuiet, [this] { return done_; })) return;
-  if (before_line_) before_line_();
-  fmt::print(out_, "{}...\n", what_);
-  std::fflush(out_);
+  try {  // a full disk must not end the process from this thread
+    if (before_line_) before_line_();
+    fmt::print(out_, "{}...\n", what_);
+    std::fflush(out_);
+  } catch (const std::exception&) {
+  }
   announced_ = true;
 }
 
@@ -31,10 +36,14 @@ SlowPhase::~SlowPhase() {
   }
   ended_.notify_one();
   watcher_.join();
-  if (!announced_) return;
+  // A phase that failed says nothing more: its error follows.
+  if (!announced_ || std::uncaught_exceptions() > exceptions_) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  fmt::print(out_, "{} in {:.1f} s\n", outcome_.empty() ? what_ + ": done" : outcome_, seconds);
-  std::fflush(out_);
+  try {
+    fmt::print(out_, "{} in {:.1f} s\n", outcome_.empty() ? what_ + ": done" : outcome_, seconds);
+    std::fflush(out_);
+  } catch (const std::exception&) {
+  }
 }
 
 }  // namespace distrain

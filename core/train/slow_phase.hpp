@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -32,6 +33,7 @@ class SlowPhase {
   std::string what_, outcome_;
   std::function<void()> before_line_;
   std::chrono::steady_clock::time_point start_;
+  int exceptions_ = std::uncaught_exceptions();  // those under way when the phase began
   std::mutex mutex_;
   std::condition_variable ended_;
   bool done_ = false, announced_ = false;

@@ -134,11 +134,13 @@ std::string resume_point(const Recipe& recipe, const std::string& run_dir, bool 
 // outlasts it), and, on a resume, a schedule other than the one the checkpoint was trained
 // under (train.epochs or train.steps raised, warm-up or decay edited): the rate of every
 // remaining step changes then, which nothing else would say.
-void say_schedule_shortfalls(const LrSchedule& schedule, const std::string& resumed, int64_t per_epoch, int64_t update_batch) {
+void say_schedule_shortfalls(const Recipe& now, const LrSchedule& schedule, const std::string& resumed, int64_t per_epoch,
+                             int64_t update_batch) {
   if (const std::string unfinished = schedule.unfinished(); !unfinished.empty()) log::warn("{}", unfinished);
   if (resumed.empty()) return;
   try {
     const Recipe before = parse_recipe(read_checkpoint_header(resumed).recipe, resumed);
+    if (before.step_batch() != now.step_batch()) return;  // the batch changed: another schedule, not comparable step by step
     const LrSchedule then(before.optimizer.learning_rate, before.schedule, update_batch, recipe_plan(before, per_epoch).total_steps);
     if (then.describe() != schedule.describe())
       log::info("note: the learning-rate schedule is not the one {} was trained under: now {}; was {}", resumed,
@@ -175,7 +177,8 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
   if (strategy.rank() == 0) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);
   const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, strategy.update_batch(loader.global_batch()),
                             plan.total_steps);
-  if (strategy.rank() == 0) say_schedule_shortfalls(schedule, resumed, per_epoch, strategy.update_batch(loader.global_batch()));
+  if (strategy.rank() == 0)
+    say_schedule_shortfalls(recipe, schedule, resumed, per_epoch, strategy.update_batch(loader.global_batch()));
   LoaderBatches batches(loader);
   TrainRun run(recipe, options, strategy, data.test, run_dir, plan, schedule, state, resumed);
   return run.finish(StepLoop(strategy, batches, plan, schedule, run).run(state));

@@ -226,7 +226,7 @@ equivalence)
   if [ "$cores" -ge 2 ]; then
     env -u OMP_NUM_THREADS mpirun --bind-to core -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.steps=2 \
       --run-dir "$work/bound" >"$work/bound.log" 2>&1
-    grep -q "^2 ranks on this host, each bound by the launcher to 1 of its $cores cores: 1 thread(s) each" "$work/bound.log" &&
+    grep -q "^2 ranks on this host, each allowed 1 of its $cores cores (the launcher's binding or a cpuset): 1 thread(s) each" "$work/bound.log" &&
       ok "ranks bound to a core each are told so, not that they share one" || bad "bound ranks: $(head -n 3 "$work/bound.log")"
   fi
   env -u OMP_NUM_THREADS "${mpirun[@]}" -np 2 "$distrain" train "$recipe" "${mw[@]}" --set train.epochs=1 --set strategy.threads=1 \

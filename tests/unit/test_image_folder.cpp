@@ -73,7 +73,7 @@ void write_jpeg(const fs::path& path, int width, int height, int channels, const
   jpeg.image_width = static_cast<JDIMENSION>(width);
   jpeg.image_height = static_cast<JDIMENSION>(height);
   jpeg.input_components = channels;
-  jpeg.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg.in_color_space = channels == 1 ? JCS_GRAYSCALE : channels == 4 ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&jpeg);
   jpeg_set_quality(&jpeg, 100, TRUE);
   for (int c = 0; c < jpeg.num_components; ++c) jpeg.comp_info[c].h_samp_factor = jpeg.comp_info[c].v_samp_factor = 1;
@@ -131,6 +131,17 @@ TEST_CASE("image files: PNG bytes as written, in any bit depth and channels, gre
   write_jpeg(dir / "c.jpeg", 8, 8, 3, colour);
   const std::vector<uint8_t> cback = read(dir / "c.jpeg", Shape{8, 8, 3});
   for (size_t i = 0; i < colour.size(); ++i) CHECK(std::abs(int(cback[i]) - int(colour[i])) <= 4);
+  // CMYK as Adobe stores it (inverted: 255 is no ink; libjpeg writes the Adobe marker): each
+  // colour is what its ink and the black leave of white.
+  std::vector<uint8_t> cmyk;
+  for (int i = 0; i < 64; ++i) cmyk.insert(cmyk.end(), {255, 128, 0, 200});
+  write_jpeg(dir / "cmyk.jpg", 8, 8, 4, cmyk);
+  const std::vector<uint8_t> from_cmyk = read(dir / "cmyk.jpg", Shape{8, 8, 3});
+  for (size_t i = 0; i < 64; ++i) {
+    CHECK(std::abs(int(from_cmyk[3 * i]) - 200) <= 4);  // 255 x 200 / 255
+    CHECK(std::abs(int(from_cmyk[3 * i + 1]) - 100) <= 4);
+    CHECK(int(from_cmyk[3 * i + 2]) <= 4);
+  }
 }
 
 // Bilinear with half-pixel centres (tf.image.resize): 1 x 2 to 1 x 4 interpolates at 1/4
@@ -168,7 +179,7 @@ TEST_CASE("image files: what is not a readable PNG or JPEG is named, one line") 
   CHECK_FALSE(is_image_file("a/b.gif"));
 }
 
-TEST_CASE("image folders: classes by folder name, sorted; a test folder or a held-out share validates") {
+TEST_CASE("image folders: classes by folder name, sorted, validated on a test folder or a held-out share") {
   const fs::path dir = fresh_dir("folder");
   for (int i = 0; i < 5; ++i) write_png(dir / "train" / "cat" / fmt::format("c{}.png", i), 3, 3, 1, ramp(9, 10 + i));
   for (int i = 0; i < 3; ++i) write_png(dir / "train" / "ant" / "deeper" / fmt::format("a{}.png", i), 3, 3, 3, ramp(27, 3 + i));

@@ -163,7 +163,7 @@ std::string phase_printed(Body body) {
 }  // namespace
 
 // A phase over a second says what it is doing, then how long it took; a short one says nothing.
-TEST_CASE("slow phases: a line after a second, then the time; nothing for a short phase") {
+TEST_CASE("slow phases: a line after a second, then the time, and nothing for a short phase") {
   CHECK(phase_printed([](SlowPhase&) {}).empty());
   const std::string slow = phase_printed([](SlowPhase& p) {
     std::this_thread::sleep_for(SlowPhase::kQuiet + std::chrono::milliseconds(200));
