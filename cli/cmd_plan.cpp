@@ -239,15 +239,21 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
   return j;
 }
 
+// The layout column is as wide as the longest layout shown, so the figures stay aligned.
 void print_table(const std::vector<Candidate>& all, int top, double tokens_per_step) {
-  fmt::print("{:>3}  {:<48} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", "peak/rank",
+  size_t width = std::string("layout").size();
+  for (int shown = 0; const Candidate& c : all) {
+    if (!c.fits || shown++ == top) break;
+    width = std::max(width, c.layout.str().size());
+  }
+  fmt::print("{:>3}  {:<{}} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", width, "peak/rank",
              "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "other", "tokens/s");
   int shown = 0;
   for (const Candidate& c : all) {
     if (!c.fits || shown == top) break;
     const StepEstimate& e = c.step;
-    fmt::print("{:>3}  {:<48} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n",
-               ++shown, c.layout.str(), format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms,
+    fmt::print("{:>3}  {:<{}} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n",
+               ++shown, c.layout.str(), width, format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms,
                e.bubble_ms, e.data_ms, e.update_ms, e.other_ms, tokens_per_step / e.total_ms() * 1e3);
   }
 }

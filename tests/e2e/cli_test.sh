@@ -657,6 +657,14 @@ gpt)
     "$distrain" check "$work/planned.toml" >"$work/planned.log" 2>&1 && grep -q "^mesh        data 1 x tensor 1 x pipeline 2" "$work/planned.log" &&
     ok "plan: a slow link between 2 hosts chooses pipeline 2, and --write's recipe checks" ||
     bad "plan slow link: $(grep -E '^(choice|  1 )' "$work/plan.log") $(tail -n 2 "$work/plan.log" "$work/planned.log")"
+  python3 - "$work/plan.log" <<'PY' && ok "plan: the table's columns stay aligned whatever the layout names" || bad "plan table: $(sed -n 4,8p "$work/plan.log")"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+header = next(l for l in lines if l.lstrip().startswith("#  layout"))
+end = header.index("peak/rank") + len("peak/rank")
+rows = [l for l in lines if l[:3].strip().isdigit()]
+assert rows and all(r[:end].endswith("B") and r[end] == " " for r in rows), rows
+PY
   "$distrain" plan "$work/gpt.toml" --ranks 4 --hosts 2 --profile-steps 2 --json >"$work/plan.json" 2>"$work/plan.err"
   json_true '[c for c in J[0] if c["fits"]][0]["step_ms"]["total"] > 0 and all(c["data"] * c["tensor"] * c["pipeline"] == 4 and c["tensor"] <= 2 for c in J[0])' \
     "$work/plan.json" && ok "plan --json: every layout of 4 ranks on 2 hosts, tensor inside a host" ||
