@@ -298,6 +298,12 @@ void write_checkpoint_file(const std::string& path, const std::string& tmp, Mode
     write_attr_f64(g, "epoch_seconds", state.epoch_seconds);
     write_attr_f64(g, "epoch_grad_norm_sum", state.epoch_grad_norm_sum);
     write_attr_i64(g, "epoch_grad_norms", state.epoch_grad_norms);
+    if (!std::isnan(state.monitor.best)) {
+      write_attr_f64(g, "best_metric", state.monitor.best);
+      write_attr_i64(g, "best_step", state.monitor.best_step);
+    }
+    write_attr_i64(g, "validations_since_best", state.monitor.waited);
+    write_attr_i64(g, "stopped_early", state.monitor.stopped_early ? 1 : 0);
   }
   DT_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "flushing {}", tmp);
 }
@@ -362,6 +368,10 @@ void check_state(const TrainState& s, const std::string& path) {
                     s.epoch_grad_norm_sum >= 0,
                 "{}: checkpoint gradient norms out of range ({} norms, sum {}); the file is corrupt", path, s.epoch_grad_norms,
                 s.epoch_grad_norm_sum);
+  const ValidationMonitor& m = s.monitor;
+  DT_USER_CHECK(!std::isinf(m.best) && m.best_step >= 0 && m.best_step <= s.step && m.waited >= 0 && m.waited <= s.step,
+                "{}: checkpoint validation record out of range (best {} at step {}, {} validations since); the file is corrupt",
+                path, m.best, m.best_step, m.waited);
 }
 }  // namespace
 
@@ -397,6 +407,13 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   if (!read_attr_f64(g, "epoch_grad_norm_sum", h.state.epoch_grad_norm_sum) ||
       !read_attr_i64(g, "epoch_grad_norms", h.state.epoch_grad_norms))
     h.state.epoch_grad_norm_sum = 0, h.state.epoch_grad_norms = 0;
+  // Absent from checkpoints written before keep_best and early_stopping: nothing seen yet.
+  ValidationMonitor& m = h.state.monitor;
+  if (!read_attr_f64(g, "best_metric", m.best) || !read_attr_i64(g, "best_step", m.best_step)) m.best = NAN, m.best_step = 0;
+  int64_t stopped = 0;
+  read_attr_i64(g, "validations_since_best", m.waited);
+  read_attr_i64(g, "stopped_early", stopped);
+  m.stopped_early = stopped == 1;
   check_state(h.state, path);
   return h;
 }

@@ -7,6 +7,7 @@
 // Saving is atomic: write <file>.tmp.<pid>, flush, fsync, rename. A crash at any moment
 // leaves every earlier checkpoint intact; the PID keeps two processes from sharing a name.
 #pragma once
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,15 @@
 namespace distrain {
 
 // Where training stands: enough to continue exactly where it stopped.
+// What checkpoint.keep_best and train.early_stopping have seen of the validations so far
+// (carried by checkpoints, so that a resumed run judges as the uninterrupted one would).
+struct ValidationMonitor {
+  double best = std::numeric_limits<double>::quiet_NaN();  // the monitored figure's best; NaN: none yet
+  int64_t best_step = 0;
+  int64_t waited = 0;  // validations since the best, none of them better by min_delta
+  bool stopped_early = false;
+};
+
 struct TrainState {
   int64_t step = 0;            // optimizer steps done
   int64_t epoch = 0;           // current epoch (0-based)
@@ -27,6 +37,7 @@ struct TrainState {
   // With optimizer.clip_norm: the sum of the epoch's steps' global gradient norms, and their number.
   double epoch_grad_norm_sum = 0.0;
   int64_t epoch_grad_norms = 0;
+  ValidationMonitor monitor;  // kept by TrainRun, written with the state
 };
 
 struct CheckpointHeader {

@@ -76,6 +76,17 @@ void parse_image_folder(ConfigTable& c, DataSpec& d) {
   }
 }
 
+// keep_best and early stopping judge validations: there must be some, and restoring the best
+// weights reads keep_best's file, of the same figure.
+void check_validation_keys(const Recipe& r) {
+  DT_USER_CHECK(r.checkpoint.keep_best.empty() || r.train.validate, "{}: checkpoint.keep_best needs train.validate = true",
+                r.file);
+  const EarlyStoppingSpec& e = r.train.early_stopping;
+  DT_USER_CHECK(!e.restore_best || r.checkpoint.keep_best == e.monitor,
+                "{}: train.early_stopping.restore_best reads the best weights from checkpoint.keep_best; set "
+                "checkpoint.keep_best = \"{}\"", r.file, e.monitor);
+}
+
 // An image folder without data.image_shape takes the model's input_shape; and without a
 // test folder or a validation share it has nothing to validate on.
 void check_image_folder(Recipe& r) {
@@ -373,12 +384,34 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   c.finish();
 }
 
+const std::vector<std::string> kMonitored{"val_loss", "val_accuracy"};
+
+// [train.early_stopping]: Keras's EarlyStopping (monitor, patience, min_delta, restore_best).
+void parse_early_stopping(ConfigTable& train, TrainSpec& t) {
+  if (!train.has("early_stopping")) return;
+  ConfigTable c = train.sub("early_stopping");
+  EarlyStoppingSpec& e = t.early_stopping;
+  e.enabled = true;
+  e.monitor = c.get_choice("monitor", "val_loss", kMonitored);
+  e.patience = c.get_int("patience");
+  if (e.patience < 1) c.fail("patience", "must be at least 1 (validations without improvement before stopping)");
+  e.min_delta = c.get_float("min_delta", 0.0);
+  if (!(e.min_delta >= 0) || !std::isfinite(e.min_delta)) c.fail("min_delta", "must be >= 0");
+  e.restore_best = c.get_bool("restore_best", false);
+  if (!t.validate) c.fail("monitor", "needs validation: train.validate = true");
+  c.finish();
+}
+
 void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
   t.epochs = c.get_int("epochs", 1);
   if (t.epochs <= 0) c.fail("epochs", fmt::format("must be positive, got {}", t.epochs));
   t.steps = c.get_int("steps", 0);
   if (t.steps < 0) c.fail("steps", "must be >= 0 (0 = no cap)");
   t.validate = c.get_bool("validate", true);
+  t.validate_every_steps = c.get_int("validate_every_steps", 0);
+  if (t.validate_every_steps < 0) c.fail("validate_every_steps", "must be >= 0 (0: at the end of every epoch only)");
+  if (t.validate_every_steps > 0 && !t.validate) c.fail("validate_every_steps", "needs train.validate = true");
+  parse_early_stopping(c, t);
   t.eval_batch = c.get_int("eval_batch", 500);
   if (t.eval_batch <= 0) c.fail("eval_batch", "must be positive");
   if (t.eval_batch > kMaxBatch) c.fail("eval_batch", fmt::format("must be at most {}", kMaxBatch));
@@ -411,6 +444,7 @@ void parse_checkpoint(ConfigTable c, CheckpointSpec& k, const std::string& name)
   k.every_epochs = c.get_int("every_epochs", 1);
   k.every_steps = c.get_int("every_steps", 0);
   k.keep = c.get_int("keep", 3);
+  k.keep_best = c.has("keep_best") ? c.get_choice("keep_best", "val_loss", kMonitored) : "";
   k.init_from = c.get_string("init_from", "");
   k.resume_from = c.get_string("resume_from", "");
   if (!k.resume_from.empty() && !k.init_from.empty())
@@ -465,6 +499,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   r.model_spec = std::make_shared<const ModelSpec>(parse_model_spec(*model->as_table(), file));
   check_image_folder(r);
+  check_validation_keys(r);
   DT_USER_CHECK(!r.train.recompute_blocks || r.model_spec->blocks > 0,
                 "{}: train.recompute = \"blocks\" reruns each repeat block's forward in backward, and [model] has no repeat "
                 "block; use \"none\"", file);

@@ -43,10 +43,23 @@ struct StrategySpec {
   static constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 };
 
+// train.early_stopping, as Keras's EarlyStopping: stop once `patience` validations in a row
+// have not improved `monitor` by more than min_delta; restore_best: the run's last weights
+// are the best validation's (checkpoint.keep_best's best.h5).
+struct EarlyStoppingSpec {
+  bool enabled = false;
+  std::string monitor = "val_loss";  // val_loss (lower is better) | val_accuracy (higher is better)
+  int64_t patience = 0;
+  double min_delta = 0.0;
+  bool restore_best = false;
+};
+
 struct TrainSpec {
   int64_t epochs = 1;
   int64_t steps = 0;  // 0 = no cap; > 0 stops after that many optimizer steps
   bool validate = true;
+  int64_t validate_every_steps = 0;  // > 0: also validate after every N-th step (0: at epoch ends only)
+  EarlyStoppingSpec early_stopping;
   int64_t eval_batch = 500;
   bool allow_tf32 = false;  // GPU matrix products and convolutions may round to TF32
   bool tensorboard = true;  // TensorBoard event files in the run folder
@@ -76,6 +89,7 @@ struct CheckpointSpec {
   int64_t every_epochs = 1, every_steps = 0, keep = 3;
   std::string init_from;  // weights only, then train
   std::string resume_from;  // a checkpoint to go on from instead of the run folder's newest
+  std::string keep_best;    // "val_loss" | "val_accuracy": best.h5 holds the best validation's state; "" none
 };
 
 struct Recipe {

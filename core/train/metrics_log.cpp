@@ -1,6 +1,7 @@
 #include "core/train/metrics_log.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -94,7 +95,7 @@ bool summary_from_metrics(const fs::path& file, TrainSummary& s) {
 }
 
 void write_summary(const fs::path& file, const std::string& name, const TrainSummary& s) {
-  const Json summary = {{"name", name},
+  Json summary = {{"name", name},
                         {"steps", s.steps},
                         {"epochs_completed", s.epochs},
                         {"loss", s.loss},
@@ -105,6 +106,9 @@ void write_summary(const fs::path& file, const std::string& name, const TrainSum
                         {"images_per_sec", s.images_per_sec},
                         {"skipped_steps", s.skipped_steps},
                         {"last_checkpoint", s.last_checkpoint}};
+  if (s.judged && !std::isnan(s.best.best))
+    summary["best"] = {{"monitor", s.keep_best}, {"value", s.best.best}, {"step", s.best.best_step}};
+  if (s.best.stopped_early) summary["stopped_early_at"] = s.steps;
   replace_text(file, dump_line(summary) + "\n");
 }
 

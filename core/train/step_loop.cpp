@@ -45,7 +45,10 @@ TrainState StepLoop::run(const TrainState& start) {
   stopped_ = false;
   while (!plan_.complete(state_)) {
     const double lr = run_epoch_steps();
-    if (stopped_ || !end_epoch(lr)) break;  // stopped: no epoch report, a rerun redoes the epoch from its checkpoint
+    // Stopped (a signal, a simulated crash): no epoch report, a rerun redoes the epoch from its
+    // checkpoint. Ended by the observer (early stopping): the epoch so far is reported.
+    if (stopped_ && !observer_.ends_run()) break;
+    if (!end_epoch(lr) || observer_.ends_run()) break;
   }
   return state_;
 }
@@ -104,7 +107,10 @@ void StepLoop::read_figures() {
 bool StepLoop::end_epoch(double lr) {
   observer_.end_epoch(state_, lr);
   if (state_.batch_in_epoch != plan_.batches_per_epoch) return false;
-  state_ = TrainState{state_.step, state_.epoch + 1, 0, {}, 0.0};
+  TrainState next;
+  next.step = state_.step;
+  next.epoch = state_.epoch + 1;
+  state_ = next;
   observer_.next_epoch(state_, plan_.complete(state_));
   return true;
 }

@@ -71,6 +71,8 @@ class StepObserver {
   virtual void next_epoch(const TrainState& state, bool last) { (void)state, (void)last; }
   // The checkpoint that a run whose loss stopped being finite can go back to, or "".
   virtual std::string last_checkpoint() const { return ""; }
+  // Whether the run ends after the epoch just reported (early stopping), the same on every worker.
+  virtual bool ends_run() const { return false; }
 };
 
 class StepLoop {

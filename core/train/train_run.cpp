@@ -6,6 +6,7 @@
 
 #include "core/base/host_memory.hpp"
 #include "core/base/log.hpp"
+#include "core/io/checkpoint.hpp"
 #include "core/base/stop_signal.hpp"
 #include "core/train/data_placement.hpp"
 #include "core/train/evaluate.hpp"
@@ -36,7 +37,8 @@ TrainRun::TrainRun(const Recipe& recipe, const TrainOptions& options, Strategy& 
       run_dir_(run_dir), plan_(plan), writer_(strategy.rank() == 0),
       progress_(writer_ ? options.out : nullptr, with_rate_unit(options.progress, test), plan.epochs, plan.batches_per_epoch,
                 plan.total_steps),
-      last_saved_(resumed) {
+      last_saved_(resumed),
+      monitor_(start.monitor) {
   summary_.run_dir = run_dir;
   if (writer_ && recipe.train.tensorboard) tensorboard_.emplace(run_dir, start, recipe.train.tensorboard_every_steps, recipe.train.tensorboard_flush_seconds);
 }
@@ -70,7 +72,18 @@ bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
   if (step.read)
     progress_.update(state.batch_in_epoch, state.epoch_stats, per_second(state.epoch_stats.count, state.epoch_seconds),
                      state.epoch_seconds);
-  if (checkpoint_due(state)) save(state);
+  if (validation_due(state)) {
+    const LossStats v = validate();
+    last_validation_ = std::pair{state.step, v};
+    if (writer_ && options_.progress.style != ProgressStyle::none) {
+      progress_.interrupt();
+      fmt::print(options_.out, "step {} - val_loss: {:.4f} - val_accuracy: {:.4f}\n", state.step, v.mean_loss(), v.accuracy());
+      std::fflush(options_.out);
+    }
+    judge(state, v);
+  }
+  if (checkpoint_due(state) || (monitor_.stopped_early && state.step < plan_.total_steps)) save(state);
+  if (monitor_.stopped_early) return true;
   if (state.step == options_.crash_after_step) {
     summary_.steps = state.step;
     crashed_ = true;
@@ -87,10 +100,11 @@ void TrainRun::end_epoch(const TrainState& state, double lr) {
   EpochReport report{state.epoch + 1, state.step, state.batch_in_epoch, strategy_.epoch_total(state.epoch_stats), {},
                      lr, per_second(state.epoch_stats.count, state.epoch_seconds), state.epoch_seconds, std::nullopt};
   if (state.epoch_grad_norms) report.grad_norm = state.epoch_grad_norm_sum / static_cast<double>(state.epoch_grad_norms);
-  if (recipe_.train.validate) {
-    SlowPhase phase(phase_out(), fmt::format("validating on {} examples", test_.size()), [this] { progress_.interrupt(); });
-    strategy_.prepare_for_read();
-    report.validation = evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);
+  if (recipe_.train.validate && last_validation_ && last_validation_->first == state.step) {
+    report.validation = last_validation_->second;  // validated at this very step (validate_every_steps, then stopped)
+  } else if (recipe_.train.validate) {
+    report.validation = validate();
+    judge(state, report.validation);
   }
   progress_.end_epoch(report);
   if (tensorboard_) tensorboard_->epoch(report);
@@ -102,13 +116,60 @@ void TrainRun::end_epoch(const TrainState& state, double lr) {
   summary_.val_accuracy = report.validation.accuracy();
 }
 
+LossStats TrainRun::validate() {
+  SlowPhase phase(phase_out(), fmt::format("validating on {} examples", test_.size()), [this] { progress_.interrupt(); });
+  strategy_.prepare_for_read();
+  return evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);
+}
+
+bool TrainRun::validation_due(const TrainState& state) const {
+  const int64_t every = recipe_.train.validate_every_steps;
+  return every && state.step % every == 0 && state.batch_in_epoch != plan_.batches_per_epoch &&
+         state.step != plan_.total_steps;
+}
+
+// Keras's rule: better when past the best by more than min_delta (lower loss, higher
+// accuracy); the first validation is the first best. The figures are the same on every
+// worker, so every worker decides alike.
+void TrainRun::judge(const TrainState& state, const LossStats& validation) {
+  const EarlyStoppingSpec& early = recipe_.train.early_stopping;
+  const std::string& best_of = !recipe_.checkpoint.keep_best.empty() ? recipe_.checkpoint.keep_best : early.monitor;
+  if (recipe_.checkpoint.keep_best.empty() && !early.enabled) return;
+  const bool loss = best_of == "val_loss";
+  const double value = loss ? validation.mean_loss() : validation.accuracy();
+  const double margin = early.enabled ? early.min_delta : 0.0;
+  const bool better = std::isnan(monitor_.best) || (loss ? value < monitor_.best - margin : value > monitor_.best + margin);
+  if (better) {
+    monitor_.best = value;
+    monitor_.best_step = state.step;
+    monitor_.waited = 0;
+    if (!recipe_.checkpoint.keep_best.empty()) save_to((fs::path(run_dir_) / "best.h5").string(), state);
+  } else {
+    ++monitor_.waited;
+  }
+  if (early.enabled && monitor_.waited >= early.patience && state.step < plan_.total_steps) {
+    monitor_.stopped_early = true;
+    log::info("early stopping at step {}: {} has not improved by more than {:g} in {} validation(s); the best, {:.4f}, "
+              "was at step {}", state.step, best_of, early.min_delta, monitor_.waited, monitor_.best, monitor_.best_step);
+  }
+}
+
 void TrainRun::next_epoch(const TrainState& state, bool last) {
   if (recipe_.checkpoint.every_epochs && state.epoch % recipe_.checkpoint.every_epochs == 0 && !last) save(state);
 }
 
 TrainSummary TrainRun::finish(const TrainState& end) {
   if (crashed_) return summary_;  // as a crash would: nothing saved, nothing written
+  if (monitor_.stopped_early && recipe_.train.early_stopping.restore_best) {
+    const std::string best = (fs::path(run_dir_) / "best.h5").string();
+    load_weights(best, strategy_.model_state());
+    log::info("early stopping: the weights restored from {} (step {})", best, monitor_.best_step);
+    last_saved_.clear();  // the end's checkpoint is written again, with the best weights
+  }
   save(end);                      // the final state, or where a stop signal ended the run
+  summary_.best = monitor_;
+  summary_.keep_best = recipe_.checkpoint.keep_best.empty() ? recipe_.train.early_stopping.monitor : recipe_.checkpoint.keep_best;
+  summary_.judged = !recipe_.checkpoint.keep_best.empty() || recipe_.train.early_stopping.enabled;
   summary_.last_checkpoint = last_saved_;
   summary_.steps = end.step;
   summary_.epochs = end.epoch;
@@ -130,14 +191,21 @@ bool TrainRun::checkpoint_due(const TrainState& state) const {
 void TrainRun::save(const TrainState& state) {
   const std::string path = (fs::path(run_dir_) / checkpoint_name(state.step)).string();
   if (path == last_saved_) return;  // a stop signal came at a periodic save
+  save_to(path, state);
+  if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
+  last_saved_ = path;
+}
+
+// The state with the validation record, as the checkpoint `path`.
+void TrainRun::save_to(const std::string& path, const TrainState& state) {
+  TrainState saved = state;
+  saved.monitor = monitor_;
   const std::string name = fs::path(path).filename().string();
   SlowPhase phase(phase_out(), "saving " + name, [this] { progress_.interrupt(); });
   strategy_.prepare_for_read();     // every worker takes part, in both
-  save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), state, recipe_.resolved_text(), writer_,
+  save_checkpoint(path, strategy_.model_state(), strategy_.optimizer_state(), saved, recipe_.resolved_text(), writer_,
                   test_.vocabulary ? test_.vocabulary->to_text() : "", test_.class_names);
   if (std::error_code ec; writer_) phase.set_outcome(fmt::format("saved {} ({})", name, format_bytes(static_cast<int64_t>(fs::file_size(path, ec)))));
-  if (writer_) prune_checkpoints(run_dir_, recipe_.checkpoint.keep);
-  last_saved_ = path;
 }
 
 }  // namespace distrain

@@ -1,10 +1,13 @@
 // TrainRun: what `distrain train` does around the steps StepLoop runs. Rank 0's progress,
-// TensorBoard events and metrics.jsonl; validation at each epoch's end; checkpoints every
+// TensorBoard events and metrics.jsonl; validation at each epoch's end (and every
+// train.validate_every_steps), judged for checkpoint.keep_best and train.early_stopping;
+// checkpoints every
 // checkpoint.every_steps and every_epochs, at the end and where a stop signal ends the run;
 // the stop signal itself, agreed by every worker; TrainOptions' simulated crash; and the
 // TrainSummary, with summary.json when the run is over.
 #pragma once
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "core/optim/lr_schedule.hpp"
@@ -29,6 +32,7 @@ class TrainRun final : public StepObserver {
   void end_epoch(const TrainState& state, double lr) override;
   void next_epoch(const TrainState& state, bool last) override;
   std::string last_checkpoint() const override { return last_saved_; }
+  bool ends_run() const override { return monitor_.stopped_early; }
 
   // After the loop, at `end`: the last checkpoint (none after a simulated crash) and the summary.
   TrainSummary finish(const TrainState& end);
@@ -37,6 +41,13 @@ class TrainRun final : public StepObserver {
   // checkpoint.every_steps says to save after the step `state` counts.
   bool checkpoint_due(const TrainState& state) const;
   void save(const TrainState& state);
+  void save_to(const std::string& path, const TrainState& state);
+  // The validation split's figures now, every worker taking part.
+  LossStats validate();
+  // A validation's figures against the best so far: keep_best's file, early stopping.
+  void judge(const TrainState& state, const LossStats& validation);
+  // train.validate_every_steps says to validate after the step `state` counts (epoch ends validate anyway).
+  bool validation_due(const TrainState& state) const;
 
   const Recipe& recipe_;
   const LrSchedule& schedule_;  // the learning rate of each step, for TensorBoard
@@ -51,6 +62,8 @@ class TrainRun final : public StepObserver {
   std::FILE* phase_out() const;
   std::optional<TensorBoardLog> tensorboard_;  // rank 0's, as metrics.jsonl
   std::string last_saved_;
+  ValidationMonitor monitor_;  // written into every checkpoint's state
+  std::optional<std::pair<int64_t, LossStats>> last_validation_;  // the step of the last mid-epoch validation, its figures
   TrainSummary summary_;
   double train_seconds_ = 0;
   int64_t trained_examples_ = 0;

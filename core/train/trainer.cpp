@@ -85,8 +85,8 @@ std::string resume_or_initialize(const Recipe& recipe, const Dataset& data, Stra
 
 TrainSummary already_complete(const Recipe& recipe, const std::string& run_dir, const TrainState& state,
                               const std::string& resumed, bool writer) {
-  log::info("{}: run already complete at step {} ({}); use --fresh to start over", run_dir, state.step,
-            resumed.empty() ? "nothing to train" : resumed);
+  log::info("{}: run already complete at step {} ({}{}); use --fresh to start over", run_dir, state.step,
+            resumed.empty() ? "nothing to train" : resumed, state.monitor.stopped_early ? ", stopped early" : "");
   TrainSummary summary;
   summary.run_dir = run_dir;
   summary.steps = state.step;
@@ -171,7 +171,8 @@ TrainSummary run_steps(const Recipe& recipe, const TrainOptions& options, Strate
                 "under {}; resume with the recipe that wrote it", run_dir, state.batch_in_epoch, per_epoch, recipe.file);
   check_planned_steps(recipe, per_epoch);
   const LoopPlan plan = recipe_plan(recipe, per_epoch);
-  if (plan.complete(state)) return already_complete(recipe, run_dir, state, resumed, strategy.rank() == 0);  // its files stay as they are
+  if (plan.complete(state) || state.monitor.stopped_early)  // its files stay as they are
+    return already_complete(recipe, run_dir, state, resumed, strategy.rank() == 0);
   // The epoch resumed in is redone: its earlier line (and any after it) goes; with nothing
   // to resume, every line goes (a run that failed before its first checkpoint wrote them).
   if (strategy.rank() == 0) trim_metrics(fs::path(run_dir) / "metrics.jsonl", state.epoch);

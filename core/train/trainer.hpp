@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/progress.hpp"
@@ -39,6 +40,9 @@ struct TrainSummary {
   int64_t skipped_steps = 0;  // steps discarded for a non-finite loss or gradient (train.on_nonfinite = "skip_step")
   int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
+  bool judged = false;    // keep_best or early_stopping watched the validations
+  std::string keep_best;  // the figure they watched
+  ValidationMonitor best;  // what they found (best value and step, whether the run stopped early)
   std::optional<ServeReport> served;  // on a parameter server's server: what it did, instead of training
 };
 

@@ -214,3 +214,57 @@ TEST_CASE("recipe: --set overrides, unknown keys, wrong types, bad values, all w
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+// checkpoint.keep_best and train.early_stopping, judged on validations every
+// train.validate_every_steps and at epoch ends. min_delta = 1e9 makes every validation after
+// the first "no better", so the stop is known in advance: the first validation (step 4) is
+// the best, the second (step 8) waits 1, and patience 1 stops there, mid-epoch.
+TEST_CASE("early stopping and keep_best: the best validation kept, the run stopped after patience, its state resumed") {
+  const std::string keys = "\n[train.early_stopping]\npatience = 1\nmin_delta = 1e9\nrestore_best = true\n";
+  std::string text = std::regex_replace(std::string(kRecipe), std::regex("\\[train\\]\nepochs = 3"),
+                                        "[train]\nepochs = 3\nvalidate_every_steps = 4" + keys);
+  text = std::regex_replace(text, std::regex("keep = 2"), "keep = 2\nkeep_best = \"val_loss\"");
+  const Recipe recipe = parse_recipe(text, "early.toml");
+  CHECK(recipe.train.early_stopping.patience == 1);
+  const fs::path a = fs::temp_directory_path() / "distrain_early_a", b = fs::temp_directory_path() / "distrain_early_b";
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const TrainSummary full = train(recipe, quiet(a));
+  CHECK(full.steps == 8);
+  CHECK(full.best.stopped_early);
+  CHECK(full.best.best_step == 4);
+  const CheckpointHeader best = read_checkpoint_header((a / "best.h5").string());
+  CHECK(best.state.step == 4);
+  CHECK(best.state.monitor.best_step == 4);
+  // restore_best: the run's last checkpoint holds the best validation's weights.
+  CHECK(final_weights(recipe, full.last_checkpoint) == final_weights(recipe, (a / "best.h5").string()));
+  CHECK(read_checkpoint_header(full.last_checkpoint).state.monitor.stopped_early);
+  const Json summary = Json::parse(std::ifstream(a / "summary.json"));
+  CHECK(summary["stopped_early_at"] == 8);
+  CHECK(summary["best"]["step"] == 4);
+  CHECK(untimed_metrics(a / "metrics.jsonl").size() == 1);  // the stopped epoch, reported as far as it went
+  // A rerun does not train on: the run is complete.
+  CHECK(train(recipe, quiet(a)).steps == 8);
+  // Crashed after step 5 (past the best, no checkpoint of the record yet but best.h5's)
+  // and resumed from step 4's checkpoint: the same stop, the same weights.
+  TrainOptions crash = quiet(b);
+  crash.crash_after_step = 5;
+  train(recipe, crash);
+  const TrainSummary resumed = train(recipe, quiet(b));
+  CHECK(resumed.steps == 8);
+  CHECK(resumed.best.best_step == 4);
+  CHECK(final_weights(recipe, full.last_checkpoint) == final_weights(recipe, resumed.last_checkpoint));
+  // The keys' refusals name them.
+  CHECK_THROWS_WITH_AS(parse_recipe(std::regex_replace(text, std::regex("patience = 1"), "patience = 0"), "e.toml"),
+                       doctest::Contains("train.early_stopping.patience: must be at least 1"), UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(std::regex_replace(text, std::regex("keep_best = \"val_loss\""), "keep_best = \"val_accuracy\""),
+                                    "e.toml"),
+                       doctest::Contains("restore_best reads the best weights from checkpoint.keep_best; set checkpoint.keep_best = \"val_loss\""),
+                       UserError);
+  CHECK_THROWS_WITH_AS(parse_recipe(text, "e.toml", {"train.validate=false"}), doctest::Contains("needs train.validate = true"),
+                       UserError);
+}
+
+}  // namespace distrain::test
