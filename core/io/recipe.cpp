@@ -432,6 +432,9 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
     c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));
   if (t.accumulate_steps > 1 && strategy == "mesh")
     c.fail("accumulate_steps", "the mesh splits its batch itself: use strategy.micro_batches");
+  if ((t.validate_every_steps > 0 || t.early_stopping.enabled) && strategy == "parameter_server")
+    c.fail(t.early_stopping.enabled ? "early_stopping" : "validate_every_steps",
+           "is not available under parameter_server in this version (its workers validate at epoch ends only)");
   if (t.skip_nonfinite_steps && strategy == "parameter_server")
     c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "
                            "the other workers' losses; use \"stop\"");
