@@ -1,7 +1,6 @@
 // distrain: train neural networks from TOML recipes on one device or many.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -10,13 +9,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "cli/commands.hpp"
-#include "core/base/openmp_wait.hpp"
+#include "core/base/edit_distance.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
 #include "core/base/log.hpp"
+#include "core/base/openmp_wait.hpp"
 #include "core/base/stop_signal.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
@@ -42,20 +41,6 @@ std::string recipe_flag_hint(const std::string& parse_error, int argc, char** ar
   return "";
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substituted = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
-      diagonal = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substituted});
-    }
-  }
-  return row[b.size()];
-}
 
 // A first word that is no subcommand (distrain trian): the one most likely meant.
 std::string subcommand_hint(const CLI::App& app, int argc, char** argv) {
@@ -64,7 +49,7 @@ std::string subcommand_hint(const CLI::App& app, int argc, char** argv) {
   std::string best;
   size_t best_distance = 3;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    if (const size_t d = edit_distance(word, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
+    if (const size_t d = distrain::edit_distance(word, sub->get_name()); d < best_distance) best = sub->get_name(), best_distance = d;
   return best.empty() ? fmt::format("; '{}' is not a command", word)
                       : fmt::format("; '{}' is not a command: did you mean {}?", word, best);
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "core/base/edit_distance.hpp"
 #include "core/base/error.hpp"
 
 namespace distrain {
@@ -160,21 +161,6 @@ ConfigTable ConfigTable::sub(const std::string& key) {
 }
 
 namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substituted = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
-      diagonal = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substituted});
-    }
-  }
-  return row[b.size()];
-}
 
 // Names Keras, PyTorch, nanoGPT and llm.c users type, and what distrain calls the setting:
 // a full key, or (starting with a space) a sentence where no key corresponds.

@@ -63,8 +63,6 @@ void parse_token_data(ConfigTable& c, DataSpec& d) {
 void parse_image_folder(ConfigTable& c, DataSpec& d) {
   if (d.path.empty()) c.fail("path", "image_folder needs the folder of class folders (one sub-folder per class)");
   d.test_path = c.get_string("test_path", "");
-  d.validation_split = c.get_float("validation_split", 0.0);
-  if (!(d.validation_split >= 0 && d.validation_split < 1)) c.fail("validation_split", "must be in [0, 1)");
   if (!d.test_path.empty() && d.validation_split > 0)
     c.fail("validation_split", "and data.test_path both choose what validates; give one");
   d.image_shape = Shape{};
@@ -108,11 +106,11 @@ void parse_data(ConfigTable c, DataSpec& d) {
   d.dataset = c.get_choice("dataset", "fashion_mnist", {"fashion_mnist", "mnist", "synthetic", "hdf5", "image_folder", "text", "tokens"});
   d.path = c.get_string("path", "");
   if (d.dataset == "hdf5") parse_hdf5_data(c, d);
-  if (d.dataset == "image_folder") parse_image_folder(c, d);
-  if (!d.token_data() && d.dataset != "image_folder") {
+  if (!d.token_data()) {  // token data holds out its own share (validation_fraction)
     d.validation_split = c.get_float("validation_split", 0.0);
     if (!(d.validation_split >= 0 && d.validation_split < 1)) c.fail("validation_split", "must be in [0, 1)");
   }
+  if (d.dataset == "image_folder") parse_image_folder(c, d);
   if (d.token_data()) parse_token_data(c, d);
   d.shuffle = c.get_bool("shuffle", true);
   d.drop_remainder = c.get_bool("drop_remainder", false);

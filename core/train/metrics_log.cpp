@@ -106,8 +106,8 @@ void write_summary(const fs::path& file, const std::string& name, const TrainSum
                         {"images_per_sec", s.images_per_sec},
                         {"skipped_steps", s.skipped_steps},
                         {"last_checkpoint", s.last_checkpoint}};
-  if (s.judged && !std::isnan(s.best.best))
-    summary["best"] = {{"monitor", s.keep_best}, {"value", s.best.best}, {"step", s.best.best_step}};
+  if (!s.monitored.empty() && !std::isnan(s.best.best))
+    summary["best"] = {{"monitor", s.monitored}, {"value", s.best.best}, {"step", s.best.best_step}};
   if (s.best.stopped_early) summary["stopped_early_at"] = s.steps;
   replace_text(file, dump_line(summary) + "\n");
 }

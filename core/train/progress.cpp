@@ -128,6 +128,13 @@ void Progress::draw_bar(int64_t done, const LossStats& running, double images_pe
   bar_open_ = true;
 }
 
+void Progress::validation(int64_t step, const LossStats& v) {
+  if (!out_) return;
+  interrupt();
+  fmt::print(out_, "step {}{}\n", step, validation_figures(v));
+  std::fflush(out_);
+}
+
 void Progress::end_epoch(const EpochReport& r) {
   if (!out_) return;
   const std::string val = validation_figures(r.validation);

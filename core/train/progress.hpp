@@ -44,6 +44,8 @@ class Progress {
   // After a batch whose figures were read: batches done in the epoch, the epoch's running metrics.
   void update(int64_t batches_done, const LossStats& running, double images_per_sec, double seconds);
   void end_epoch(const EpochReport& report);
+  // A validation inside an epoch (train.validate_every_steps), after the step `step`.
+  void validation(int64_t step, const LossStats& validation);
   // The run stops before its epoch's end (a stop signal): a bar's open line is ended, so
   // that what is printed next starts a line of its own.
   void interrupt();

@@ -75,11 +75,7 @@ bool TrainRun::after_step(const TrainState& state, const StepDone& step) {
   if (validation_due(state)) {
     const LossStats v = validate();
     last_validation_ = std::pair{state.step, v};
-    if (writer_ && options_.progress.style != ProgressStyle::none) {
-      progress_.interrupt();
-      fmt::print(options_.out, "step {} - val_loss: {:.4f} - val_accuracy: {:.4f}\n", state.step, v.mean_loss(), v.accuracy());
-      std::fflush(options_.out);
-    }
+    progress_.validation(state.step, v);
     judge(state, v);
   }
   if (checkpoint_due(state) || (monitor_.stopped_early && state.step < plan_.total_steps)) save(state);
@@ -122,6 +118,12 @@ LossStats TrainRun::validate() {
   return evaluate_dataset(strategy_, test_, recipe_.train.eval_batch, test_on_devices_);
 }
 
+// The figure keep_best and early stopping watch (restore_best makes them the same), or "".
+std::string TrainRun::monitored() const {
+  if (!recipe_.checkpoint.keep_best.empty()) return recipe_.checkpoint.keep_best;
+  return recipe_.train.early_stopping.enabled ? recipe_.train.early_stopping.monitor : "";
+}
+
 bool TrainRun::validation_due(const TrainState& state) const {
   const int64_t every = recipe_.train.validate_every_steps;
   return every && state.step % every == 0 && state.batch_in_epoch != plan_.batches_per_epoch &&
@@ -133,8 +135,8 @@ bool TrainRun::validation_due(const TrainState& state) const {
 // worker, so every worker decides alike.
 void TrainRun::judge(const TrainState& state, const LossStats& validation) {
   const EarlyStoppingSpec& early = recipe_.train.early_stopping;
-  const std::string& best_of = !recipe_.checkpoint.keep_best.empty() ? recipe_.checkpoint.keep_best : early.monitor;
-  if (recipe_.checkpoint.keep_best.empty() && !early.enabled) return;
+  const std::string best_of = monitored();
+  if (best_of.empty()) return;
   const bool loss = best_of == "val_loss";
   const double value = loss ? validation.mean_loss() : validation.accuracy();
   const double margin = early.enabled ? early.min_delta : 0.0;
@@ -168,8 +170,7 @@ TrainSummary TrainRun::finish(const TrainState& end) {
   }
   save(end);                      // the final state, or where a stop signal ended the run
   summary_.best = monitor_;
-  summary_.keep_best = recipe_.checkpoint.keep_best.empty() ? recipe_.train.early_stopping.monitor : recipe_.checkpoint.keep_best;
-  summary_.judged = !recipe_.checkpoint.keep_best.empty() || recipe_.train.early_stopping.enabled;
+  summary_.monitored = monitored();
   summary_.last_checkpoint = last_saved_;
   summary_.steps = end.step;
   summary_.epochs = end.epoch;

@@ -48,6 +48,7 @@ class TrainRun final : public StepObserver {
   void judge(const TrainState& state, const LossStats& validation);
   // train.validate_every_steps says to validate after the step `state` counts (epoch ends validate anyway).
   bool validation_due(const TrainState& state) const;
+  std::string monitored() const;
 
   const Recipe& recipe_;
   const LrSchedule& schedule_;  // the learning rate of each step, for TensorBoard

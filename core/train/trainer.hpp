@@ -40,8 +40,7 @@ struct TrainSummary {
   int64_t skipped_steps = 0;  // steps discarded for a non-finite loss or gradient (train.on_nonfinite = "skip_step")
   int stopped_by = 0;  // SIGTERM or SIGINT when a stop signal ended the run early, checkpoint saved; else 0
   double train_seconds = 0, images_per_sec = 0;
-  bool judged = false;    // keep_best or early_stopping watched the validations
-  std::string keep_best;  // the figure they watched
+  std::string monitored;   // the figure keep_best or early_stopping watched; "" when neither did
   ValidationMonitor best;  // what they found (best value and step, whether the run stopped early)
   std::optional<ServeReport> served;  // on a parameter server's server: what it did, instead of training
 };
