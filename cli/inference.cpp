@@ -17,7 +17,8 @@ LoadedCheckpoint load_for_inference(const std::string& command, const std::strin
   loaded.recipe = parse_recipe(loaded.header.recipe, loaded.header.path + " (stored recipe)", overrides);
   loaded.recipe.strategy.name = "one_device";
   loaded.recipe.strategy.devices = {device};
-  loaded.recipe.strategy.offload_optimizer = false;  // nothing is updated: no optimizer state to place
+  // Nothing is updated: no optimizer state to place.
+  loaded.recipe.strategy.zero.offload_optimizer = loaded.recipe.strategy.mesh.offload_optimizer = false;
   return loaded;
 }
 

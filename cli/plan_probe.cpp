@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_steps.hpp"
+#include "core/train/bench_measure.hpp"
 #include "core/base/error.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"

@@ -6,8 +6,8 @@
 #include <functional>
 #include <optional>
 
-#include "cli/plan_cost.hpp"
-#include "cli/plan_layouts.hpp"
+#include "core/plan/plan_cost.hpp"
+#include "core/plan/plan_layouts.hpp"
 #include "core/comm/mpi_communicator.hpp"
 
 namespace distrain::cli {

@@ -14,6 +14,7 @@
 #include "core/base/host_memory.hpp"
 #include "core/base/config_table.hpp"
 #include "core/base/error.hpp"
+#include "core/io/strategy_kind.hpp"
 #include "core/io/toml_depth.hpp"
 
 namespace distrain {
@@ -21,9 +22,6 @@ namespace distrain {
 namespace {
 
 constexpr int64_t kMaxBatch = int64_t{1} << 30;
-
-const std::vector<std::string> kStrategies{"one_device", "mirrored",         "multi_worker_mirrored", "central_storage",
-                                           "zero",       "parameter_server", "mesh"};
 
 void parse_hdf5_data(ConfigTable& c, DataSpec& d) {
   if (d.path.empty()) c.fail("path", "required with dataset = \"hdf5\": the .h5 file to read (docs/hdf5_data.md)");
@@ -142,11 +140,7 @@ void parse_optimizer(ConfigTable c, OptimizerSpec& o, ScheduleSpec& s, const Str
   if (o.weight_decay < 0) c.fail("weight_decay", "must be >= 0");
   o.clip_norm = c.get_float("clip_norm", 0.0);
   if (!(o.clip_norm >= 0) || !std::isfinite(o.clip_norm)) c.fail("clip_norm", "must be >= 0 (0: no clipping)");
-  // The norm is of the gradient one update applies: a synchronous server sums the workers'
-  // pushes of its range only, and the mesh's tensor-sliced variables would need their own sum.
-  if (o.clip_norm > 0 && strategy.name == "parameter_server" && strategy.staleness == 0)
-    c.fail("clip_norm", "needs an asynchronous parameter_server (staleness > 0 or unbounded): each server sums its part of the "
-                        "workers' gradients alone, so none knows the global norm");
+  strategy.kind().check_optimizer(c, o, strategy);
   if (type == "sgd") {
     o.momentum = c.get_float("momentum", 0.0);
     o.nesterov = c.get_bool("nesterov", false);
@@ -201,14 +195,15 @@ void check_device_indices(const ConfigTable& c, const std::vector<std::string>& 
 }
 
 // strategy.devices: "auto" resolved, each parsed and listed once (several replicas of one
-// process may share a GPU only under mirrored, central_storage and zero), indices checked.
+// process may share a GPU only where the strategy allows it), indices checked.
 std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
+  const StrategyKind& kind = s.kind();
   s.devices = c.get_string_list("devices", {"auto"});
   if (s.devices == std::vector<std::string>{"auto"}) {
     // All GPUs when the build and machine have them; else one CPU device.
     const GpuInfo gpus = gpu_info();
     s.devices.clear();
-    for (size_t i = 0; i < gpus.devices.size() && s.name != "one_device"; ++i) s.devices.push_back(fmt::format("cuda:{}", i));
+    for (size_t i = 0; i < gpus.devices.size() && !kind.single_device(); ++i) s.devices.push_back(fmt::format("cuda:{}", i));
     if (s.devices.empty()) s.devices.push_back(gpus.devices.empty() ? "cpu:0" : "cuda:0");
   }
   std::set<std::string> seen;
@@ -217,131 +212,55 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
     const Device dev = devices.emplace_back(Device::parse(d, c.file() + ": strategy.devices"));
     if (seen.insert(dev.str()).second) continue;
     // Several replicas on one GPU (logical devices) exercise multi-GPU logic on one card.
-    if (dev.is_cpu() || (s.name != "mirrored" && s.name != "central_storage" && s.name != "zero"))
+    if (dev.is_cpu() || !kind.replicas_may_share_a_gpu())
       c.fail("devices", fmt::format("{} is listed twice; one replica per device{}", dev.str(),
-                                    dev.is_cuda() ? " (only mirrored, central_storage and zero share a GPU between replicas)" : ""));
+                                    dev.is_cuda() ? fmt::format(" (only {} share a GPU between replicas)",
+                                                                strategy_names_where([](const StrategyKind& k) {
+                                                                  return k.replicas_may_share_a_gpu();
+                                                                }))
+                                                  : ""));
   }
   check_device_indices(c, s.devices);
-  if (s.name == "one_device" && s.devices.size() != 1)
-    c.fail("devices", fmt::format("one_device takes exactly one device, got {}; set strategy.devices = [\"{}\"]",
+  if (kind.single_device() && s.devices.size() != 1)
+    c.fail("devices", fmt::format("{} takes exactly one device, got {}; set strategy.devices = [\"{}\"]", s.name,
                                   s.devices.size(), s.devices.front()));
   return devices;
 }
 
-// Keys that only some strategies read. Under another strategy (a recipe written for one,
-// run with --set strategy.name=...) they are dropped, with a notice naming them.
-struct StrategyOwnKey {
-  const char* key;
-  std::vector<std::string> readers;
-};
-const StrategyOwnKey kStrategyOwnKeys[] = {
-    {"cross_device_ops", {"mirrored"}},
-    {"communication", {"multi_worker_mirrored"}},
-    {"data", {"mesh"}},
-    {"tensor", {"mesh"}},
-    {"pipeline", {"mesh"}},
-    {"micro_batches", {"mesh"}},
-    {"schedule", {"mesh"}},
-    {"stage_boundaries", {"mesh"}},
-    {"shard_optimizer", {"mesh"}},
-    {"sequence_parallel", {"mesh"}},
-    {"vocab_parallel", {"mesh"}},
-    {"offload_optimizer", {"zero", "mesh"}},
-    {"stage", {"zero"}},
-    {"num_ps", {"parameter_server"}},
-    {"staleness", {"parameter_server"}},
-};
-
 // The table without the [strategy] keys its strategy does not read, and the notice that
 // names them ("" when there are none). An unknown strategy name keeps every key: parsing
 // then refuses the name itself.
+// The kinds that read `key` as their own, in order ("" when it is a common key).
+std::string readers_of(const std::string& key) {
+  std::vector<std::string> readers;
+  for (const StrategyKind* k : strategy_kinds()) {
+    const std::vector<std::string> own = k->own_keys();
+    if (std::find(own.begin(), own.end(), key) != own.end()) readers.push_back(k->name());
+  }
+  return fmt::format("{}", fmt::join(readers, ", "));
+}
+
 std::shared_ptr<const toml::table> without_other_strategies_keys(std::shared_ptr<const toml::table> table,
                                                                  const std::string& file, std::vector<std::string>& notices) {
   const toml::table* strategy = (*table)["strategy"].as_table();
   if (!strategy) return table;
-  const std::string name = (*strategy)["name"].value_or(std::string("one_device"));
-  if (std::find(kStrategies.begin(), kStrategies.end(), name) == kStrategies.end()) return table;
-  std::vector<std::string> dropped;
-  for (const StrategyOwnKey& k : kStrategyOwnKeys)
-    if (strategy->contains(k.key) && std::find(k.readers.begin(), k.readers.end(), name) == k.readers.end())
-      dropped.push_back(fmt::format("strategy.{} ({} only)", k.key, fmt::join(k.readers, ", ")));
+  const StrategyKind* kind = find_strategy_kind((*strategy)["name"].value_or(std::string("one_device")));
+  if (!kind) return table;
+  const std::vector<std::string> own = kind->own_keys();
+  std::vector<std::string> dropped, dropped_keys;
+  for (const auto& [key, value] : *strategy) {
+    const std::string name(key.str());
+    const std::string readers = readers_of(name);
+    if (readers.empty() || std::find(own.begin(), own.end(), name) != own.end()) continue;
+    dropped.push_back(fmt::format("strategy.{} ({} only)", name, readers));
+    dropped_keys.push_back(name);
+  }
   if (dropped.empty()) return table;
   auto copy = std::make_shared<toml::table>(*table);
   toml::table& kept = *(*copy)["strategy"].as_table();
-  for (const StrategyOwnKey& k : kStrategyOwnKeys)
-    if (std::find(k.readers.begin(), k.readers.end(), name) == k.readers.end()) kept.erase(k.key);
-  notices.push_back(fmt::format("{}: strategy \"{}\" does not read {}: ignored", file, name, fmt::join(dropped, ", ")));
+  for (const std::string& key : dropped_keys) kept.erase(key);
+  notices.push_back(fmt::format("{}: strategy \"{}\" does not read {}: ignored", file, kind->name(), fmt::join(dropped, ", ")));
   return copy;
-}
-
-// How replicas on these devices exchange gradients: cross_device_ops (mirrored) and
-// communication (multi_worker_mirrored), and what the devices allow.
-void parse_communication(ConfigTable& c, StrategySpec& s, const std::vector<Device>& devices) {
-  const bool all_cpu = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cpu(); });
-  s.cross_device_ops = c.get_choice("cross_device_ops", "auto", {"auto", "nccl", "hierarchical_copy", "reduce_to_one_device"});
-  s.communication = c.get_choice("communication", "auto", {"auto", "ring", "nccl"});
-  if (all_cpu && s.cross_device_ops == "nccl") c.fail("cross_device_ops", "nccl needs cuda devices; on CPU devices use auto");
-  if (all_cpu && s.communication == "nccl") c.fail("communication", "nccl needs cuda devices; on CPU devices use auto or ring");
-  if (shares_a_gpu(devices) && s.cross_device_ops == "nccl")
-    c.fail("cross_device_ops", "replicas share a GPU and NCCL refuses two ranks on one GPU; use \"hierarchical_copy\" or "
-                               "\"reduce_to_one_device\"");
-}
-
-// mesh, pipeline axis: micro-batches per step, the schedule and where stages begin.
-void parse_pipeline(ConfigTable& c, StrategySpec& s) {
-  s.micro_batches = c.get_int("micro_batches", 1);
-  if (s.micro_batches < 1 || s.micro_batches > 4096) c.fail("micro_batches", fmt::format("must be in [1, 4096], got {}", s.micro_batches));
-  s.schedule = c.get_choice("schedule", "1f1b", {"gpipe", "1f1b"});
-  s.stage_boundaries = c.get_string_list("stage_boundaries", {});
-  if (!s.stage_boundaries.empty() && static_cast<int64_t>(s.stage_boundaries.size()) != s.mesh_pipeline - 1)
-    c.fail("stage_boundaries", fmt::format("names {} layer(s); pipeline = {} needs {} (the first layer of each stage after the first)",
-                                           s.stage_boundaries.size(), s.mesh_pipeline, s.mesh_pipeline - 1));
-}
-
-// mesh: the degrees of the data, tensor and pipeline axes (their product must be the
-// number of ranks launched: the strategy checks that before MPI starts), and whether the
-// optimizer state is sharded over the data axis.
-void parse_mesh(ConfigTable& c, StrategySpec& s) {
-  for (const auto& [key, degree] : {std::pair{"data", &s.mesh_data}, {"tensor", &s.mesh_tensor}, {"pipeline", &s.mesh_pipeline}}) {
-    *degree = c.get_int(key, 1);
-    if (*degree < 1 || *degree > 4096) c.fail(key, fmt::format("must be in [1, 4096], got {}", *degree));
-  }
-  s.shard_optimizer = c.get_bool("shard_optimizer", false);
-  if (s.shard_optimizer && s.mesh_data == 1)
-    c.fail("shard_optimizer", "shards the optimizer state over the data axis, and data = 1 leaves nothing to shard over; "
-           "set strategy.data > 1 or leave shard_optimizer out");
-  s.sequence_parallel = c.get_bool("sequence_parallel", false);
-  if (s.sequence_parallel && s.mesh_tensor == 1)
-    c.fail("sequence_parallel", "shards sequences over the tensor axis, and tensor = 1 leaves nothing to shard over; set "
-           "strategy.tensor > 1 or leave sequence_parallel out");
-  if (c.has("vocab_parallel")) {
-    s.vocab_parallel = c.get_bool("vocab_parallel", true);
-    if (*s.vocab_parallel && s.mesh_tensor == 1)
-      c.fail("vocab_parallel", "splits the vocabulary over the tensor axis, and tensor = 1 leaves nothing to split; set "
-             "strategy.tensor > 1 or leave vocab_parallel out");
-  }
-  parse_pipeline(c, s);
-  if (s.name != "mesh") return;
-  // Several devices are a host's GPUs: its launcher-local rank r takes entry r mod their number.
-  const bool gpus = std::all_of(s.devices.begin(), s.devices.end(),
-                                [&](const std::string& d) { return Device::parse(d, c.file()).is_cuda(); });
-  if (s.devices.size() != 1 && !gpus)
-    c.fail("devices", fmt::format("mesh takes one device for every rank, or a host's GPUs (one per rank there), got [{}]",
-                                  fmt::join(s.devices, ", ")));
-}
-
-// The keys one strategy takes (stage: zero; num_ps, staleness: parameter_server).
-void parse_strategy_specifics(ConfigTable& c, StrategySpec& s) {
-  parse_mesh(c, s);
-  s.zero_stage = c.get_int("stage", 1);
-  if (s.zero_stage < 1 || s.zero_stage > 3) c.fail("stage", "must be 1, 2 or 3");
-  s.offload_optimizer = c.get_bool("offload_optimizer", false);
-  s.num_ps = c.get_int("num_ps", 1);
-  if (s.num_ps < 1) c.fail("num_ps", "must be at least 1");
-  if (c.has("staleness")) {
-    s.staleness = c.get_int("staleness");
-    if (s.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
-  }
 }
 
 // A byte count ("2GiB", "512MiB") or an integer of bytes; 0 or absent: no budget.
@@ -356,9 +275,8 @@ void parse_device_memory(ConfigTable& c, StrategySpec& s) {
 }
 
 void parse_strategy(ConfigTable c, StrategySpec& s) {
-  s.name = c.get_choice("name", "one_device", kStrategies);
-  parse_communication(c, s, parse_devices(c, s));
-  parse_strategy_specifics(c, s);
+  s.name = c.get_choice("name", "one_device", strategy_names());
+  const std::vector<Device> devices = parse_devices(c, s);
   s.check_every = c.get_int("check_every", 100);
   if (s.check_every < 0) c.fail("check_every", "must be >= 0 (0 = never)");
   s.sync_batch_norm = c.get_bool("sync_batch_norm", false);
@@ -372,13 +290,11 @@ void parse_strategy(ConfigTable c, StrategySpec& s) {
   if (s.per_replica_batch <= 0) c.fail("per_replica_batch", fmt::format("must be positive, got {}", s.per_replica_batch));
   if (s.per_replica_batch > kMaxBatch)
     c.fail("per_replica_batch", fmt::format("must be at most {}, got {}", kMaxBatch, s.per_replica_batch));
-  if (s.micro_batches > s.per_replica_batch)
-    c.fail("micro_batches", fmt::format("{} micro-batches of a per_replica_batch of {}: use at most {}", s.micro_batches,
-                                        s.per_replica_batch, s.per_replica_batch));
   const int64_t threads = c.get_int("threads", 0);
   if (threads < 0 || threads > 4096) c.fail("threads", "must be in [0, 4096] (0 = all cores)");
   s.threads = static_cast<int>(threads);
   parse_device_memory(c, s);
+  s.kind().parse(c, s, devices);
   c.finish();
 }
 
@@ -400,7 +316,7 @@ void parse_early_stopping(ConfigTable& train, TrainSpec& t) {
   c.finish();
 }
 
-void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
+void parse_train(ConfigTable c, TrainSpec& t, const StrategyKind& strategy) {
   t.epochs = c.get_int("epochs", 1);
   if (t.epochs <= 0) c.fail("epochs", fmt::format("must be positive, got {}", t.epochs));
   t.steps = c.get_int("steps", 0);
@@ -428,14 +344,7 @@ void parse_train(ConfigTable c, TrainSpec& t, const std::string& strategy) {
   t.accumulate_steps = c.get_int("accumulate_steps", 1);
   if (t.accumulate_steps < 1 || t.accumulate_steps > TrainSpec::kMaxAccumulateSteps)
     c.fail("accumulate_steps", fmt::format("must be in [1, {}]", TrainSpec::kMaxAccumulateSteps));
-  if (t.accumulate_steps > 1 && strategy == "mesh")
-    c.fail("accumulate_steps", "the mesh splits its batch itself: use strategy.micro_batches");
-  if ((t.validate_every_steps > 0 || t.early_stopping.enabled) && strategy == "parameter_server")
-    c.fail(t.early_stopping.enabled ? "early_stopping" : "validate_every_steps",
-           "is not available under parameter_server in this version (its workers validate at epoch ends only)");
-  if (t.skip_nonfinite_steps && strategy == "parameter_server")
-    c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "
-                           "the other workers' losses; use \"stop\"");
+  strategy.check_train(c, t);
   c.finish();
 }
 
@@ -496,7 +405,7 @@ Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::st
   }
   parse_strategy(root.sub("strategy"), r.strategy);
   parse_optimizer(root.sub("optimizer"), r.optimizer, r.schedule, r.strategy);
-  parse_train(root.sub("train"), r.train, r.strategy.name);
+  parse_train(root.sub("train"), r.train, r.strategy.kind());
   parse_checkpoint(root.sub("checkpoint"), r.checkpoint, r.name);
   r.model_spec = std::make_shared<const ModelSpec>(parse_model_spec(*model->as_table(), file));
   check_image_folder(r);

@@ -9,39 +9,14 @@
 #include <vector>
 
 #include "core/base/dtype.hpp"
-#include "core/io/model_spec.hpp"
+#include "core/model/model_spec.hpp"
+#include "core/io/strategy_spec.hpp"
 #include "core/model/loss.hpp"
 #include "core/optim/lr_schedule.hpp"
 #include "core/optim/optimizer.hpp"
 #include "datasets/dataset.hpp"
 
 namespace distrain {
-
-struct StrategySpec {
-  // one_device | mirrored | multi_worker_mirrored | central_storage | zero | parameter_server | mesh
-  std::string name = "one_device";
-  std::vector<std::string> devices{"cpu:0"};  // this process's replicas, one per device
-  int64_t per_replica_batch = 64;
-  int threads = 0;  // CPU threads; 0 = OMP_NUM_THREADS or all cores
-  std::string cross_device_ops = "auto";  // mirrored: auto | nccl | hierarchical_copy | reduce_to_one_device
-  std::string communication = "auto";     // multi_worker_mirrored: auto | ring | nccl
-  int64_t check_every = 100;              // replica consistency check period (steps; 0 = never)
-  bool sync_batch_norm = false;           // batch norm with statistics of the global batch
-  int64_t zero_stage = 1;                 // zero: 1, 2, 3
-  int64_t num_ps = 1;                     // parameter_server: server ranks (0 .. num_ps-1)
-  int64_t staleness = -1;                 // parameter_server: -1 unbounded, 0 synchronous, s
-  int64_t mesh_data = 1, mesh_tensor = 1, mesh_pipeline = 1;  // mesh: degrees, product = ranks launched
-  bool shard_optimizer = false;           // mesh: optimizer state sharded over the data axis (ZeRO-1)
-  bool sequence_parallel = false;         // mesh: per-position layers on sequence shards (tensor > 1)
-  std::optional<bool> vocab_parallel;     // mesh: embeddings and head split by vocabulary; unset: where possible
-  bool offload_optimizer = false;         // zero, mesh: optimizer state in host memory, updated there
-  int64_t micro_batches = 1;              // mesh: micro-batches per per-replica batch (pipeline)
-  std::string schedule = "1f1b";          // mesh: gpipe | 1f1b
-  std::vector<std::string> stage_boundaries;  // mesh: first layer of each pipeline stage after the first
-  int64_t device_memory = 0;  // bytes each device of this process may hold in buffers (0: no budget)
-  double timeout_seconds = 300;           // MPI collectives and messages: a rank missing this long fails the job (0 = wait forever)
-  static constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
-};
 
 // train.early_stopping, as Keras's EarlyStopping: stop once `patience` validations in a row
 // have not improved `monitor` by more than min_delta; restore_best: the run's last weights

@@ -94,7 +94,7 @@ class NotCopied : public T {
 
 // A collective a layer makes along the tensor axis in one pass: its kind and the elements
 // of its whole buffer per example (an all-reduce's buffer, a reduce-scatter's input, an
-// all-gather's output), for `distrain plan`'s traffic and time (cli/plan_cost.hpp).
+// all-gather's output), for `distrain plan`'s traffic and time (core/plan/plan_cost.hpp).
 struct TensorCollective {
   enum class Kind { all_reduce, reduce_scatter, all_gather } kind;
   int64_t elements;

@@ -1,4 +1,4 @@
-// Model: the layers of a model spec (core/io/model_spec.hpp: the recipe's [model], read
+// Model: the layers of a model spec (core/model/model_spec.hpp: the recipe's [model], read
 // once), copied from its prototypes and set up, with all variables in one ParamArena. The
 // layers form the spec's graph in recipe order: each takes the previous layer's output
 // unless its `inputs` name others (a residual `add`), repeat blocks expanded into their
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/model_spec.hpp"
+#include "core/model/model_spec.hpp"
 #include "core/layers/layer.hpp"
 #include "core/model/activation_slots.hpp"
 #include "core/model/gradient_reducer.hpp"
@@ -101,7 +101,7 @@ class Model {
   // forward just before its layers' backward, with the same step seed (the same dropout
   // masks). Throws UserError for a block layer that changes state in forward (batch norm).
   void set_recompute(bool on);
-  // What backward does with layer i, for `distrain plan`'s traffic (cli/plan_cost.hpp):
+  // What backward does with layer i, for `distrain plan`'s traffic (core/plan/plan_cost.hpp):
   // whether it makes an input gradient (not where it reads the model's input, nor below
   // the first layer with weights unless the input's gradient is wanted), and whether
   // recomputation reruns its forward first.

@@ -2,7 +2,7 @@
 
 #include "core/base/error.hpp"
 #include "core/base/json.hpp"
-#include "core/io/model_spec.hpp"
+#include "core/model/model_spec.hpp"
 
 namespace distrain {
 

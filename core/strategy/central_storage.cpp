@@ -1,10 +1,14 @@
-#include "core/strategy/central_storage.hpp"
-
+// central_storage (tf.distribute.experimental.CentralStorageStrategy): variables and
+// optimizer state live once, on the host (CPU); replicas on the listed devices compute
+// gradients, which are summed onto the host in replica order, applied there by the one
+// optimizer, and the new variables copied back to every replica.
 #include <fmt/ranges.h>
 
 #include "core/backend/backend.hpp"
+#include "core/io/strategy_kind.hpp"
 #include "core/optim/weight_decay.hpp"
 #include "core/strategy/multi_replica.hpp"
+#include "core/strategy/replica_mesh.hpp"
 
 namespace distrain {
 
@@ -60,10 +64,18 @@ class CentralStorage final : public MultiReplicaStrategy {
   std::unique_ptr<ArenaOptimizerState> state_;
 };
 
-}  // namespace
+class CentralStorageKind final : public StrategyKind {
+ public:
+  std::string name() const override { return "central_storage"; }
+  Processes processes() const override { return Processes::one; }
+  bool replicas_may_share_a_gpu() const override { return true; }
+  bool profiled() const override { return true; }
+  std::unique_ptr<Strategy> make(const Recipe& recipe) const override {
+    return std::make_unique<CentralStorage>(recipe, ReplicaMesh(recipe, ReplicaMesh::Workers::none));
+  }
+};
+DT_REGISTER_STRATEGY(CentralStorageKind, 3);
 
-std::unique_ptr<Strategy> make_central_storage(const Recipe& recipe, ReplicaMesh mesh) {
-  return std::make_unique<CentralStorage>(recipe, std::move(mesh));
-}
+}  // namespace
 
 }  // namespace distrain

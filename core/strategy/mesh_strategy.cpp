@@ -88,7 +88,7 @@ class MeshOptimizerState final : public OptimizerState {
 
 MeshShape shape_of(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
-  return MeshShape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
+  return MeshShape{static_cast<int>(s.mesh.data), static_cast<int>(s.mesh.tensor), static_cast<int>(s.mesh.pipeline)};
 }
 
 // Gradients summed over the data axis in one all-reduce; or, with the optimizer state
@@ -97,8 +97,8 @@ MeshShape shape_of(const Recipe& recipe) {
 // memory with offload_optimizer) and the whole values are its bf16 rounding, as zero's
 // (sharded_masters).
 ModelSeams data_axis_seams(const Recipe& recipe, Communicator& data) {
-  if (!recipe.strategy.shard_optimizer) return ModelSeams{nullptr, std::make_unique<AllReduceAtFlush>(data)};
-  const ShardedValues how{sharded_masters(recipe), sharded_masters(recipe) && recipe.strategy.offload_optimizer};
+  if (!recipe.strategy.mesh.shard_optimizer) return ModelSeams{nullptr, std::make_unique<AllReduceAtFlush>(data)};
+  const ShardedValues how{sharded_masters(recipe), sharded_masters(recipe) && recipe.strategy.mesh.offload_optimizer};
   return ModelSeams{std::make_unique<GatherUpdates>(data, how), std::make_unique<ScatterAtFlush>(data)};
 }
 
@@ -112,15 +112,15 @@ class MeshStrategy final : public Strategy {
     // The whole model's layout (what checkpoints hold) and its cut into stages.
     layout_ = std::make_unique<Model>(recipe.model(), backend_for(Device{}), storage_free_seams(),
                                       tensor_group_of(recipe, mesh_.coord().tensor, shape_.tensor));
-    plan_ = plan_stages(*layout_, shape_.pipeline, spec_.stage_boundaries, recipe.file);
+    plan_ = plan_stages(*layout_, shape_.pipeline, spec_.mesh.stage_boundaries, recipe.file);
     for (size_t i = 0; i < layout_->layers().size(); ++i) stage_of_layer_[layout_->layers()[i]->name()] = plan_.stage_of(i);
     find_cross_stage_ties();
-    const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.micro_batches),
-                           parse_pipe_schedule(spec_.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
+    const StagePlace place{plan_.part(stage()), stage(), shape_.pipeline, static_cast<int>(spec_.mesh.micro_batches),
+                           parse_pipe_schedule(spec_.mesh.schedule), shape_.pipeline > 1 ? &pipe() : nullptr};
     stage_ = std::make_unique<Replica>(recipe, backend_for(device_), data_axis_seams(recipe, data()),
                                        &tensor(), place);
     stats_ = Buffer(stage_->backend(), Shape{2});
-    if (spec_.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
+    if (spec_.mesh.shard_optimizer) shards_ = ShardLayout(model().trainable_ranges(), shape_.data);
     update_.emplace(recipe, model(), stage_->backend(), shards_ ? &*shards_ : nullptr, mesh_.coord().data);
   }
 
@@ -135,11 +135,11 @@ class MeshStrategy final : public Strategy {
   std::string describe() const override {
     std::string pipeline;
     if (shape_.pipeline > 1)
-      pipeline = fmt::format("; {} stages, {} micro-batch(es), schedule {}", shape_.pipeline, spec_.micro_batches, spec_.schedule);
-    else if (spec_.micro_batches > 1)
-      pipeline = fmt::format("; {} micro-batches", spec_.micro_batches);
+      pipeline = fmt::format("; {} stages, {} micro-batch(es), schedule {}", shape_.pipeline, spec_.mesh.micro_batches, spec_.mesh.schedule);
+    else if (spec_.mesh.micro_batches > 1)
+      pipeline = fmt::format("; {} micro-batches", spec_.mesh.micro_batches);
     return fmt::format("mesh: {} ({} ranks, each on {}; tensor innermost){}{}{}", shape_.str(), shape_.size(), mesh_devices(spec_),
-                       spec_.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline,
+                       spec_.mesh.shard_optimizer ? "; optimizer state sharded over the data axis (ZeRO-1)" : "", pipeline,
                        exchanges());
   }
   // On GPUs, what carries each axis's exchanges (axes of more than one rank).
@@ -176,7 +176,7 @@ class MeshStrategy final : public Strategy {
     return figures;
   }
   double stage_idle_theory() const override {
-    const double p = shape_.pipeline, m = static_cast<double>(spec_.micro_batches);
+    const double p = shape_.pipeline, m = static_cast<double>(spec_.mesh.micro_batches);
     return (p - 1) / (m + p - 1);
   }
   MemoryUse memory_per_replica(int64_t per_replica_batch) override {
@@ -187,7 +187,7 @@ class MeshStrategy final : public Strategy {
   CommTraffic data_traffic() const override { return data().traffic(); }
   CommTraffic tensor_traffic() const override { return tensor().traffic(); }
   TrafficTheory traffic_theory() override {
-    if (!spec_.shard_optimizer) return gradient_traffic("all_reduce", 2, shape_.data, model());
+    if (!spec_.mesh.shard_optimizer) return gradient_traffic("all_reduce", 2, shape_.data, model());
     return masters() ? gradient_traffic("reduce_scatter + all_gather in bf16", 1.5, shape_.data, model())
                      : gradient_traffic("reduce_scatter + all_gather", 2, shape_.data, model());
   }
@@ -198,7 +198,7 @@ class MeshStrategy final : public Strategy {
     ParamArena& p = model().params();
     for (Tensor t : {p.values(), p.state()})
       if (t.numel()) data().broadcast(t, 0);
-    if (!spec_.shard_optimizer)
+    if (!spec_.mesh.shard_optimizer)
       for (auto& [name, slot] : optimizer().slots()) data().broadcast(slot, 0);
     double iterations = static_cast<double>(optimizer().iterations());
     data().broadcast(host_tensor(&iterations, 1), 0);
@@ -410,7 +410,7 @@ void MeshOptimizerState::write(const std::string& slot, const Variable& v, const
 
 bool sharded_masters(const Recipe& recipe) {
   const StrategySpec& s = recipe.strategy;
-  return s.shard_optimizer && recipe.train.matmul_dtype == DType::bf16;
+  return s.mesh.shard_optimizer && recipe.train.matmul_dtype == DType::bf16;
 }
 
 std::string mesh_devices(const StrategySpec& s) {

@@ -1,8 +1,9 @@
-#include "core/strategy/one_device.hpp"
-
+// one_device: a single replica on a single device (tf.distribute.OneDeviceStrategy).
 #include "core/backend/backend.hpp"
+#include "core/io/strategy_kind.hpp"
 #include "core/strategy/model_update.hpp"
 #include "core/strategy/replica.hpp"
+#include "core/strategy/strategy.hpp"
 
 namespace distrain {
 
@@ -51,8 +52,16 @@ class OneDevice final : public Strategy {
   std::unique_ptr<ArenaOptimizerState> state_;
 };
 
-}  // namespace
+class OneDeviceKind final : public StrategyKind {
+ public:
+  std::string name() const override { return "one_device"; }
+  Processes processes() const override { return Processes::one; }
+  bool single_device() const override { return true; }
+  bool profiled() const override { return true; }
+  std::unique_ptr<Strategy> make(const Recipe& recipe) const override { return std::make_unique<OneDevice>(recipe); }
+};
+DT_REGISTER_STRATEGY(OneDeviceKind, 0);
 
-std::unique_ptr<Strategy> make_one_device(const Recipe& recipe) { return std::make_unique<OneDevice>(recipe); }
+}  // namespace
 
 }  // namespace distrain

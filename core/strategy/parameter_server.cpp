@@ -1,12 +1,29 @@
-#include "core/strategy/parameter_server.hpp"
-
+// parameter_server (tf.distribute's ParameterServerStrategy, asynchronous): ranks
+// 0 .. num_ps-1 serve, the others train. The trainable arena is split into num_ps
+// contiguous ranges of about equal size; server k holds range k of the variables and its
+// optimizer slots. Each step a worker pulls the current parameters from every server,
+// computes gradients on its own batch and pushes each server its range; a server applies
+// each push as it arrives (its gradient is the mean over that worker's batch, its rate
+// the schedule's for the per-worker batch).
+//   staleness = s   a worker may start step t only when every worker has pushed step t-s-1
+//                   (stale-synchronous); unbounded when left out (TensorFlow's default);
+//   staleness = 0   synchronous: a server sums the pushes of step t from all workers (in
+//                   worker order), applies them once with the global batch's rate, and
+//                   serves step t+1 after: the same weights as one_device with the global batch.
+// Worker 0 writes the checkpoints (gathering values and slots from the servers); every
+// rank reads the newest one to resume, each server keeping its range.
 #include <algorithm>
 
 #include "core/backend/backend.hpp"
+#include "core/base/host_memory.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
 #include "core/comm/staged_communicator.hpp"
 #include "core/io/checkpoint.hpp"
+#include "core/io/strategy_kind.hpp"
+#include "core/model/no_storage.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/strategy/ps_protocol.hpp"
 #include "core/strategy/ps_server.hpp"
 #include "core/strategy/replica.hpp"
 
@@ -51,7 +68,7 @@ class ParameterServer final : public Strategy {
         world_(std::make_unique<MpiCommunicator>()),
         model_state_(*this),
         optimizer_state_(*this) {
-    num_ps_ = static_cast<int>(spec_.num_ps);
+    num_ps_ = static_cast<int>(spec_.parameter_server.num_ps);
     DT_USER_CHECK(world_->size() > num_ps_,
                   "{}: parameter_server with num_ps = {} needs more ranks than servers: launch with mpirun -np N, N > {} "
                   "(ranks 0..{} serve, the rest train)",
@@ -97,9 +114,9 @@ class ParameterServer final : public Strategy {
   int local_replicas() const override { return 1; }
   std::string describe() const override {
     return fmt::format("parameter_server: {} server(s), {} worker(s) on {}, {}", num_ps_, workers_, spec_.devices[0],
-                       spec_.staleness < 0 ? "asynchronous (no staleness bound)"
-                       : spec_.staleness == 0 ? "synchronous (staleness 0)"
-                                              : fmt::format("stale-synchronous (staleness {})", spec_.staleness));
+                       spec_.parameter_server.staleness < 0 ? "asynchronous (no staleness bound)"
+                       : spec_.parameter_server.staleness == 0 ? "synchronous (staleness 0)"
+                                              : fmt::format("stale-synchronous (staleness {})", spec_.parameter_server.staleness));
   }
   Model& model() override { return replica_->model(); }
   Optimizer& optimizer() override { return *optimizer_; }
@@ -107,7 +124,7 @@ class ParameterServer final : public Strategy {
   OptimizerState& optimizer_state() override { return optimizer_state_; }
   bool serves() const override { return server_; }
   int64_t update_batch(int64_t global_batch) const override {
-    return spec_.staleness == 0 ? global_batch : global_batch / workers_;
+    return spec_.parameter_server.staleness == 0 ? global_batch : global_batch / workers_;
   }
 
   void sync_replicas() override {
@@ -136,7 +153,7 @@ class ParameterServer final : public Strategy {
   }
 
   ServeReport serve(const std::string& resume, const std::string& init_from, uint64_t seed) override {
-    PsServer server(*world_, ranges_, spec_.staleness, model(), optimizer_spec_);
+    PsServer server(*world_, ranges_, spec_.parameter_server.staleness, model(), optimizer_spec_);
     server.load(resume, init_from, seed);
     return server.serve();
   }
@@ -166,7 +183,7 @@ class ParameterServer final : public Strategy {
     const ReplicaSlice& slice = batch.replicas.at(0);
     // Synchronous: the servers sum the workers' pushes, so each is 1 / global batch.
     // Otherwise each push is applied alone: the mean over this worker's batch.
-    const float scale = spec_.staleness == 0 ? 1.0f / static_cast<float>(batch.global_labels())
+    const float scale = spec_.parameter_server.staleness == 0 ? 1.0f / static_cast<float>(batch.global_labels())
                                              : 1.0f / static_cast<float>(std::max<size_t>(slice.labels.size(), 1));
     replica_->forward_backward(slice, scale, info.seed ^ static_cast<uint64_t>(group_->rank()),
                                ledger().loss_slot(0, static_cast<int64_t>(slice.labels.size())));
@@ -208,7 +225,7 @@ class ParameterServer final : public Strategy {
   void pull(int64_t clock) {
     parameters_from_servers(kPull, kValues, clock,
                             fmt::format("parameters for step {}{}", clock + 1,
-                                        spec_.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
+                                        spec_.parameter_server.staleness == 0 ? " (synchronous: it waits for every worker's push)" : ""));
   }
 
   // The parameters after every worker's first clock_ pushes; the servers keep that state
@@ -282,8 +299,63 @@ void PsOptimizerState::read(const std::string& slot, const Variable& v, std::vec
   }
 }
 
-}  // namespace
+class ParameterServerKind final : public StrategyKind {
+ public:
+  std::string name() const override { return "parameter_server"; }
+  Processes processes() const override { return Processes::launched; }
+  std::vector<std::string> own_keys() const override { return {"num_ps", "staleness"}; }
+  void parse(ConfigTable& c, StrategySpec& s, const std::vector<Device>&) const override {
+    ParameterServerSpec& ps = s.parameter_server;
+    ps.num_ps = c.get_int("num_ps", 1);
+    if (ps.num_ps < 1) c.fail("num_ps", "must be at least 1");
+    if (c.has("staleness")) {
+      ps.staleness = c.get_int("staleness");
+      if (ps.staleness < 0) c.fail("staleness", "must be >= 0 (0: synchronous); leave it out for no bound");
+    }
+  }
+  // The norm is of the gradient one update applies: a synchronous server sums the workers'
+  // pushes of its range only.
+  void check_optimizer(ConfigTable& c, const OptimizerSpec& o, const StrategySpec& s) const override {
+    if (o.clip_norm > 0 && s.parameter_server.staleness == 0)
+      c.fail("clip_norm", "needs an asynchronous parameter_server (staleness > 0 or unbounded): each server sums its part of "
+                          "the workers' gradients alone, so none knows the global norm");
+  }
+  void check_train(ConfigTable& c, const TrainSpec& t) const override {
+    if (t.validate_every_steps > 0 || t.early_stopping.enabled)
+      c.fail(t.early_stopping.enabled ? "early_stopping" : "validate_every_steps",
+             "is not available under parameter_server in this version (its workers validate at epoch ends only)");
+    if (t.skip_nonfinite_steps)
+      c.fail("on_nonfinite", "\"skip_step\" is not available under parameter_server, whose servers apply each push without "
+                             "the other workers' losses; use \"stop\"");
+  }
+  // One replica per worker; servers train none.
+  int replicas(const StrategySpec& s, int ranks) const override {
+    return ranks - static_cast<int>(s.parameter_server.num_ps);
+  }
+  std::vector<std::string> launch_lines(const Recipe& recipe) const override;
+  // A worker alone, without its servers.
+  std::string checked_alone_as() const override { return "one_device"; }
+  std::unique_ptr<Strategy> make(const Recipe& recipe) const override { return std::make_unique<ParameterServer>(recipe); }
+};
 
-std::unique_ptr<Strategy> make_parameter_server(const Recipe& recipe) { return std::make_unique<ParameterServer>(recipe); }
+std::vector<std::string> ParameterServerKind::launch_lines(const Recipe& recipe) const {
+  const int64_t servers = recipe.strategy.parameter_server.num_ps;
+  std::vector<std::string> lines{fmt::format(
+      "launch      mpirun -np N distrain train {} with N > num_ps = {}: ranks 0..{} serve, the other N - {} train; the "
+      "figures below are one worker's",
+      recipe.file, servers, servers - 1, servers)};
+  const Model layout(recipe.model(), backend_for(Device{}), storage_free_seams());
+  const PsRanges ranges{layout.params().trainable_arena_size(), static_cast<int>(servers)};
+  const int64_t slots = static_cast<int64_t>(make_optimizer(recipe.optimizer)->slots().size());
+  const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
+  for (int k = 0; k < ranges.servers; ++k)
+    lines.push_back(fmt::format("server {:<4}rank {}: values [{}, {}) of the trainable arena, {} with its optimizer's {} "
+                                "slot(s)", k, k, ranges.begin(k), ranges.begin(k + 1),
+                                format_mib(ranges.length(k) * element * (1 + slots)), slots));
+  return lines;
+}
+DT_REGISTER_STRATEGY(ParameterServerKind, 5);
+
+}  // namespace
 
 }  // namespace distrain

@@ -76,7 +76,7 @@ void ensure(Buffer& buffer, Backend& backend, const Shape& shape, DType dtype) {
 }  // namespace
 
 std::string vocabulary_kept_whole(const Recipe& recipe) {
-  if (!recipe.strategy.vocab_parallel.value_or(true)) return "strategy.vocab_parallel = false";
+  if (!recipe.strategy.mesh.vocab_parallel.value_or(true)) return "strategy.vocab_parallel = false";
   if (recipe.loss.type != LossType::sparse_categorical_crossentropy || !recipe.loss.from_logits)
     return "the loss is not sparse cross-entropy from logits";
   return "";
@@ -85,11 +85,11 @@ std::string vocabulary_kept_whole(const Recipe& recipe) {
 TensorGroup tensor_group_of(const Recipe& recipe, int rank, int size) {
   const StrategySpec& s = recipe.strategy;
   const bool whole = !vocabulary_kept_whole(recipe).empty();
-  DT_USER_CHECK(!whole || !s.vocab_parallel.value_or(false),
+  DT_USER_CHECK(!whole || !s.mesh.vocab_parallel.value_or(false),
                 "{}: strategy.vocab_parallel = true needs loss sparse_categorical_crossentropy from logits", recipe.file);
   VocabularySplit vocabulary = VocabularySplit::off;
-  if (!whole) vocabulary = s.vocab_parallel ? VocabularySplit::required : VocabularySplit::where_possible;
-  return TensorGroup{rank, size, s.sequence_parallel, vocabulary};
+  if (!whole) vocabulary = s.mesh.vocab_parallel ? VocabularySplit::required : VocabularySplit::where_possible;
+  return TensorGroup{rank, size, s.mesh.sequence_parallel, vocabulary};
 }
 
 Replica::Replica(const Recipe& recipe, Backend& backend, ModelSeams seams, Communicator* tensor,

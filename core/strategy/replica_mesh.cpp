@@ -32,14 +32,14 @@ ReplicaMesh::ReplicaMesh(const Recipe& recipe, Workers workers) {
 void ReplicaMesh::make_gpu_levels(const std::vector<Device>& devices, const StrategySpec& spec) {
   const bool all_cuda = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
   const bool shared_gpu = shares_a_gpu(devices);  // with nccl, the recipe was refused (parse_strategy)
-  const std::string& ops = spec.cross_device_ops;
+  const std::string& ops = spec.mirrored.cross_device_ops;
   const bool nccl_local = all_cuda && !shared_gpu && devices.size() > 1 && (ops == "nccl" || ops == "auto");
   const bool one_gpu = all_cuda && devices.size() == 1;
-  bool nccl_workers = workers_ && (spec.communication == "nccl" || (spec.communication == "auto" && one_gpu));
+  bool nccl_workers = workers_ && (spec.multi_worker.communication == "nccl" || (spec.multi_worker.communication == "auto" && one_gpu));
   DT_USER_CHECK(!nccl_workers || one_gpu, "strategy.communication = \"nccl\" takes one cuda device per worker, got [{}]",
                 fmt::join(spec.devices, ", "));
   if (nccl_workers && workers_->any_equal_on_a_host(cuda_plugin().pci_location(devices.front().index))) {
-    DT_USER_CHECK(spec.communication != "nccl",
+    DT_USER_CHECK(spec.multi_worker.communication != "nccl",
                   "strategy.communication = \"nccl\": workers share {} on one host and NCCL refuses two ranks on one GPU; "
                   "use \"ring\" or \"auto\" (GPU tensors then go through host memory)", devices.front().str());
     nccl_workers = false;

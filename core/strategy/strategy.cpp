@@ -9,12 +9,7 @@
 #include "core/backend/backend.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
-#include "core/strategy/central_storage.hpp"
-#include "core/strategy/mesh_strategy.hpp"
-#include "core/strategy/mirrored.hpp"
-#include "core/strategy/one_device.hpp"
-#include "core/strategy/parameter_server.hpp"
-#include "core/strategy/zero.hpp"
+#include "core/io/strategy_kind.hpp"
 
 namespace distrain {
 
@@ -137,7 +132,7 @@ std::vector<std::pair<int64_t, int64_t>> Strategy::device_memory_over_job(int64_
 }
 
 Backend& optimizer_place(const StrategySpec& spec, Backend& device) {
-  if (!spec.offload_optimizer) return device;
+  if (!spec.offload_optimizer()) return device;
   DT_USER_CHECK(device.device().is_cpu(), "strategy.offload_optimizer: the host updates a device's parameters in place, "
                 "which needs cpu devices in this version (got {})", device.device().str());
   return host_backend();
@@ -199,42 +194,21 @@ void choose_cpu_threads(const Recipe& recipe) {
 }
 
 std::unique_ptr<Strategy> build_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {
-  const std::string& name = recipe.strategy.name;
+  const StrategyKind& kind = recipe.strategy.kind();
   // Several processes training the same single-process job would write the same files.
-  DT_USER_CHECK(name == "multi_worker_mirrored" || name == "zero" || name == "parameter_server" || name == "mesh" ||
-                    launcher_size() <= 1 || alone_in_job,
+  DT_USER_CHECK(kind.processes() != StrategyKind::Processes::one || launcher_size() <= 1 || alone_in_job,
                 "{}: strategy '{}' runs in one process but {} were launched; use strategy.name = \"multi_worker_mirrored\" "
                 "(or zero, parameter_server) under mpirun/srun",
-                recipe.file, name, launcher_size());
+                recipe.file, kind.name(), launcher_size());
   choose_cpu_threads(recipe);
   set_allow_tf32(recipe.train.allow_tf32);
-  // The data-parallel strategies are given their replicas' mesh: this process's alone, or
-  // joined with the other workers'.
-  using Workers = ReplicaMesh::Workers;
-  if (name == "one_device") return make_one_device(recipe);
-  if (name == "mirrored") return make_mirrored(recipe, false, ReplicaMesh(recipe, Workers::none));
-  if (name == "multi_worker_mirrored") return make_mirrored(recipe, true, ReplicaMesh(recipe, Workers::always));
-  if (name == "central_storage") return make_central_storage(recipe, ReplicaMesh(recipe, Workers::none));
-  if (name == "zero") return make_zero(recipe, ReplicaMesh(recipe, Workers::when_launched));
-  if (name == "parameter_server") return make_parameter_server(recipe);
-  if (name == "mesh") return mesh ? make_mesh_strategy(recipe, *mesh) : make_mesh_strategy(recipe);
-  throw UserError(fmt::format("{}: strategy.name: unknown strategy '{}'", recipe.file, name));
-}
-
-// The devices this process computes on: every listed one, but a mesh rank's own only (a
-// GPU's backend holds a context and workspaces, which the others' GPUs should not pay for).
-std::vector<Device> devices_of_this_process(const Recipe& recipe) {
-  if (recipe.strategy.name == "mesh") return {mesh_rank_device(recipe)};
-  std::vector<Device> devices;
-  for (const std::string& d : recipe.strategy.devices) devices.push_back(Device::parse(d, recipe.file + ": strategy.devices"));
-  return devices;
+  return mesh ? kind.make_on(recipe, *mesh) : kind.make(recipe);
 }
 
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job, const Mesh* mesh) {
-  DT_CHECK(!mesh || recipe.strategy.name == "mesh", "a mesh given to strategy '{}'", recipe.strategy.name);
-  for (const Device& d : devices_of_this_process(recipe)) {  // every buffer from here on counts
+  for (const Device& d : recipe.strategy.kind().devices_of_this_process(recipe)) {  // every buffer from here on counts
     DeviceMemory& memory = backend_for(d).memory();
     memory.set_budget(recipe.strategy.device_memory);
     memory.reset_peak();
@@ -248,13 +222,14 @@ std::unique_ptr<Strategy> make_strategy(const Recipe& recipe, bool alone_in_job,
   return strategy;
 }
 
+// Defined here, where a Strategy is whole.
+std::unique_ptr<Strategy> StrategyKind::make_on(const Recipe&, const Mesh&) const {
+  DT_CHECK(false, "a mesh given to strategy '{}'", name());
+  return nullptr;
+}
+
 int planned_replicas(const Recipe& recipe) {
-  const StrategySpec& s = recipe.strategy;
-  const int devices = static_cast<int>(s.devices.size());
-  if (s.name == "parameter_server") return launcher_size() - static_cast<int>(s.num_ps);  // one per worker; servers train none
-  if (s.name == "mesh") return static_cast<int>(s.mesh_data);  // a tensor group shares its data rank's slice
-  if (s.name == "multi_worker_mirrored" || s.name == "zero") return devices * launcher_size();  // zero: all ranks, when launched
-  return devices;
+  return recipe.strategy.kind().replicas(recipe.strategy, launcher_size());
 }
 
 }  // namespace distrain

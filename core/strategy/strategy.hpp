@@ -10,6 +10,7 @@
 
 #include "core/comm/communicator.hpp"
 #include "core/io/recipe.hpp"
+#include "core/model/memory_use.hpp"
 #include "core/model/model.hpp"
 #include "core/model/model_state.hpp"
 #include "core/optim/optimizer_state.hpp"
@@ -26,14 +27,6 @@ struct StepInfo {
   bool skip_nonfinite = false; // a non-finite loss discards the step instead of applying it
   float clip_norm = 0.0f;      // > 0: the reduced gradients are scaled to at most this global norm
   float gradient_scale = 1.0f; // set by the step itself: what clipping multiplies the gradients by
-};
-
-// Bytes one replica holds: variables (trainable and state), gradients, optimizer slots,
-// and activations with their gradients for a batch; for `distrain check` and `bench`.
-struct MemoryUse {
-  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;  // on the device
-  int64_t offloaded = 0;  // optimizer state in host memory (strategy.offload_optimizer)
-  int64_t device_total() const { return parameters + gradients + optimizer + activations; }
 };
 
 // Where the last step's time went, for `distrain bench`.

@@ -1,5 +1,17 @@
-#include "core/strategy/zero.hpp"
-
+// zero (ZeRO, Rajbhandari et al. 2020). Replica g owns the contiguous range
+// [g*S, g*S + S) of the parameter arena (S = arena / replicas, rounded up to 16 floats):
+//   stage 1  optimizer slots for its range only; gradients all-reduced; each replica
+//            updates its range and the ranges are all-gathered to every replica;
+//   stage 2  plus gradients sharded: there is no gradient arena; each layer's gradients
+//            go to a bucket during its backward, are summed over replicas right after,
+//            and a replica keeps only the part in its range;
+//   stage 3  plus parameters sharded: there is no parameter arena; each layer's
+//            parameters are gathered into a bucket just before its forward and its
+//            backward and released after; the update touches only the own range.
+// Each stage is a parameter gatherer and a gradient reducer given to every replica's model
+// (zero_gatherers.hpp, zero_reducers.hpp); zero.cpp picks them once and otherwise does the
+// same at every stage. Replicas are the listed devices (threads, `local` communicator) or,
+// under mpirun/srun, one device per worker (`mpi`).
 #include <fmt/ranges.h>
 
 #include <deque>
@@ -7,11 +19,14 @@
 
 #include "core/backend/backend.hpp"
 #include "core/base/range.hpp"
+#include "core/io/strategy_kind.hpp"
 #include "core/strategy/model_update.hpp"
 #include "core/strategy/multi_replica.hpp"
+#include "core/strategy/replica_mesh.hpp"
 #include "core/strategy/shard_layout.hpp"
 #include "core/strategy/sharded_variables.hpp"
 #include "core/strategy/zero_gatherers.hpp"
+#include "core/strategy/zero_memory.hpp"
 #include "core/strategy/zero_reducers.hpp"
 
 namespace distrain {
@@ -52,8 +67,8 @@ class ShardedModelState final : public ModelState {
 // Under bf16 the gatherers keep bf16 copies beside float32 masters (zero_gatherers.hpp).
 MultiReplicaStrategy::SeamFactory seams_for(const Recipe& recipe) {
   const bool bf16 = recipe.train.matmul_dtype == DType::bf16;
-  const ShardedValues how{bf16, bf16 && recipe.strategy.offload_optimizer};
-  return [stage = recipe.strategy.zero_stage, how](Communicator& all) {
+  const ShardedValues how{bf16, bf16 && recipe.strategy.zero.offload_optimizer};
+  return [stage = recipe.strategy.zero.stage, how](Communicator& all) {
     switch (stage) {
       case 1: return ModelSeams{std::make_unique<GatherUpdates>(all, how), std::make_unique<ScatterAtFlush>(all)};
       case 2: return ModelSeams{std::make_unique<GatherUpdates>(all, how), std::make_unique<ShardingReducer>(all)};
@@ -87,7 +102,7 @@ class Zero final : public MultiReplicaStrategy {
   std::string name() const override { return "zero"; }
   std::string describe() const override {
     const char* what[] = {"", "optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters"};
-    const int64_t stage = spec().zero_stage;
+    const int64_t stage = spec().zero.stage;
     return fmt::format("zero stage {}: {} replica(s) ({}), {} sharded layer by layer, {} parameters per replica{}", stage,
                        num_replicas(),
                        workers() > 1 ? fmt::format("{} MPI workers", workers()) : fmt::format("{}", fmt::join(spec().devices, ", ")),
@@ -103,7 +118,7 @@ class Zero final : public MultiReplicaStrategy {
     const bool bf16 = model().gatherer().binding() == Binding::rounded_copy;
     const double gather = bf16 ? 0.5 : 1.0;
     const char* in = bf16 ? " in bf16" : "";
-    return spec().zero_stage < 3
+    return spec().zero.stage < 3
                ? gradient_traffic(fmt::format("reduce_scatter + all_gather{}", in), 1 + gather, num_replicas(), model())
                : gradient_traffic(fmt::format("reduce_scatter + 2 all_gather{}", in), 1 + 2 * gather, num_replicas(), model());
   }
@@ -210,10 +225,38 @@ void ShardedModelState::write(int id, const std::vector<float>& in) {
   for (int r = 0; r < z_.local_replicas(); ++r) z_.replica(r).backend().upload(in.data(), z_.replica(r).model().params().value(id));
 }
 
-}  // namespace
+class ZeroKind final : public StrategyKind {
+ public:
+  std::string name() const override { return "zero"; }
+  Processes processes() const override { return Processes::either; }
+  bool replicas_may_share_a_gpu() const override { return true; }
+  std::vector<std::string> own_keys() const override { return {"stage", "offload_optimizer"}; }
+  void parse(ConfigTable& c, StrategySpec& s, const std::vector<Device>&) const override {
+    s.zero.stage = c.get_int("stage", 1);
+    if (s.zero.stage < 1 || s.zero.stage > 3) c.fail("stage", "must be 1, 2 or 3");
+    s.zero.offload_optimizer = c.get_bool("offload_optimizer", false);
+  }
+  std::string label(const StrategySpec& s) const override { return fmt::format("zero stage {}", s.zero.stage); }
+  // Every rank's replicas, when launched.
+  int replicas(const StrategySpec& s, int ranks) const override { return static_cast<int>(s.devices.size()) * ranks; }
+  // Stage 1 shards only the optimizer's state: its gradients line is larger than a
+  // replica's parameters, which surprises.
+  std::string memory_note(const Recipe& recipe) const override {
+    if (recipe.strategy.zero.stage != 1) return "";
+    return "zero stage 1 shards only the optimizer state: each replica keeps whole gradients and whole parameters, and "
+           "beside them its shard of the reduced gradients with a one-layer bucket for the reduce-scatter (gradients), and "
+           "its shard of the updated parameters (parameters)";
+  }
+  bool offloads_masters(const Recipe& recipe) const override { return recipe.train.matmul_dtype == DType::bf16; }
+  std::optional<MemoryUse> memory_before_build(const Recipe& recipe) const override {
+    return zero_memory_per_replica(recipe, planned_replicas(recipe));
+  }
+  std::unique_ptr<Strategy> make(const Recipe& recipe) const override {
+    return std::make_unique<Zero>(recipe, ReplicaMesh(recipe, ReplicaMesh::Workers::when_launched));
+  }
+};
+DT_REGISTER_STRATEGY(ZeroKind, 4);
 
-std::unique_ptr<Strategy> make_zero(const Recipe& recipe, ReplicaMesh mesh) {
-  return std::make_unique<Zero>(recipe, std::move(mesh));
-}
+}  // namespace
 
 }  // namespace distrain

@@ -28,10 +28,10 @@ MemoryUse zero_memory_per_replica(const Recipe& recipe, int replicas) {
   m.set_precision(recipe.train.matmul_dtype);
   const ShardLayout layout(m.trainable_ranges(), replicas);
   const int64_t arena = m.params().trainable_arena_size(), shard = layout.size(), bucket = layout.bucket_size();
-  const int64_t stage = recipe.strategy.zero_stage;
+  const int64_t stage = recipe.strategy.zero.stage;
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const auto half = static_cast<int64_t>(dtype_size(DType::bf16));
-  const bool offload = recipe.strategy.offload_optimizer, bf16 = recipe.train.matmul_dtype == DType::bf16;
+  const bool offload = recipe.strategy.zero.offload_optimizer, bf16 = recipe.train.matmul_dtype == DType::bf16;
   const ShardedValues how{bf16, bf16 && offload};
   // GatherUpdates (stages 1, 2), or ShardGatherer (3): the shard and one layer's bucket; under
   // bf16 (zero_gatherers.hpp) the bucket also in bf16, with a chunk's staging, and the

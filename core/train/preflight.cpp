@@ -13,7 +13,7 @@
 #include "core/base/host_memory.hpp"
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
-#include "core/strategy/zero_memory.hpp"
+#include "core/io/strategy_kind.hpp"
 
 namespace distrain {
 
@@ -90,15 +90,14 @@ int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m) {
   return add(mul(add(fixed_bytes(m), m.activations), cpu_replicas(recipe)), mul(m.offloaded, devices));
 }
 
-std::optional<MemoryUse> zero_over_host(const Recipe& recipe) {
-  if (recipe.strategy.name != "zero") return std::nullopt;
-  const MemoryUse m = zero_memory_per_replica(recipe, planned_replicas(recipe));
-  if (host_bytes_of_replicas(recipe, m) <= available_or_unlimited()) return std::nullopt;
+std::optional<MemoryUse> replicas_over_host(const Recipe& recipe) {
+  const std::optional<MemoryUse> m = recipe.strategy.kind().memory_before_build(recipe);
+  if (!m || host_bytes_of_replicas(recipe, *m) <= available_or_unlimited()) return std::nullopt;
   return m;
 }
 
-void check_zero_fits_host(const Recipe& recipe) {
-  const std::optional<MemoryUse> over = zero_over_host(recipe);
+void check_replicas_fit_host(const Recipe& recipe) {
+  const std::optional<MemoryUse> over = replicas_over_host(recipe);
   if (!over) return;
   const MemoryUse& m = *over;
   const int64_t available = available_or_unlimited();
@@ -108,8 +107,8 @@ void check_zero_fits_host(const Recipe& recipe) {
   const std::string advice = one <= available ? "run one process per device under mpirun (strategy.devices one each)"
                                               : fmt::format("one replica alone needs {}: shard over more replicas, or lower "
                                                             "strategy.per_replica_batch or the model's size", bytes_or_more(one));
-  throw UserError(fmt::format("{}: this process's zero replicas need {} of host memory ({}) but {} are available; {}",
-                              recipe.file, bytes_or_more(host_bytes_of_replicas(recipe, m)), replicas_holding(recipe, m),
+  throw UserError(fmt::format("{}: this process's {} replicas need {} of host memory ({}) but {} are available; {}",
+                              recipe.file, recipe.strategy.name, bytes_or_more(host_bytes_of_replicas(recipe, m)), replicas_holding(recipe, m),
                               format_bytes(available), advice));
 }
 

@@ -32,13 +32,13 @@ int64_t host_bytes_of_replicas(const Recipe& recipe, const MemoryUse& m);
 // replicas' buffers it already holds.
 void check_memory_fits(const Recipe& recipe, Strategy& strategy, std::optional<int64_t> available);
 
-// zero builds every replica of this process before check_memory_fits can count them, and
-// a model too large for the host would end that build in the kernel's OOM killer. From the
-// recipe alone (zero_memory_per_replica, byte for byte the built strategy's figures): a
-// replica's figures where the host cannot hold them (nullopt where it can, and for other
-// strategies), and a UserError with the sizes.
-std::optional<MemoryUse> zero_over_host(const Recipe& recipe);
-void check_zero_fits_host(const Recipe& recipe);
+// A strategy that builds every replica of this process before check_memory_fits can count
+// them (zero) would end that build in the kernel's OOM killer on a model too large for the
+// host. From the recipe alone (StrategyKind::memory_before_build, byte for byte the built
+// strategy's figures): a replica's figures where the host cannot hold them (nullopt where
+// it can, and for strategies that predict none), and a UserError with the sizes.
+std::optional<MemoryUse> replicas_over_host(const Recipe& recipe);
+void check_replicas_fit_host(const Recipe& recipe);
 
 // train.epochs x the batches of an epoch is the planned step count: it must fit 64 bits.
 void check_planned_steps(const Recipe& recipe, int64_t batches_per_epoch);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "core/io/strategy_kind.hpp"
+
 namespace distrain {
 
 namespace {
@@ -37,12 +39,12 @@ ProfileRow layer_row(const Layer& layer, size_t i, const std::vector<StepTime>& 
 }  // namespace
 
 std::string why_not_profiled(const Strategy& strategy) {
-  static const std::array<std::string, 4> kProfiled{"one_device", "mirrored", "multi_worker_mirrored", "central_storage"};
-  if (std::find(kProfiled.begin(), kProfiled.end(), strategy.name()) != kProfiled.end()) return "";
+  const StrategyKind* kind = find_strategy_kind(strategy.name());
+  if (kind && kind->profiled()) return "";
   return fmt::format(
       "strategy {} is not profiled: its collectives run inside the layers' passes or its update on other ranks "
-      "(--profile covers one_device, mirrored, multi_worker_mirrored and central_storage)",
-      strategy.name());
+      "(--profile covers {})",
+      strategy.name(), strategy_names_where([](const StrategyKind& k) { return k.profiled(); }));
 }
 
 StepProfile profile_steps(Strategy& strategy, const std::vector<StepTime>& times, int64_t warmup) {

@@ -196,7 +196,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   }();
   check_data_fits(recipe, data.train);
   check_last_batch(recipe, data.train);
-  check_zero_fits_host(recipe);
+  check_replicas_fit_host(recipe);
   const std::optional<int64_t> host_available = available_host_memory();
   auto strategy = [&] {
     SlowPhase phase(phases, "building the model and its strategy");

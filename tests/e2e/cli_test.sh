@@ -319,6 +319,18 @@ PY
   "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' >"$work/check2.log"
   grep -q "2 replica(s) x 32 per replica = global batch 64" "$work/check2.log" && grep -q "0.002 = 0.001 x linear rule for global batch 64 / base batch 32" "$work/check2.log" &&
     ok "check shows replicas, global batch and the scaled learning rate" || bad "check mirrored: $(cat "$work/check2.log")"
+  "$distrain" check "$tiny" --json --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' --set strategy.cross_device_ops=auto \
+    --set strategy.stage=2 >"$work/check.json" 2>"$work/check.err"
+  python3 - "$work/check.json" <<'PY' &&
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+j = json.loads(lines[0])
+assert j["strategy"]["replicas"] == 2 and j["strategy"]["global_batch"] == 64, j["strategy"]
+assert j["memory_per_replica"]["device_total"] > 0 and j["model"]["trainable_parameters"] > 0
+assert j["steps"]["per_epoch"] > 0 and any("strategy.stage" in n for n in j["notes"]), j
+PY
+    ok "check --json: one object with the run, memory and notes" || bad "check --json: $(cat "$work/check.json" "$work/check.err")"
   "$distrain" bench "$tiny" --strategy mirrored --replicas 1,2 --steps 3 --warmup 1 --json --csv "$work/s.csv" --svg "$work/s.svg" >"$work/s.json"
   json_true '[(p["strategy"], p["mode"], p["replicas"], p["global_batch"]) for p in J[0]] == [("mirrored", "weak", 1, 32), ("mirrored", "weak", 2, 64)]
     and all(p["images_per_sec"] > 0 and p["speedup"] > 0 and p["efficiency"] > 0 for p in J[0])' "$work/s.json" &&
@@ -657,6 +669,12 @@ gpt)
     "$distrain" check "$work/planned.toml" >"$work/planned.log" 2>&1 && grep -q "^mesh        data 1 x tensor 1 x pipeline 2" "$work/planned.log" &&
     ok "plan: a slow link between 2 hosts chooses pipeline 2, and --write's recipe checks" ||
     bad "plan slow link: $(grep -E '^(choice|  1 )' "$work/plan.log") $(tail -n 2 "$work/plan.log" "$work/planned.log")"
+  grep -qF "$(sed -n 2p "$src/recipes/shakespeare_char_gpt.toml")" "$work/planned.toml" &&
+    grep -qxF "$(grep -m1 '^learning_rate' "$src/recipes/shakespeare_char_gpt.toml")" "$work/planned.toml" &&
+    ok "plan --write keeps the recipe's comments and numbers as written" || bad "plan --write: $(head -n 5 "$work/planned.toml")"
+  "$distrain" check "$work/planned.toml" --json >"$work/planned.json" 2>/dev/null &&
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert len(j["memory_per_rank"]) == 2, j' "$work/planned.json" &&
+    ok "check --json of a mesh: each rank's memory" || bad "check --json mesh: $(cat "$work/planned.json")"
   python3 - "$work/plan.log" <<'PY' && ok "plan: the table's columns stay aligned whatever the layout names" || bad "plan table: $(sed -n 4,8p "$work/plan.log")"
 import sys
 lines = open(sys.argv[1]).read().splitlines()

@@ -205,13 +205,13 @@ TEST_CASE("preflight: zero replicas the host cannot hold are refused before they
   text.replace(text.find("units = 10"), 10, R"(units = 10 }, { type = "dense", units = 400000000)");  // 10.8 billion parameters
   text += "[strategy]\nname = \"zero\"\nstage = 1\ndevices = [\"cpu:0\", \"cpu:1\"]\n";
   const Recipe huge = parse_recipe(text, "huge.toml");
-  CHECK(zero_over_host(huge).has_value());  // each replica's whole values alone are 43 GB
+  CHECK(replicas_over_host(huge).has_value());  // each replica's whole values alone are 43 GB
   CHECK_THROWS_WITH_AS(train(huge, quiet((std::filesystem::temp_directory_path() / "huge_zero").string())),
                        doctest::Contains("huge.toml: this process's zero replicas need"), UserError);
   Recipe tiny = parse_recipe(kTiny, "tiny.toml");
   tiny.strategy.name = "zero";
   tiny.strategy.devices = {"cpu:0", "cpu:1"};
-  CHECK_FALSE(zero_over_host(tiny).has_value());
+  CHECK_FALSE(replicas_over_host(tiny).has_value());
 }
 
 TEST_CASE("recipe: layer names a checkpoint cannot hold, devices that do not exist, overflowing shapes") {

@@ -16,7 +16,7 @@
 #include <string>
 #include <utility>
 
-#include "cli/mesh_plan.hpp"
+#include "core/plan/mesh_plan.hpp"
 #include "core/base/json.hpp"
 #include "core/comm/mesh.hpp"
 #include "core/io/recipe.hpp"
@@ -318,7 +318,7 @@ TEST_CASE("gpt: offload_optimizer under zero stages 1-3 trains bitwise as on the
   }
   // Under a strategy that does not offload, the key is dropped with a notice (a zero recipe run as mirrored).
   const Recipe mirrored = parse_recipe(gpt_recipe(text, "mirrored", cpu_devices(2), 4, "offload_optimizer = true"), "m.toml");
-  CHECK_FALSE(mirrored.strategy.offload_optimizer);
+  CHECK_FALSE(mirrored.strategy.offload_optimizer());
   REQUIRE(mirrored.notices.size() == 1);
   CHECK(mirrored.notices[0].find("strategy.offload_optimizer (zero, mesh only): ignored") != std::string::npos);
 }
@@ -516,7 +516,7 @@ TEST_CASE("gpt: check's bytes per mesh rank under shard_optimizer are the built 
                                            "offload_optimizer = {}", shape.tensor, shape.pipeline, offload);
       const std::string train = fmt::format("steps = 5\nprecision = \"{}\"", precision);
       const Recipe recipe = parse_recipe(gpt_recipe(text, "mesh", "\"cpu:0\"", 4, keys, 0.0, train), "m.toml");
-      const std::vector<cli::RankBytes> predicted = cli::mesh_rank_bytes(recipe);
+      const std::vector<RankBytes> predicted = mesh_rank_bytes(recipe);
       const std::vector<Mesh> meshes = Mesh::over_threads(shape);
       std::vector<MemoryUse> built(static_cast<size_t>(shape.size()));
       ReplicaThreads ranks(shape.size(), 1, [&](const std::string& why) { meshes[0].abort(why); });

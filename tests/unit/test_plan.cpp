@@ -1,22 +1,21 @@
 // distrain plan's parts: the layouts it weighs, the recipes it makes of them, the links it
-// parses and the step times it predicts from a profile (cli/plan_*.hpp).
+// parses and the step times it predicts from a profile (core/plan/*.hpp).
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <set>
 #include <sstream>
 
-#include "cli/mesh_plan.hpp"
-#include "cli/plan_cost.hpp"
-#include "cli/plan_layouts.hpp"
-#include "cli/plan_pipeline.hpp"
+#include "core/plan/mesh_plan.hpp"
+#include "core/plan/plan_cost.hpp"
+#include "core/plan/plan_layouts.hpp"
+#include "core/plan/plan_pipeline.hpp"
 #include "core/base/error.hpp"
-#include "core/io/model_spec.hpp"
+#include "core/model/model_spec.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/zero_memory.hpp"
 
 using namespace distrain;
-using namespace distrain::cli;
 
 namespace {
 
@@ -64,11 +63,11 @@ TEST_CASE("plan: a layout's recipe is a mesh recipe with its keys, from any stra
   const PlanLayout l{2, 2, 1, 1, true, true, true, false};
   const Recipe r = layout_recipe(base, l, 12);
   CHECK(r.strategy.name == "mesh");
-  CHECK(r.strategy.mesh_data == 2);
-  CHECK(r.strategy.mesh_tensor == 2);
+  CHECK(r.strategy.mesh.data == 2);
+  CHECK(r.strategy.mesh.tensor == 2);
   CHECK(r.strategy.per_replica_batch == 6);
-  CHECK(r.strategy.shard_optimizer);
-  CHECK(r.strategy.sequence_parallel);
+  CHECK(r.strategy.mesh.shard_optimizer);
+  CHECK(r.strategy.mesh.sequence_parallel);
   CHECK(r.train.recompute_blocks);
   // The --set form says the same: applied to the one_device recipe it gives this recipe.
   const Recipe again = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml", [&] {
@@ -387,9 +386,9 @@ TEST_CASE("plan: ZeRO-2 and -3 are data-only layouts, zero recipes weighed witho
   const PlanLayout l{2, 1, 1, 1, false, false, true, true, 3, true};
   const Recipe r = layout_recipe(base, l, 12);
   CHECK(r.strategy.name == "zero");
-  CHECK(r.strategy.zero_stage == 3);
+  CHECK(r.strategy.zero.stage == 3);
   CHECK(r.strategy.per_replica_batch == 6);
-  CHECK(r.strategy.offload_optimizer);
+  CHECK(r.strategy.zero.offload_optimizer);
   CHECK(r.train.recompute_blocks);
   CHECK(r.train.matmul_dtype == DType::bf16);
   const Recipe again = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml", [&] {
@@ -410,7 +409,7 @@ TEST_CASE("plan: gradient accumulation is a layout: the mesh's micro_batches, ze
   const PlanLayout mesh{2, 1, 1, 2};
   const Recipe m = layout_recipe(base, mesh, 12);
   CHECK(m.strategy.name == "mesh");
-  CHECK(m.strategy.micro_batches == 2);
+  CHECK(m.strategy.mesh.micro_batches == 2);
   CHECK(m.step_batch() == 6);
   CHECK(mesh_rank_bytes(m).at(0).activations < mesh_rank_bytes(layout_recipe(base, PlanLayout{2}, 12)).at(0).activations);
   const PlanLayout zero{2, 1, 1, 2, false, false, false, false, 3};

@@ -378,7 +378,7 @@ TEST_CASE("strategy options are checked") {
   CHECK(parse_recipe(with("mirrored", "sync_batch_norm = true"), "x.toml").strategy.sync_batch_norm);
   CHECK_THROWS_WITH_AS(parse_recipe(with("mirrored", "sync_batch_norm = 1"), "x.toml"),
                        doctest::Contains("strategy.sync_batch_norm: expected true or false"), UserError);
-  CHECK(parse_recipe(with("mirrored", "cross_device_ops = \"reduce_to_one_device\""), "x.toml").strategy.cross_device_ops ==
+  CHECK(parse_recipe(with("mirrored", "cross_device_ops = \"reduce_to_one_device\""), "x.toml").strategy.mirrored.cross_device_ops ==
         "reduce_to_one_device");
 }
 
@@ -410,7 +410,7 @@ TEST_CASE("strategy keys of one strategy are dropped under another, with a notic
   REQUIRE(r.notices.size() == 1);
   CHECK(r.notices[0] ==
         "x.toml: strategy \"zero\" does not read strategy.cross_device_ops (mirrored only), strategy.data (mesh only): ignored");
-  CHECK(r.strategy.zero_stage == 2);
+  CHECK(r.strategy.zero.stage == 2);
   // A key the strategy in use reads is still checked.
   std::string bad = recipe_text("zero", "\"cpu:0\", \"cpu:1\"", 8);
   bad.replace(bad.find("check_every = 1"), 15, "check_every = 1\nstage = 4");

@@ -1,4 +1,4 @@
-#include "cli/plan_layouts.hpp"
+#include "core/plan/plan_layouts.hpp"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,9 @@
 #include <memory>
 
 #include "core/base/error.hpp"
+#include "core/io/strategy_kind.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 namespace {
 
@@ -169,13 +170,7 @@ std::string profiled_stand_in(const std::string& name, const std::function<bool(
 }
 
 int64_t recipe_global_batch(const Recipe& recipe, int ranks) {
-  const StrategySpec& s = recipe.strategy;
-  const auto devices = static_cast<int64_t>(s.devices.size());
-  if (s.name == "mesh") return recipe.step_batch() * s.mesh_data;
-  if (s.name == "one_device") return recipe.step_batch();
-  if (s.name == "parameter_server") return recipe.step_batch() * (ranks - s.num_ps);
-  if (s.name == "multi_worker_mirrored" || (s.name == "zero" && devices == 1)) return recipe.step_batch() * ranks;
-  return recipe.step_batch() * devices;  // mirrored, central_storage, zero on this process's devices
+  return recipe.step_batch() * recipe.strategy.kind().replicas(recipe.strategy, ranks);
 }
 
-}  // namespace distrain::cli
+}  // namespace distrain

@@ -9,7 +9,7 @@
 
 #include "core/io/recipe.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe);
 
@@ -23,4 +23,4 @@ struct RankBytes {
 // Every rank's RankBytes, as print_mesh_plan predicts them, printing nothing.
 std::vector<RankBytes> mesh_rank_bytes(const Recipe& recipe);
 
-}  // namespace distrain::cli
+}  // namespace distrain

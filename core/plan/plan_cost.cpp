@@ -1,4 +1,4 @@
-#include "cli/plan_cost.hpp"
+#include "core/plan/plan_cost.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "cli/plan_pipeline.hpp"
+#include "core/plan/plan_pipeline.hpp"
 #include "core/backend/backend.hpp"
 #include "core/base/error.hpp"
 #include "core/model/model.hpp"
@@ -16,7 +16,7 @@
 #include "core/model/stage_partition.hpp"
 #include "core/strategy/replica.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 namespace {
 
@@ -324,7 +324,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
                            const LayerTimes& times, int64_t rank_value_bytes, const CoreSharing& cores) {
   Model whole(recipe.model(), backend_for(Device{}), storage_free_seams(), tensor_group_of(recipe, 0, l.tensor));
   whole.set_recompute(l.recompute);  // which layers backward reruns
-  const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.stage_boundaries, recipe.file);
+  const StagePlan plan = plan_stages(whole, l.pipeline, recipe.strategy.mesh.stage_boundaries, recipe.file);
   const int64_t micro = recipe.step_batch() / l.micro_batches;  // a data rank's batch, cut
   // The slowest stage's work and messages; the schedule run op by op (plan_pipeline.hpp)
   // says what the bubble adds. A stage sends its output forward and receives its gradient
@@ -362,7 +362,7 @@ StepEstimate estimate_step(const Recipe& recipe, const PlanLayout& l, const Clus
   e.tensor_ms = slowest.tensor_s() * 1e3 * m;
   e.pipe_ms = std::max(0.0, slowest.pipe_s - slowest.compute_s() - slowest.tensor_s()) * 1e3 * m;  // beyond the work
   const std::vector<double> host_cores(static_cast<size_t>(cluster.hosts), cluster.per_host() * scale_to_full_speed);
-  const double step_s = simulate_pipeline(stages, parse_pipe_schedule(recipe.strategy.schedule), l.micro_batches, host_cores);
+  const double step_s = simulate_pipeline(stages, parse_pipe_schedule(recipe.strategy.mesh.schedule), l.micro_batches, host_cores);
   e.bubble_ms = std::max(0.0, step_s * 1e3 - e.compute_ms - e.tensor_ms - e.pipe_ms);
   e.tensor_ms += once_ms;
   const bool data_across = l.data > 1 && cluster.host_of(0) != cluster.host_of(l.tensor * (l.data - 1));
@@ -422,4 +422,4 @@ double data_wait_for_step(const Recipe& recipe, const PlanLayout& layout, const 
   return std::max(0.0, measured_ms - e.total_ms()) / std::max(1e-9, e.compute_ms);
 }
 
-}  // namespace distrain::cli
+}  // namespace distrain

@@ -1,11 +1,11 @@
-#include "cli/plan_pipeline.hpp"
+#include "core/plan/plan_pipeline.hpp"
 
 #include <algorithm>
 #include <limits>
 
 #include "core/base/error.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 namespace {
 
@@ -118,4 +118,4 @@ double simulate_pipeline(const std::vector<PipeStage>& stages, PipeSchedule sche
   }
 }
 
-}  // namespace distrain::cli
+}  // namespace distrain

@@ -1,4 +1,4 @@
-#include "core/io/model_spec.hpp"
+#include "core/model/model_spec.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -12,7 +12,7 @@
 
 #include "core/strategy/pipeline_schedule.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 struct PipeStage {
   // One micro-batch's work on a rank of the stage at the full speed of a core, in seconds,
@@ -27,4 +27,4 @@ struct PipeStage {
 double simulate_pipeline(const std::vector<PipeStage>& stages, PipeSchedule schedule, int micro_batches,
                          const std::vector<double>& host_cores);
 
-}  // namespace distrain::cli
+}  // namespace distrain

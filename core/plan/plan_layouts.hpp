@@ -11,7 +11,7 @@
 
 #include "core/io/recipe.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 struct Cluster {
   int ranks = 1, hosts = 1;
@@ -63,4 +63,4 @@ std::string profiled_stand_in(const std::string& name, const std::function<bool(
 // The examples of one optimizer step of `recipe` when launched on `ranks` processes.
 int64_t recipe_global_batch(const Recipe& recipe, int ranks);
 
-}  // namespace distrain::cli
+}  // namespace distrain

@@ -1,4 +1,4 @@
-#include "cli/mesh_plan.hpp"
+#include "core/plan/mesh_plan.hpp"
 
 #include <fmt/format.h>
 
@@ -20,7 +20,7 @@
 #include "core/strategy/shard_layout.hpp"
 #include "core/strategy/zero_memory.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 namespace {
 
@@ -63,7 +63,7 @@ std::string vocabulary_obstacle_of(const Recipe& recipe) {
   const Model whole(recipe.model(), backend_for(Device{}), storage_free_seams());
   std::vector<std::vector<int>> inputs;
   for (size_t i = 0; i < whole.layers().size(); ++i) inputs.push_back(whole.layer_inputs(i));
-  return vocabulary_obstacle(whole.layers(), inputs, static_cast<int>(recipe.strategy.mesh_tensor));
+  return vocabulary_obstacle(whole.layers(), inputs, static_cast<int>(recipe.strategy.mesh.tensor));
 }
 
 // Whether the vocabulary splits over the tensor axis (core/model/tensor_plan.hpp), and why not.
@@ -89,7 +89,7 @@ std::unique_ptr<Model> model_of(const Recipe& recipe, int t, int degree, ModelPa
 
 StagePlace place_of(const Recipe& recipe, const StagePlan& plan, int stage) {
   const StrategySpec& s = recipe.strategy;
-  return StagePlace{plan.part(stage), stage, plan.stages(), static_cast<int>(s.micro_batches), parse_pipe_schedule(s.schedule)};
+  return StagePlace{plan.part(stage), stage, plan.stages(), static_cast<int>(s.mesh.micro_batches), parse_pipe_schedule(s.mesh.schedule)};
 }
 
 // The stages: their layers and share of the estimated cost.
@@ -97,7 +97,7 @@ void print_stages(std::FILE* out, const Recipe& recipe, const Model& whole, cons
   double total = 0;
   for (double c : plan.cost) total += c;
   fmt::print(out, "pipeline    {} stage(s), {} micro-batch(es) of each per-replica batch, schedule {}\n", plan.stages(),
-             recipe.strategy.micro_batches, recipe.strategy.schedule);
+             recipe.strategy.mesh.micro_batches, recipe.strategy.mesh.schedule);
   for (int st = 0; st < plan.stages(); ++st) {
     const size_t first = plan.first[static_cast<size_t>(st)], end = plan.first[static_cast<size_t>(st) + 1];
     fmt::print(out, "  stage {}   {} .. {} ({} layer(s)), {:.1f}% of the estimated cost\n", st, whole.layers()[first]->name(),
@@ -113,9 +113,9 @@ RankBytes rank_bytes(const Recipe& recipe, const MeshShape& shape, const Model& 
   const auto element = static_cast<int64_t>(dtype_size(ParamArena::kDType));
   const int64_t arena = m.params().trainable_arena_size(), values = arena * element;
   const int64_t state = m.params().state().numel() * element;
-  const bool offload = recipe.strategy.offload_optimizer, masters = sharded_masters(recipe);
+  const bool offload = recipe.strategy.mesh.offload_optimizer, masters = sharded_masters(recipe);
   int64_t updated = values, held = values + m.parameter_copy_bytes(), gradients = values, on_host = 0;
-  if (recipe.strategy.shard_optimizer) {
+  if (recipe.strategy.mesh.shard_optimizer) {
     const ShardLayout layout(m.trainable_ranges(), shape.data);
     updated = layout.size() * element;
     const ShardedValues how{masters, masters && offload};
@@ -164,7 +164,7 @@ void for_each_rank(const Recipe& recipe, const MeshShape& shape, const StagePlan
 }
 
 MeshShape shape_of(const StrategySpec& s) {
-  return MeshShape{static_cast<int>(s.mesh_data), static_cast<int>(s.mesh_tensor), static_cast<int>(s.mesh_pipeline)};
+  return MeshShape{static_cast<int>(s.mesh.data), static_cast<int>(s.mesh.tensor), static_cast<int>(s.mesh.pipeline)};
 }
 
 }  // namespace
@@ -182,7 +182,7 @@ int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
       split += fmt::format("{}{} ({})", split.empty() ? "" : ", ", l->name(), split_text(*l));
   fmt::print(out, "tensor      {}\n", split.empty() ? "no layer splits: every layer is whole on every rank" : split);
   if (shape.tensor > 1) fmt::print(out, "vocabulary  {}\n", vocabulary_text(recipe, *whole));
-  const StagePlan plan = plan_stages(*whole, shape.pipeline, s.stage_boundaries, recipe.file);
+  const StagePlan plan = plan_stages(*whole, shape.pipeline, s.mesh.stage_boundaries, recipe.file);
   print_stages(out, recipe, *whole, plan);
   int64_t largest = 0;
   for_each_rank(recipe, shape, plan, [&](int r, const Model& m, const StagePlace& place) {
@@ -194,11 +194,11 @@ int64_t print_mesh_plan(std::FILE* out, const Recipe& recipe) {
 std::vector<RankBytes> mesh_rank_bytes(const Recipe& recipe) {
   const MeshShape shape = shape_of(recipe.strategy);
   const std::unique_ptr<Model> whole = model_of(recipe, 0, shape.tensor);
-  const StagePlan plan = plan_stages(*whole, shape.pipeline, recipe.strategy.stage_boundaries, recipe.file);
+  const StagePlan plan = plan_stages(*whole, shape.pipeline, recipe.strategy.mesh.stage_boundaries, recipe.file);
   std::vector<RankBytes> bytes;
   for_each_rank(recipe, shape, plan,
                 [&](int, const Model& m, const StagePlace& place) { bytes.push_back(rank_bytes(recipe, shape, m, place)); });
   return bytes;
 }
 
-}  // namespace distrain::cli
+}  // namespace distrain

@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli/plan_layouts.hpp"
+#include "core/plan/plan_layouts.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
 
-namespace distrain::cli {
+namespace distrain {
 
 // A reduce-scatter's and an all-gather's rates, each as half a ring all-reduce's: n ranks
 // take (n - 1)(latency + bytes / n / rate) for the whole's bytes.
@@ -119,4 +119,4 @@ double slowdown_for_step(const Recipe& recipe, const PlanLayout& layout, const C
 double data_wait_for_step(const Recipe& recipe, const PlanLayout& layout, const Cluster& cluster, const Links& links,
                           const LayerTimes& times, const CoreSharing& cores, double measured_ms);
 
-}  // namespace distrain::cli
+}  // namespace distrain
