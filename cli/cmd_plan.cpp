@@ -120,7 +120,8 @@ void write_layout_recipe(const PlanArgs& a, const Recipe& chosen, const PlanLayo
   std::ifstream in(a.recipe);
   std::stringstream text;
   text << in.rdbuf();
-  const std::optional<std::string> edited = edit_recipe_text(text.str(), *chosen.table);
+  const bool model_set = std::any_of(a.overrides.begin(), a.overrides.end(), [](const std::string& o) { return o.starts_with("model."); });
+  const std::optional<std::string> edited = edit_layout_text(text.str(), *chosen.table, model_set);
   std::ofstream out(a.write);
   out << "# distrain plan " << a.recipe << " --ranks " << a.ranks << " --hosts " << a.hosts << ": " << layout.str() << "\n"
       << (edited ? *edited : chosen.resolved_text() + "\n");

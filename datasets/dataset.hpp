@@ -70,6 +70,11 @@ struct DataSpec {
   // text only: "bytes" or "characters", and the share of the file (its end) that validates
   std::string vocabulary = "characters";
   double validation_fraction = 0.1;
+  // text: a tokenizer file (a byte-level BPE tokenizer.json) instead of `vocabulary`, its
+  // ids cached beside the text file (token_data.hpp); tokens: the tokenizer the ids came
+  // from, for generate (its size is vocab_size's, or must equal a vocab_size given)
+  std::string tokenizer;
+  bool vocab_size_given = false;
   // tokens only: the ids' range, and the split files (relative ones are inside `path`)
   int64_t vocab_size = 50257;
   std::string train_file = "train.bin", val_file = "val.bin";

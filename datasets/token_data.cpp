@@ -1,10 +1,14 @@
 #include "datasets/token_data.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
+#include "core/base/crc32c.hpp"
 #include "core/base/error.hpp"
 #include "core/base/host_memory.hpp"
+#include "core/base/log.hpp"
 #include "datasets/token_files.hpp"
 
 namespace distrain {
@@ -57,13 +61,47 @@ Dataset no_validation_split(const DataSpec& spec, std::shared_ptr<const Vocabula
   return d;
 }
 
+// The ids of `text` by a tokenizer, cached beside the text file as
+// <file>.<CRC-32C of the text><of the tokenizer's vocabulary text>.tokens, so that a
+// later run reads them instead of tokenizing again, and a changed text or tokenizer is
+// tokenized anew; a folder that cannot be written is not cached in.
+std::vector<int32_t> tokenized_text(const std::string& text, const Vocabulary& vocabulary, const std::string& path) {
+  const std::string cache = fmt::format("{}.{:08x}{:08x}.tokens", path, crc32c(text), crc32c(vocabulary.to_text()));
+  std::error_code ec;
+  const auto cached_size = fs::file_size(cache, ec);
+  if (!ec && cached_size % sizeof(int32_t) == 0) {
+    std::vector<int32_t> ids(cached_size / sizeof(int32_t));
+    std::ifstream in(cache, std::ios::binary);
+    if (in.read(reinterpret_cast<char*>(ids.data()), static_cast<std::streamsize>(cached_size))) {
+      log::info("{}: {} tokens read from {}", path, ids.size(), cache);
+      return ids;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int32_t> ids = vocabulary.encode(text, path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string partial = cache + ".partial";
+  std::ofstream out(partial, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(int32_t)));
+  out.close();
+  if (out) fs::rename(partial, cache, ec);
+  const bool kept = out && !ec;
+  if (!kept) fs::remove(partial, ec);
+  log::info("{}: {} tokens in {:.1f} s ({:.1f} MB/s){}", path, ids.size(), seconds,
+            static_cast<double>(text.size()) / 1e6 / std::max(seconds, 1e-9),
+            kept ? ", cached in " + cache : " (not cached: its folder cannot be written)");
+  return ids;
+}
+
 }  // namespace
 
 Splits read_text_splits(const DataSpec& spec) {
   const std::string text = read_text_file(spec.path);
-  auto vocabulary = std::make_shared<const Vocabulary>(spec.vocabulary == "bytes" ? Vocabulary::bytes()
-                                                                                  : Vocabulary::characters(text, spec.path));
-  std::vector<int32_t> ids = vocabulary->encode(text, spec.path);
+  auto vocabulary = std::make_shared<const Vocabulary>(!spec.tokenizer.empty()       ? Vocabulary::tokenizer(spec.tokenizer)
+                                                       : spec.vocabulary == "bytes" ? Vocabulary::bytes()
+                                                                                    : Vocabulary::characters(text, spec.path));
+  std::vector<int32_t> ids = vocabulary->kind() == Vocabulary::Kind::tokenizer ? tokenized_text(text, *vocabulary, spec.path)
+                                                                                : vocabulary->encode(text, spec.path);
   // The file's end validates, as nanoGPT: int(n * 0.9) tokens train.
   const auto train_count = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - spec.validation_fraction));
   std::vector<int32_t> validation(ids.begin() + static_cast<std::ptrdiff_t>(train_count), ids.end());
@@ -74,8 +112,25 @@ Splits read_text_splits(const DataSpec& spec) {
   return Splits{std::move(train), token_split(std::move(validation), spec, vocabulary, what)};
 }
 
-Splits read_token_splits(const DataSpec& spec) {
-  auto vocabulary = std::make_shared<const Vocabulary>(Vocabulary::gpt2(spec.vocab_size));
+int64_t token_vocabulary_size(const DataSpec& spec) {
+  if (!spec.tokenizer.empty()) return Vocabulary::tokenizer(spec.tokenizer).size();
+  if (spec.dataset == "tokens") return spec.vocab_size;
+  if (spec.vocabulary == "bytes") return Vocabulary::bytes().size();
+  return Vocabulary::characters(read_text_file(spec.path), spec.path).size();
+}
+
+Splits read_token_splits(const DataSpec& given) {
+  DataSpec spec = given;
+  auto vocabulary = std::make_shared<const Vocabulary>(spec.tokenizer.empty() ? Vocabulary::gpt2(spec.vocab_size)
+                                                                               : Vocabulary::tokenizer(spec.tokenizer));
+  if (!spec.tokenizer.empty()) {
+    DT_USER_CHECK(vocabulary->size() <= 65536, "{}: {} tokens, more than token files' uint16 ids can name (data.tokenizer)",
+                  spec.tokenizer, vocabulary->size());
+    DT_USER_CHECK(!spec.vocab_size_given || spec.vocab_size == vocabulary->size(),
+                  "data.vocab_size = {} but data.tokenizer {} has {} tokens; leave vocab_size out or make them agree",
+                  spec.vocab_size, spec.tokenizer, vocabulary->size());
+    spec.vocab_size = vocabulary->size();
+  }
   // A file named absolutely stays as it is; a relative one is inside data.path.
   const std::string train_path = (fs::path(spec.path) / spec.train_file).string();
   const std::string val_path = (fs::path(spec.path) / spec.val_file).string();

@@ -12,6 +12,8 @@ namespace distrain {
 // Every problem (file missing, invalid UTF-8, a bad token file, a split too short for one
 // window of seq_len + 1 tokens) is a one-line UserError naming the file and the key.
 Splits read_text_splits(const DataSpec& spec);
+// The size of the vocabulary `spec`'s token ids are in (a "characters" text is read for it).
+int64_t token_vocabulary_size(const DataSpec& spec);
 Splits read_token_splits(const DataSpec& spec);
 
 }  // namespace distrain

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "core/base/crc32c.hpp"
 #include "core/base/error.hpp"
 #include "datasets/utf8.hpp"
 
@@ -12,6 +16,7 @@ namespace {
 
 constexpr const char* kCharactersPrefix = "characters:";
 constexpr const char* kGpt2Prefix = "gpt2:";
+constexpr const char* kTokenizerPrefix = "tokenizer:";
 constexpr int64_t kMaxGpt2Size = int64_t{1} << 16;  // token files hold uint16 ids
 
 bool strictly_increasing(const std::vector<char32_t>& v) {
@@ -22,6 +27,32 @@ bool strictly_increasing(const std::vector<char32_t>& v) {
 
 Vocabulary::Vocabulary(Kind kind, int64_t size, std::vector<char32_t> characters)
     : kind_(kind), size_(size), characters_(std::move(characters)) {}
+
+Vocabulary::Vocabulary(std::shared_ptr<const Tokenizer> tokenizer, std::string path, uint32_t crc)
+    : kind_(Kind::tokenizer),
+      size_(tokenizer->vocab_size()),
+      tokenizer_(std::move(tokenizer)),
+      tokenizer_path_(std::move(path)),
+      tokenizer_crc_(crc) {}
+
+namespace {
+
+// The CRC-32C of a file's bytes ("" read: a missing file, which load_tokenizer names).
+uint32_t file_crc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return crc32c(bytes.str());
+}
+
+}  // namespace
+
+Vocabulary Vocabulary::tokenizer(const std::string& path) {
+  std::shared_ptr<const Tokenizer> loaded = load_tokenizer(path);
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+  return Vocabulary(std::move(loaded), ec ? path : absolute, file_crc(path));
+}
 
 Vocabulary Vocabulary::bytes() { return Vocabulary(Kind::bytes, 256); }
 
@@ -39,6 +70,20 @@ Vocabulary Vocabulary::gpt2(int64_t size) {
   return Vocabulary(Kind::gpt2, size);
 }
 
+// "tokenizer:<crc32c>:<path>": the file must still hold the bytes the ids were made with.
+Vocabulary Vocabulary::from_tokenizer_text(const std::string& text, const std::string& source) {
+  const std::string_view rest = std::string_view(text).substr(std::string_view(kTokenizerPrefix).size());
+  uint32_t crc = 0;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + std::min<size_t>(rest.size(), 8), crc, 16);
+  DT_USER_CHECK(ec == std::errc{} && end == rest.data() + 8 && rest.size() > 9 && rest[8] == ':',
+                "{}: '{:.60}' is not a tokenizer vocabulary (\"tokenizer:<crc32c>:<path>\")", source, text);
+  const std::string path(rest.substr(9));
+  Vocabulary v = tokenizer(path);
+  DT_USER_CHECK(v.tokenizer_crc_ == crc, "{}: the tokenizer {} changed since (CRC-32C {:08x} then, {:08x} now): the ids "
+                "would mean other text; put back the file it was trained with", source, path, crc, v.tokenizer_crc_);
+  return v;
+}
+
 Vocabulary Vocabulary::from_text(const std::string& text, const std::string& source) {
   if (text == "bytes") return bytes();
   if (text.starts_with(kCharactersPrefix)) {
@@ -54,8 +99,9 @@ Vocabulary Vocabulary::from_text(const std::string& text, const std::string& sou
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
     if (ec == std::errc{} && end == digits.data() + digits.size() && size >= 2 && size <= kMaxGpt2Size) return gpt2(size);
   }
-  throw UserError(fmt::format("{}: '{:.40}' is not a vocabulary (expected \"bytes\", \"characters:<characters>\" or "
-                              "\"gpt2:<size>\")", source, text));
+  if (text.starts_with(kTokenizerPrefix)) return from_tokenizer_text(text, source);
+  throw UserError(fmt::format("{}: '{:.40}' is not a vocabulary (expected \"bytes\", \"characters:<characters>\", "
+                              "\"gpt2:<size>\" or \"tokenizer:<crc32c>:<path>\")", source, text));
 }
 
 std::string Vocabulary::name() const {
@@ -63,6 +109,7 @@ std::string Vocabulary::name() const {
     case Kind::bytes: return "bytes";
     case Kind::characters: return "characters";
     case Kind::gpt2: return "gpt2";
+    case Kind::tokenizer: return "tokenizer";
   }
   return "";
 }
@@ -70,6 +117,7 @@ std::string Vocabulary::name() const {
 std::string Vocabulary::to_text() const {
   if (kind_ == Kind::gpt2) return fmt::format("{}{}", kGpt2Prefix, size_);
   if (kind_ == Kind::bytes) return "bytes";
+  if (kind_ == Kind::tokenizer) return fmt::format("{}{:08x}:{}", kTokenizerPrefix, tokenizer_crc_, tokenizer_path_);
   std::string out = kCharactersPrefix;
   for (char32_t cp : characters_) append_utf8(out, cp);
   return out;
@@ -78,6 +126,7 @@ std::string Vocabulary::to_text() const {
 std::vector<int32_t> Vocabulary::encode(const std::string& text, const std::string& source) const {
   DT_USER_CHECK(kind_ != Kind::gpt2, "{}: the gpt2 vocabulary cannot encode text in distrain (no BPE tokenizer); "
                 "tokenize with tiktoken and use dataset = \"tokens\"", source);
+  if (kind_ == Kind::tokenizer) return tokenizer_->encode(text, source);
   if (kind_ == Kind::bytes) return std::vector<int32_t>(reinterpret_cast<const uint8_t*>(text.data()),
                                                         reinterpret_cast<const uint8_t*>(text.data()) + text.size());
   const std::vector<char32_t> cps = decode_utf8(text, source);
@@ -94,6 +143,7 @@ std::vector<int32_t> Vocabulary::encode(const std::string& text, const std::stri
 std::string Vocabulary::decode(const std::vector<int32_t>& tokens) const {
   DT_USER_CHECK(kind_ != Kind::gpt2, "the gpt2 vocabulary cannot decode token ids in distrain (no BPE merges); decode "
                 "them with tiktoken (encoding \"gpt2\")");
+  if (kind_ == Kind::tokenizer) return tokenizer_->decode(tokens);
   std::string out;
   out.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {

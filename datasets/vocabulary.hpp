@@ -4,25 +4,33 @@
 //               nanoGPT's shakespeare_char: 65 for Tiny Shakespeare
 //   gpt2        ids already tokenized elsewhere (dataset = "tokens"); distrain holds no
 //               BPE merges, so it can neither encode nor decode text in it
+//   tokenizer   a tokenizer file's (data.tokenizer: a byte-level BPE tokenizer.json),
+//               referenced by its absolute path and the CRC-32C of its bytes
 // to_text() is one string a checkpoint attribute can hold; from_text() restores it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "datasets/tokenizer.hpp"
 
 namespace distrain {
 
 class Vocabulary {
  public:
-  enum class Kind { bytes, characters, gpt2 };
+  enum class Kind { bytes, characters, gpt2, tokenizer };
 
   static Vocabulary bytes();
   // The distinct characters of `text` (UTF-8; invalid UTF-8 is a UserError naming `source`
   // and the byte offset).
   static Vocabulary characters(const std::string& text, const std::string& source);
   static Vocabulary gpt2(int64_t size);
-  // "bytes", "characters:<the characters, in order, as UTF-8>" or "gpt2:<size>"; anything
-  // else is a UserError naming `source`.
+  // The tokenizer in `path` (load_tokenizer's errors).
+  static Vocabulary tokenizer(const std::string& path);
+  // "bytes", "characters:<the characters, in order, as UTF-8>", "gpt2:<size>" or
+  // "tokenizer:<crc32c>:<absolute path>"; anything else is a UserError naming `source`, and
+  // so is a tokenizer file whose bytes changed since.
   static Vocabulary from_text(const std::string& text, const std::string& source = "vocabulary");
 
   Kind kind() const { return kind_; }
@@ -37,11 +45,16 @@ class Vocabulary {
 
  private:
   Vocabulary(Kind kind, int64_t size, std::vector<char32_t> characters = {});
+  Vocabulary(std::shared_ptr<const Tokenizer> tokenizer, std::string path, uint32_t crc);
   std::string name() const;
+  static Vocabulary from_tokenizer_text(const std::string& text, const std::string& source);
 
   Kind kind_;
   int64_t size_;
   std::vector<char32_t> characters_;  // characters only: sorted, distinct; id = position
+  std::shared_ptr<const Tokenizer> tokenizer_;  // tokenizer only, with its file and its bytes' CRC-32C
+  std::string tokenizer_path_;
+  uint32_t tokenizer_crc_ = 0;
 };
 
 }  // namespace distrain

@@ -2,7 +2,7 @@
 # Installs what distrain needs on Debian 12 (bookworm), from a bare system up: compiler,
 # CMake, oneDNN (whose CMake config needs the OpenCL headers, only a Recommends of
 # libdnnl-dev), HDF5, CLI11, toml++, fmt, nlohmann/json, doctest, OpenMPI, zlib, libpng and
-# libjpeg-turbo (image folders), patchelf
+# libjpeg-turbo (image folders), PCRE2 (the tokenizers' split patterns), patchelf
 # (for `make bundle`), python3 (the bundle test runs bin/distrain-gpu's library finder),
 # python3-venv (the TensorBoard test installs TensorBoard from PyPI into a virtual environment)
 # and the Fashion-MNIST data set.
@@ -12,7 +12,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 packages=(build-essential cmake pkg-config
   libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-  nlohmann-json3-dev doctest-dev libonnx-dev libprotobuf-dev libzip-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev patchelf python3 python3-venv
+  nlohmann-json3-dev doctest-dev libonnx-dev libprotobuf-dev libzip-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev libpcre2-dev patchelf python3 python3-venv
   dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

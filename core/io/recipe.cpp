@@ -16,6 +16,7 @@
 #include "core/base/error.hpp"
 #include "core/io/strategy_kind.hpp"
 #include "core/io/toml_depth.hpp"
+#include "datasets/token_data.hpp"
 
 namespace distrain {
 
@@ -40,6 +41,9 @@ void parse_token_data(ConfigTable& c, DataSpec& d) {
   if (d.dataset == "text") {
     if (d.path.empty()) c.fail("path", "required with dataset = \"text\": the text file to train on");
     d.vocabulary = c.get_choice("vocabulary", "characters", {"bytes", "characters"});
+    d.tokenizer = c.get_string("tokenizer", "");
+    if (!d.tokenizer.empty() && c.has("vocabulary"))
+      c.fail("vocabulary", "and data.tokenizer both say how the text becomes tokens; give one");
     d.validation_fraction = c.get_float("validation_fraction", 0.1);
     if (!(d.validation_fraction >= 0 && d.validation_fraction <= 0.5))
       c.fail("validation_fraction", fmt::format("must be in [0, 0.5], got {}", d.validation_fraction));
@@ -47,6 +51,8 @@ void parse_token_data(ConfigTable& c, DataSpec& d) {
   }
   if (d.path.empty() && !(c.has("train_file") && c.has("val_file")))
     c.fail("path", "required with dataset = \"tokens\": the folder of train.bin and val.bin (or name both train_file and val_file)");
+  d.tokenizer = c.get_string("tokenizer", "");
+  d.vocab_size_given = c.has("vocab_size");
   d.vocab_size = c.get_int("vocab_size", 50257);
   if (d.vocab_size < 2 || d.vocab_size > 65536)
     c.fail("vocab_size", fmt::format("must be in [2, 65536] (token files hold uint16 ids), got {}", d.vocab_size));
@@ -382,10 +388,46 @@ std::string Recipe::resolved_text() const {
   return out.str();
 }
 
+namespace {
+
+// The keys of [model] that may say "vocabulary": the token data's vocabulary size.
+constexpr const char* kVocabularySized[] = {"input_dim", "units"};
+
+// Calls `f(table, key)` for every such key of `node` and the tables inside it.
+template <class Node, class F>
+void for_vocabulary_keys(Node& node, F&& f) {
+  if (auto* table = node.as_table()) {
+    for (const char* key : kVocabularySized)
+      if (const auto* v = table->get(key); v && v->value_or(std::string()) == "vocabulary") f(*table, key);
+    for (auto&& [k, v] : *table) for_vocabulary_keys(v, f);
+  } else if (auto* array = node.as_array()) {
+    for (auto& v : *array) for_vocabulary_keys(v, f);
+  }
+}
+
+// [model] with every `input_dim = "vocabulary"` and `units = "vocabulary"` replaced by the
+// size of the token data's vocabulary, so the size is said once (and stored as a number).
+std::shared_ptr<const toml::table> with_vocabulary_sizes(std::shared_ptr<const toml::table> table, const std::string& file) {
+  const toml::node* model = table->get("model");
+  bool uses = false;
+  if (model) for_vocabulary_keys(*model, [&](const toml::table&, const char*) { uses = true; });
+  if (!uses) return table;
+  DataSpec data;
+  parse_data(ConfigTable(*table, file, "").sub("data"), data);
+  DT_USER_CHECK(data.token_data(), "{}: [model] sizes a layer by \"vocabulary\", the token data's vocabulary size, and "
+                "data.dataset = \"{}\" has none; give the number", file, data.dataset);
+  const int64_t size = token_vocabulary_size(data);
+  auto copy = std::make_shared<toml::table>(*table);
+  for_vocabulary_keys(*copy->get("model"), [&](toml::table& t, const char* key) { t.insert_or_assign(key, size); });
+  return copy;
+}
+
+}  // namespace
+
 Recipe recipe_from_table(std::shared_ptr<const toml::table> table, const std::string& file) {
   Recipe r;
   r.file = file;
-  r.table = without_other_strategies_keys(std::move(table), file, r.notices);
+  r.table = with_vocabulary_sizes(without_other_strategies_keys(std::move(table), file, r.notices), file);
   ConfigTable root(*r.table, file, "");
   r.name = root.get_string("name", std::filesystem::path(file).stem().string());
   if (r.name.empty()) root.fail("name", "must not be empty");

@@ -238,4 +238,15 @@ std::optional<std::string> edit_recipe_text(const std::string& text, const toml:
   return edited;
 }
 
+std::optional<std::string> edit_layout_text(const std::string& text, const toml::table& target, bool model_changed) {
+  toml::table kept = target;
+  try {
+    const toml::table written = toml::parse(text);
+    if (const toml::node* model = written.get("model"); model && !model_changed) kept.insert_or_assign("model", *model);
+  } catch (const toml::parse_error&) {
+    return std::nullopt;
+  }
+  return edit_recipe_text(text, kept);
+}
+
 }  // namespace distrain

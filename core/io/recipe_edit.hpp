@@ -17,6 +17,11 @@ namespace distrain {
 // `target`.
 std::optional<std::string> edit_recipe_text(const std::string& text, const toml::table& target);
 
+// edit_recipe_text for a recipe of another layout of the same model (plan --write): [model]
+// stays as `text` writes it (its "vocabulary" sizes stay words) unless `model_changed`
+// (a --set into it).
+std::optional<std::string> edit_layout_text(const std::string& text, const toml::table& target, bool model_changed);
+
 // A scalar or an array of scalars as the shortest TOML text that reads back as it
 // (0.99, not 0.98999999999999999); nullopt for tables and arrays holding tables.
 std::optional<std::string> toml_value_text(const toml::node& value);

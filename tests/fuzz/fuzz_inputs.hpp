@@ -26,7 +26,9 @@
 #include "core/strategy/strategy.hpp"
 #include "datasets/idx.hpp"
 #include "datasets/image_file.hpp"
+#include "datasets/bpe_tokenizer.hpp"
 #include "datasets/npy.hpp"
+#include "datasets/utf8.hpp"
 
 namespace distrain::fuzz {
 
@@ -285,6 +287,47 @@ inline void checkpoint_input(std::span<const uint8_t> data) {
   }
   read_checkpoint_file(path);
   if (!std::getenv("DISTRAIN_FUZZ_KEEP")) std::remove(path.c_str());
+}
+
+
+// GPT-2's character for byte b (its published byte-to-unicode table, written out here).
+inline std::string byte_level_char(int b) {
+  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+  char32_t c = static_cast<char32_t>(b);
+  if (!printable) c = 256 + static_cast<char32_t>(b <= 32 ? b : b <= 160 ? b - 127 + 33 : 33 + 34);
+  std::string out;
+  append_utf8(out, c);
+  return out;
+}
+
+// A small byte-level BPE tokenizer.json: the 256 byte tokens, "th", "the", " the", and
+// <|endoftext|> as 300.
+inline std::string small_bpe_json() {
+  std::string vocab;
+  const auto quoted = [](const std::string& s) { return "\"" + (s == "\"" ? std::string("\\\"") : s == "\\" ? std::string("\\\\") : s) + "\""; };
+  for (int b = 0; b < 256; ++b) vocab += quoted(byte_level_char(b)) + ": " + std::to_string(b) + ", ";
+  vocab += "\"th\": 256, \"the\": 257, \"\xc4\xa0the\": 258";
+  return R"({"model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": ["t h", "th e", "\u0120 the"]},
+             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+             "added_tokens": [{"id": 300, "content": "<|endoftext|>", "special": true}]})";
+}
+
+// fuzz_tokenizer: byte 0 even: the rest is a tokenizer.json, and what it makes of a fixed
+// text; odd: the rest is text for small_bpe_json's tokenizer, whose decoding must give the
+// text back wherever it is UTF-8.
+inline void tokenizer_input(std::span<const uint8_t> data) {
+  if (data.empty()) return;
+  const std::string rest(reinterpret_cast<const char*>(data.data()) + 1, data.size() - 1);
+  try {
+    if (data[0] % 2 == 0) {
+      const auto t = parse_bpe_tokenizer(rest, "fuzz.json");
+      (void)t->decode(t->encode("the quick <|endoftext|> fox  \n\n 42 \xe4\xb8\x96"));
+      return;
+    }
+    static const auto small = parse_bpe_tokenizer(small_bpe_json(), "small.json");
+    if (small->decode(small->encode(rest)) != rest) std::abort();
+  } catch (const UserError&) {
+  }
 }
 
 }  // namespace distrain::fuzz

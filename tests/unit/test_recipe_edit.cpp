@@ -80,8 +80,10 @@ TEST_CASE("recipe edit: a plan layout of a shipped recipe edits its [strategy] a
   PlanLayout layout{2, 2, 1, 1};
   layout.recompute = true;
   const Recipe chosen = layout_recipe(base, layout, 64);
-  const std::optional<std::string> edited = edit_recipe_text(text.str(), *chosen.table);
+  CHECK_FALSE(edit_recipe_text(text.str(), *chosen.table).has_value());  // its sizes are words there, numbers here
+  const std::optional<std::string> edited = edit_layout_text(text.str(), *chosen.table, false);
   REQUIRE(edited.has_value());
+  CHECK(edited->find("input_dim = \"vocabulary\"") != std::string::npos);
   const Recipe reread = parse_recipe(*edited, "written.toml");
   CHECK(reread.strategy.mesh.data == 2);
   CHECK(reread.strategy.mesh.tensor == 2);

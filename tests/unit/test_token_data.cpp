@@ -339,3 +339,26 @@ TEST_CASE("data placement: token data stays on the host, \"device\" is refused b
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+// A layer sized "vocabulary" takes the token data's size, stored as the number; image data
+// has no vocabulary to give.
+TEST_CASE("token data: input_dim and units = \"vocabulary\" say the vocabulary's size once") {
+  const std::string recipe = std::string(DISTRAIN_SOURCE_DIR) + "/recipes/shakespeare_char_gpt.toml";
+  const Recipe characters = load_recipe(recipe, {"data.path=\"" + kShakespeare + "\""});
+  CHECK((*characters.table)["model"]["layers"][0]["input_dim"].value<int64_t>() == 65);
+  CHECK((*characters.table)["model"]["layers"][4]["units"].value<int64_t>() == 65);
+  const Recipe bytes = load_recipe(recipe, {"data.path=\"" + kShakespeare + "\"", "data.vocabulary=\"bytes\""});
+  CHECK((*bytes.table)["model"]["layers"][4]["units"].value<int64_t>() == 256);
+  // A checkpoint's copy of the recipe holds the number, and is read without the data.
+  CHECK(parse_recipe(bytes.resolved_text(), "stored", {"data.path=\"/nonexistent.txt\""}).model().layers.size() ==
+        bytes.model().layers.size());
+  CHECK_THROWS_WITH_AS(load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/fashion_mnist_cnn.toml",
+                                   {"model.layers.6.units=\"vocabulary\""}),
+                       doctest::Contains("sizes a layer by \"vocabulary\", the token data's vocabulary size, and "
+                                         "data.dataset = \"fashion_mnist\" has none"),
+                       UserError);
+}
+
+}  // namespace distrain::test
