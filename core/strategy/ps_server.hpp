@@ -1,4 +1,4 @@
-// The server side of parameter_server (parameter_server.hpp): server k holds range k of
+// The server side of parameter_server (parameter_server.cpp): server k holds range k of
 // the trainable arena (ps_protocol.hpp) and that range's optimizer slots, and answers the
 // workers' messages until every worker is done.
 //   synchronous (staleness 0): a step's pushes are summed in worker order, whatever the
