@@ -175,9 +175,13 @@ class BpeTokenizer final : public Tokenizer {
     ignore_merges_ = m.value("ignore_merges", false);
     const Json& vocab = m.at("vocab");
     DT_USER_CHECK(vocab.is_object() && !vocab.empty(), "{}: model.vocab is not a table of tokens", path);
+    // Ids are dense in every tokenizer file: one far beyond the entries is refused rather
+    // than given a table of that size.
+    const auto id_limit = static_cast<int64_t>(vocab.size()) + kSpareIds;
     for (const auto& [token, id] : vocab.items()) {
-      DT_USER_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t{1} << 31),
-                    "{}: model.vocab: the id of \"{}\" is not an id", path, token);
+      DT_USER_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < id_limit,
+                    "{}: model.vocab: the id of \"{}\" is not an id below {} (the entries and some spare)", path, token,
+                    id_limit);
       set_token(token, id.get<int32_t>());
     }
     const Json& merges = m.at("merges");
@@ -247,11 +251,12 @@ class BpeTokenizer final : public Tokenizer {
   void read_added_tokens(const Json& j, const std::string& path) {
     for (const Json& t : j.value("added_tokens", Json::array())) {
       const std::string content = t.at("content").get<std::string>();
-      const auto id = t.at("id").get<int32_t>();
-      DT_USER_CHECK(!content.empty() && id >= 0, "{}: an added token without content or id", path);
-      set_token(content, id);
-      added_.push_back({content, id});
-      added_ids_.insert({id, true});
+      const auto id = t.at("id").get<int64_t>();
+      DT_USER_CHECK(!content.empty() && id >= 0 && id < static_cast<int64_t>(token_of_.size()) + kSpareIds,
+                    "{}: an added token without content, or with an id far beyond the vocabulary's", path);
+      set_token(content, static_cast<int32_t>(id));
+      added_.push_back({content, static_cast<int32_t>(id)});
+      added_ids_.insert({static_cast<int32_t>(id), true});
       first_bytes_[static_cast<unsigned char>(content[0])] = true;
     }
     // Longest first, so that "<|end|>" is not taken for a prefix of "<|endoftext|>".
@@ -336,6 +341,7 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   static constexpr size_t kCacheWords = 1 << 20;
+  static constexpr int64_t kSpareIds = 1 << 16;
 
   std::string path_;
   std::unordered_map<std::string, int32_t> id_of_;
@@ -360,6 +366,8 @@ std::unique_ptr<Tokenizer> parse_bpe_tokenizer(const std::string& json, const st
   } catch (const Json::parse_error& e) {
     throw UserError(fmt::format("{}: not a tokenizer.json (JSON error at byte {}): {}", path, e.byte,
                                 std::string(e.what()).substr(0, 120)));
+  } catch (const Json::exception& e) {  // a number out of range, say
+    throw UserError(fmt::format("{}: not a tokenizer.json: {}", path, std::string(e.what()).substr(0, 120)));
   }
   DT_USER_CHECK(j.is_object() && j.contains("model"), "{}: no \"model\": not a tokenizer.json", path);
   try {

@@ -71,6 +71,8 @@ TEST_CASE("tokenizer: files that are not byte-level BPE are refused, naming what
                        UserError);
   CHECK_THROWS_WITH_AS(parse_bpe_tokenizer(tokenizer_json({}, {}).dump().substr(0, 500), "t.json"),
                        doctest::Contains("t.json: not a tokenizer.json (JSON error at byte"), UserError);
+  CHECK_THROWS_WITH_AS(parse_bpe_tokenizer(R"({"model":88e899278.00})", "t.json"),  // found by fuzz_tokenizer
+                       doctest::Contains("t.json: not a tokenizer.json"), UserError);
   j = tokenizer_json({}, {});
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
   CHECK_THROWS_WITH_AS(bpe(j), doctest::Contains("pre-tokenizer \"Whitespace\" is not supported"), UserError);
