@@ -112,6 +112,7 @@ class BpeTokenizer final : public Tokenizer {
     read_model(j.at("model"), path);
     read_pre_tokenizer(j, path);
     read_added_tokens(j, path);
+    prepare_decoding();
   }
 
   std::vector<int32_t> encode(std::string_view text, const std::string& source) const override {
@@ -138,16 +139,7 @@ class BpeTokenizer final : public Tokenizer {
     for (const int32_t id : ids) {
       DT_USER_CHECK(id >= 0 && id < vocab_size() && !token_of_[static_cast<size_t>(id)].empty(),
                     "token id {} is not in the vocabulary of {} ({} ids)", id, path_, vocab_size());
-      const std::string& token = token_of_[static_cast<size_t>(id)];
-      if (added_ids_.count(id)) {
-        out += token;
-        continue;
-      }
-      for (const char32_t c : decode_utf8(token, path_)) {
-        const auto byte = byte_table().byte_of.find(c);
-        if (byte != byte_table().byte_of.end()) out += static_cast<char>(byte->second);
-        else append_utf8(out, c);  // not a byte-level character: as it is
-      }
+      out += text_of_[static_cast<size_t>(id)];
     }
     return out;
   }
@@ -256,7 +248,6 @@ class BpeTokenizer final : public Tokenizer {
                     "{}: an added token without content, or with an id far beyond the vocabulary's", path);
       set_token(content, static_cast<int32_t>(id));
       added_.push_back({content, static_cast<int32_t>(id)});
-      added_ids_.insert({static_cast<int32_t>(id), true});
       first_bytes_[static_cast<unsigned char>(content[0])] = true;
     }
     // Longest first, so that "<|end|>" is not taken for a prefix of "<|endoftext|>".
@@ -264,6 +255,19 @@ class BpeTokenizer final : public Tokenizer {
                      [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
     for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"})
       if (const auto it = id_of_.find(name); it != id_of_.end() && !end_of_text_) end_of_text_ = it->second;
+  }
+
+  // Each id's text, once: an added token's content, a vocabulary token's characters mapped
+  // back to their bytes (a character outside the byte table kept as it is).
+  void prepare_decoding() {
+    text_of_.resize(token_of_.size());
+    for (size_t id = 0; id < token_of_.size(); ++id)
+      for (const char32_t c : decode_utf8(token_of_[id], path_)) {
+        const auto byte = byte_table().byte_of.find(c);
+        if (byte != byte_table().byte_of.end()) text_of_[id] += static_cast<char>(byte->second);
+        else append_utf8(text_of_[id], c);
+      }
+    for (const AddedToken& t : added_) text_of_[static_cast<size_t>(t.id)] = t.content;
   }
 
   const AddedToken* added_at(std::string_view text, size_t i) const {
@@ -351,7 +355,7 @@ class BpeTokenizer final : public Tokenizer {
   bool add_prefix_space_ = false, ignore_merges_ = false;
   int32_t byte_id_[256] = {};
   std::vector<AddedToken> added_;
-  std::unordered_map<int32_t, bool> added_ids_;
+  std::vector<std::string> text_of_;  // decode's text of each id
   bool first_bytes_[256] = {};
   std::optional<int32_t> end_of_text_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;

@@ -93,13 +93,17 @@ std::vector<int32_t> tokenized_text(const std::string& text, const Vocabulary& v
   return ids;
 }
 
+// The vocabulary of dataset = "text": the tokenizer's, or bytes, or `text`'s characters.
+Vocabulary text_vocabulary(const DataSpec& spec, const std::string& text) {
+  if (!spec.tokenizer.empty()) return Vocabulary::tokenizer(spec.tokenizer);
+  return spec.vocabulary == "bytes" ? Vocabulary::bytes() : Vocabulary::characters(text, spec.path);
+}
+
 }  // namespace
 
 Splits read_text_splits(const DataSpec& spec) {
   const std::string text = read_text_file(spec.path);
-  auto vocabulary = std::make_shared<const Vocabulary>(!spec.tokenizer.empty()       ? Vocabulary::tokenizer(spec.tokenizer)
-                                                       : spec.vocabulary == "bytes" ? Vocabulary::bytes()
-                                                                                    : Vocabulary::characters(text, spec.path));
+  auto vocabulary = std::make_shared<const Vocabulary>(text_vocabulary(spec, text));
   std::vector<int32_t> ids = vocabulary->kind() == Vocabulary::Kind::tokenizer ? tokenized_text(text, *vocabulary, spec.path)
                                                                                 : vocabulary->encode(text, spec.path);
   // The file's end validates, as nanoGPT: int(n * 0.9) tokens train.
@@ -115,8 +119,7 @@ Splits read_text_splits(const DataSpec& spec) {
 int64_t token_vocabulary_size(const DataSpec& spec) {
   if (!spec.tokenizer.empty()) return Vocabulary::tokenizer(spec.tokenizer).size();
   if (spec.dataset == "tokens") return spec.vocab_size;
-  if (spec.vocabulary == "bytes") return Vocabulary::bytes().size();
-  return Vocabulary::characters(read_text_file(spec.path), spec.path).size();
+  return text_vocabulary(spec, spec.vocabulary == "bytes" ? "" : read_text_file(spec.path)).size();
 }
 
 Splits read_token_splits(const DataSpec& given) {

@@ -233,9 +233,6 @@ std::vector<Device> parse_devices(ConfigTable& c, StrategySpec& s) {
   return devices;
 }
 
-// The table without the [strategy] keys its strategy does not read, and the notice that
-// names them ("" when there are none). An unknown strategy name keeps every key: parsing
-// then refuses the name itself.
 // The kinds that read `key` as their own, in order ("" when it is a common key).
 std::string readers_of(const std::string& key) {
   std::vector<std::string> readers;
@@ -245,6 +242,10 @@ std::string readers_of(const std::string& key) {
   }
   return fmt::format("{}", fmt::join(readers, ", "));
 }
+
+// The table without the [strategy] keys its strategy does not read, and the notice that
+// names them ("" when there are none). An unknown strategy name keeps every key: parsing
+// then refuses the name itself.
 
 std::shared_ptr<const toml::table> without_other_strategies_keys(std::shared_ptr<const toml::table> table,
                                                                  const std::string& file, std::vector<std::string>& notices) {

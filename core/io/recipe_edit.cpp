@@ -118,11 +118,17 @@ std::optional<std::pair<size_t, size_t>> value_end(const std::vector<std::string
   return std::nullopt;
 }
 
+// Where a key's `key = value` lies: its first line, its last, and the column after the value
+// on the last (where spaces and a comment follow).
+struct KeySpan {
+  size_t first, last, tail;
+};
+
 // The text's lines with `edits` made.
 std::optional<std::string> apply_edits(const std::vector<std::string>& lines, const Edits& edits) {
   // Each table's lines: its header (or none for the root) and where its last key ends.
   std::map<std::string, size_t> last_line_of;  // path -> the line after which a new key goes
-  std::map<std::string, std::map<std::string, size_t>> key_line;
+  std::map<std::string, std::map<std::string, KeySpan>> key_span;
   std::string path;
   bool first_header_seen = false;
   size_t root_insert = 0;
@@ -137,9 +143,8 @@ std::optional<std::string> apply_edits(const std::vector<std::string>& lines, co
     if (key.empty()) continue;
     const auto end = value_end(lines, i);
     if (!end) return std::nullopt;
-    const std::string table = path.empty() ? "" : path;
-    key_line[table][key] = i;
-    last_line_of[table] = end->first;
+    key_span[path][key] = KeySpan{i, end->first, end->second};
+    last_line_of[path] = end->first;
     if (!first_header_seen) root_insert = end->first + 1;
     i = end->first;
   }
@@ -150,16 +155,14 @@ std::optional<std::string> apply_edits(const std::vector<std::string>& lines, co
   std::vector<bool> removed(lines.size(), false);
   for (const auto& [table, keys] : edits) {
     for (const KeyEdit& e : keys) {
-      const auto found = key_line[table].find(e.key);
-      if (found != key_line[table].end()) {
-        const size_t at = found->second;
-        const auto end = value_end(lines, at);
-        for (size_t l = at; l <= end->first; ++l) removed[l] = true;
+      const auto found = key_span[table].find(e.key);
+      if (found != key_span[table].end()) {
+        const KeySpan& span = found->second;
+        for (size_t l = span.first; l <= span.last; ++l) removed[l] = true;
         if (!e.text) continue;
-        const std::string& line = lines[at];
-        const std::string& last = lines[end->first];
-        replaced[at] = line.substr(0, line.find('=') + 1) + " " + *e.text + last.substr(end->second);
-        removed[at] = false;
+        const std::string& line = lines[span.first];
+        replaced[span.first] = line.substr(0, line.find('=') + 1) + " " + *e.text + lines[span.last].substr(span.tail);
+        removed[span.first] = false;
         continue;
       }
       if (!e.text) continue;

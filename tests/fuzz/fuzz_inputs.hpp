@@ -20,6 +20,7 @@
 #include "core/backend/backend.hpp"
 #include "core/base/error.hpp"
 #include "core/base/h5_id.hpp"
+#include "core/base/json.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
@@ -303,13 +304,13 @@ inline std::string byte_level_char(int b) {
 // A small byte-level BPE tokenizer.json: the 256 byte tokens, "th", "the", " the", and
 // <|endoftext|> as 300.
 inline std::string small_bpe_json() {
-  std::string vocab;
-  const auto quoted = [](const std::string& s) { return "\"" + (s == "\"" ? std::string("\\\"") : s == "\\" ? std::string("\\\\") : s) + "\""; };
-  for (int b = 0; b < 256; ++b) vocab += quoted(byte_level_char(b)) + ": " + std::to_string(b) + ", ";
-  vocab += "\"th\": 256, \"the\": 257, \"\xc4\xa0the\": 258";
-  return R"({"model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": ["t h", "th e", "\u0120 the"]},
-             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
-             "added_tokens": [{"id": 300, "content": "<|endoftext|>", "special": true}]})";
+  Json vocab = Json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_level_char(b)] = b;
+  vocab["th"] = 256, vocab["the"] = 257, vocab["\xc4\xa0the"] = 258;
+  return Json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"t h", "th e", "\xc4\xa0 the"}}}},
+              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+              {"added_tokens", Json::array({{{"id", 300}, {"content", "<|endoftext|>"}, {"special", true}}})}}
+      .dump();
 }
 
 // fuzz_tokenizer: byte 0 even: the rest is a tokenizer.json, and what it makes of a fixed
