@@ -35,6 +35,9 @@ struct OutputRounding {
   Tensor packed;
 };
 
+// The activation of a gated linear unit's gate (Backend::gated_unit).
+enum class GateActivation { silu, gelu };
+
 class Conv2DOp {
  public:
   virtual ~Conv2DOp() = default;
@@ -177,21 +180,42 @@ class Backend {
   // GPT-2's tanh approximation of GELU; dx may be dy.
   virtual void gelu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) = 0;
   virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) = 0;
-  // Causal multi-head self-attention. qkv (N, T, 3C) holds queries, keys and values, head h
-  // at [h*D, (h+1)*D) of each C; out (N, T, C) = softmax(q k^T / sqrt(D), causal) v per
-  // head, with dropout of `rate` on the probabilities (mask drawn from seed, as dropout());
-  // lse (N, H, T) receives each row's log-sum-exp for the backward. Never holds more than
-  // a tile of a head's (T, T) scores (flash attention). Operands bf16 (train.precision):
-  // every product's operands are bf16 values, as tensor cores take them: qkv is already
-  // rounded (the attention layer rounds it), the probabilities, output gradients and score
-  // gradients are rounded as they enter a product; sums, softmax and results stay float32.
-  // Under bf16 operands qkv may come packed in bf16 (the values the layer keeps), read as
-  // they are.
-  virtual void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
-                         Tensor lse) = 0;
-  // dqkv (N, T, 3C) written from dout (N, T, C) and the forward's qkv, out and lse.
+  // Causal multi-head self-attention. qkv (N, T, (H + 2 KV) D) holds the queries of H heads,
+  // then the keys of KV heads, then their values; query head h reads key and value head
+  // h mod KV (grouped-query attention; KV = H: GPT-2's [q | k | v]; KV = 1: multi-query).
+  // out (N, T, H D) = softmax(q k^T / sqrt(D), causal) v per head, with dropout of `rate`
+  // on the probabilities (mask drawn from seed, as dropout()); lse (N, H, T) receives each
+  // row's log-sum-exp for the backward. Never holds more than a tile of a head's (T, T)
+  // scores (flash attention). Operands bf16 (train.precision): every product's operands
+  // are bf16 values, as tensor cores take them: qkv is already rounded (the attention layer
+  // rounds it), the probabilities, output gradients and score gradients are rounded as
+  // they enter a product; sums, softmax and results stay float32. Under bf16 operands qkv
+  // may come packed in bf16 (the values the layer keeps), read as they are.
+  virtual void attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                         Tensor out, Tensor lse) = 0;
+  // dqkv written from dout (N, T, H D) and the forward's qkv, out and lse; a key or value
+  // head's gradient sums those of the query heads that read it.
   virtual void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                  int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) = 0;
+                                  int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                                  Tensor dqkv) = 0;
+  // Rotary position embeddings (RoFormer; Llama's "rotate half" pairing) on the queries and
+  // keys of qkv (N, T, (H + 2 KV) D), in place: in each head, elements e and e + D/2 of
+  // position t turn by the angle t * frequency[e]; angles (2, T, D/2) holds their cosines,
+  // then their sines. `inverse` turns back (the transpose): a gradient's way through.
+  virtual void rotary(Tensor qkv, int64_t heads, int64_t kv_heads, const Tensor& angles, bool inverse) = 0;
+  // y = x * rstd * gamma per row (RMSNorm), rstd = 1 / sqrt(mean(x^2) + epsilon) kept (rows).
+  virtual void rms_norm(const Tensor& x, const Tensor& gamma, float epsilon, Tensor y, Tensor rstd,
+                        const OutputRounding& rounding = {}) = 0;
+  // dx written, dgamma accumulated.
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& rstd, Tensor dx,
+                                 Tensor dgamma) = 0;
+  // SiLU: y = x sigmoid(x); dx may be dy.
+  virtual void silu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) = 0;
+  virtual void silu_backward(const Tensor& x, const Tensor& dy, Tensor dx) = 0;
+  // A gated linear unit: h (rows, 2F) holds [gate | up]; y (rows, F) = act(gate) * up, act
+  // SiLU (SwiGLU) or GPT-2's tanh GELU (GeGLU). dh (rows, 2F) written from dy (rows, F).
+  virtual void gated_unit(const Tensor& h, GateActivation act, Tensor y, const OutputRounding& rounding = {}) = 0;
+  virtual void gated_unit_backward(const Tensor& h, GateActivation act, const Tensor& dy, Tensor dh) = 0;
 
   // Per-example losses of a batch, and their gradient times grad_scale (1 / global batch).
   // stats (2,) receives {sum of losses, number of correct argmax predictions}.

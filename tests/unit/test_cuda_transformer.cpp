@@ -109,12 +109,12 @@ TEST_CASE("cuda parity: causal attention forward and backward, with and without 
         cpu().to_bf16(qkv.cv(), Tensor{});
         gpu().to_bf16(qkv.gv(), Tensor{});
       }
-      cpu().attention(qkv.cv(), heads, operands, k.rate, 77, out.cv(), lse.cv());
-      gpu().attention(qkv.gv(), heads, operands, k.rate, 77, out.gv(), lse.gv());
+      cpu().attention(qkv.cv(), heads, heads, operands, k.rate, 77, out.cv(), lse.cv());
+      gpu().attention(qkv.gv(), heads, heads, operands, k.rate, 77, out.gv(), lse.gv());
       check_pair(out, "attention out", tol);
       check_pair(lse, "attention lse", tol);
-      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, operands, k.rate, 77, dqkv.cv());
-      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, operands, k.rate, 77, dqkv.gv());
+      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, heads, operands, k.rate, 77, dqkv.cv());
+      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, heads, operands, k.rate, 77, dqkv.gv());
       check_pair(dqkv, "attention dqkv", tol);
     }
 }
@@ -122,7 +122,7 @@ TEST_CASE("cuda parity: causal attention forward and backward, with and without 
 TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by name") {
   SKIP_WITHOUT_GPU();
   Pair qkv(Shape{1, 4, 3 * 256}, 1), out(Shape{1, 4, 256}, 2), lse(Shape{1, 1, 4}, 3);
-  CHECK_THROWS_WITH_AS(gpu().attention(qkv.gv(), 1, DType::f32, 0.0f, 1, out.gv(), lse.gv()),
+  CHECK_THROWS_WITH_AS(gpu().attention(qkv.gv(), 1, 1, DType::f32, 0.0f, 1, out.gv(), lse.gv()),
                        doctest::Contains("heads of 256 features"), UserError);
 }
 

@@ -221,6 +221,20 @@ TEST_CASE("transformer layer gradients: layer_norm, gelu, position_embedding, de
   gradient_check("type='attention'\nheads=2\ndropout=0.3", Shape{6, 4}, 2);
 }
 
+TEST_CASE("Llama layer gradients: rms_norm, silu, gated_mlp, grouped-query and rotary attention, without biases") {
+  gradient_check("type='rms_norm'", Shape{3, 6}, 2);
+  gradient_check("type='silu'", Shape{4, 5}, 2);
+  gradient_check("type='gated_mlp'\nunits=6", Shape{3, 4}, 2);
+  gradient_check("type='gated_mlp'\nunits=5\nactivation='gelu'\nuse_bias=true", Shape{3, 4}, 2);
+  gradient_check("type='attention'\nheads=4\nkv_heads=2\nuse_bias=false", Shape{5, 8}, 2);
+  gradient_check("type='attention'\nheads=4\nkv_heads=1\nrotary=true\nuse_bias=false", Shape{5, 8}, 2);
+  gradient_check("type='attention'\nheads=2\nrotary=true\nrope_theta=100.0\nuse_bias=false\nqkv_bias=true",
+                 Shape{6, 4}, 2);
+  gradient_check("type='attention'\nheads=2\nkv_heads=1\nrotary=true\ndropout=0.3\n"
+                 "rope_scaling={factor=4.0, original_max_position_embeddings=4}",
+                 Shape{6, 8}, 2);
+}
+
 }  // namespace distrain::test
 
 namespace distrain::test {

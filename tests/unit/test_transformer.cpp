@@ -6,6 +6,7 @@
 
 #include "core/backend/cpu/cpu_bf16.hpp"
 #include "core/base/rng.hpp"
+#include "core/layers/rotary_angles.hpp"
 #include "core/model/loss.hpp"
 #include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
@@ -70,6 +71,58 @@ units = 7
                      dropout, head_extra);
 }
 
+// Two Llama blocks, width 8, 4 query heads over `kv_heads`, rotary positions, RMS norms, a
+// SwiGLU MLP of 12 units, no biases, an untied head; vocabulary 7, sequences of 5.
+std::string tiny_llama(int kv_heads, const std::string& attention_extra = "") {
+  return fmt::format(R"(
+input_shape = [5]
+[[layers]]
+type = "embedding"
+name = "embed_tokens"
+input_dim = 7
+output_dim = 8
+[[layers]]
+type = "repeat"
+name = "layers"
+count = 2
+  [[layers.layers]]
+  type = "rms_norm"
+  name = "input_layernorm"
+  [[layers.layers]]
+  type = "attention"
+  name = "self_attn"
+  heads = 4
+  kv_heads = {}
+  rotary = true
+  use_bias = false
+  {}
+  [[layers.layers]]
+  type = "add"
+  name = "attn_add"
+  inputs = ["input", "self_attn"]
+  [[layers.layers]]
+  type = "rms_norm"
+  name = "post_attention_layernorm"
+  [[layers.layers]]
+  type = "gated_mlp"
+  name = "mlp"
+  units = 12
+  [[layers.layers]]
+  type = "add"
+  inputs = ["attn_add", "mlp"]
+[[layers]]
+type = "rms_norm"
+name = "norm"
+[[layers]]
+type = "dense"
+name = "lm_head"
+units = 7
+use_bias = false
+kernel_initializer = "normal"
+)",
+                     kv_heads, attention_extra);
+}
+
 std::unique_ptr<Model> model_from(const std::string& text) {
   return std::make_unique<Model>(parse_model_spec(toml::parse(text), "gpt.toml"), cpu());
 }
@@ -101,7 +154,7 @@ double mean_loss(Model& m, const TokenBatch& b, bool backward) {
 }
 
 // Values of order 0.5 (not GPT-2's 0.02), so that a nudge of eps is small against them.
-void check_model_gradients(Model& m, const TokenBatch& b) {
+void check_model_gradients(Model& m, const TokenBatch& b, int at_least = 400) {
   m.params().initialize(5);
   from_host(random_vector(static_cast<size_t>(m.params().values().numel()), 8, -0.5, 0.5), m.params().values());
   m.zero_grads();
@@ -123,7 +176,7 @@ void check_model_gradients(Model& m, const TokenBatch& b) {
       CHECK(std::abs(exact - numeric) <= 5e-4 + 2e-2 * std::abs(numeric));
       ++checked;
     }
-  CHECK(checked > 400);
+  CHECK(checked > at_least);
 }
 
 }  // namespace
@@ -187,6 +240,19 @@ TEST_CASE("gpt: the whole model's gradients match finite differences, tied and u
   check_model_gradients(*dropped, b);
 }
 
+TEST_CASE("llama: the whole model's gradients match finite differences: grouped-query, multi-query, Qwen's q/k/v biases") {
+  const TokenBatch b = random_tokens(2, 5, 7, 4);
+  check_model_gradients(*model_from(tiny_llama(2)), b, 350);
+  check_model_gradients(*model_from(tiny_llama(1)), b, 330);
+  check_model_gradients(*model_from(tiny_llama(4, "qkv_bias = true\n  rope_theta = 1000.0")), b);
+}
+
+TEST_CASE("llama: a tensor degree that does not divide kv_heads, and rotary keys without rotary, are one-line errors") {
+  CHECK_THROWS_WITH_AS(model_from(tiny_llama(3)), doctest::Contains("kv_heads: must divide heads = 4"), UserError);
+  CHECK_THROWS_WITH_AS(model_from("input_shape = [4, 8]\n[[layers]]\ntype = 'attention'\nheads = 2\nrope_theta = 5.0\n"),
+                       doctest::Contains("rope_theta: applies with rotary = true"), UserError);
+}
+
 TEST_CASE("gpt: residual projections start at 0.02 / sqrt(their number), other kernels at 0.02") {
   auto m = model_from(tiny_gpt());
   m->params().initialize(1);
@@ -244,7 +310,7 @@ TEST_CASE("attention: bf16 operands round the probabilities and gradients, float
   for (float& v : qkv_values) v = bf16_value(v);
   Buffer qkv(be, Shape{1, t, 3 * d}), out(be, Shape{1, t, d}), lse(be, Shape{1, 1, t});
   from_host(qkv_values, qkv.view());
-  be.attention(qkv.view(), 1, DType::bf16, 0.0f, 1, out.view(), lse.view());
+  be.attention(qkv.view(), 1, 1, DType::bf16, 0.0f, 1, out.view(), lse.view());
   const std::vector<float> got = to_host(out.view());
   const auto at = [&](int64_t i, int part, int64_t e) { return double{qkv_values[(i * 3 + part) * d + e]}; };
   std::vector<float> want(static_cast<size_t>(t * d));
@@ -267,9 +333,9 @@ TEST_CASE("attention: bf16 operands round the probabilities and gradients, float
 
   Buffer out32(be, out.view().shape), dout(be, out.view().shape), dqkv(be, qkv.view().shape), dqkv32(be, qkv.view().shape);
   from_host(random_vector(static_cast<size_t>(t * d), 4), dout.view());
-  be.attention(qkv.view(), 1, DType::f32, 0.0f, 1, out32.view(), lse.view());
-  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, DType::f32, 0.0f, 1, dqkv32.view());
-  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, DType::bf16, 0.0f, 1, dqkv.view());
+  be.attention(qkv.view(), 1, 1, DType::f32, 0.0f, 1, out32.view(), lse.view());
+  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, 1, DType::f32, 0.0f, 1, dqkv32.view());
+  be.attention_backward(qkv.view(), out32.view(), lse.view(), dout.view(), 1, 1, DType::bf16, 0.0f, 1, dqkv.view());
   const std::vector<float> g32 = to_host(dqkv32.view()), g16 = to_host(dqkv.view());
   check_close(g32, g16, 2e-2);
   double largest_change = 0;
@@ -279,21 +345,27 @@ TEST_CASE("attention: bf16 operands round the probabilities and gradients, float
 
 namespace {
 
-// Causal attention of one (N, T, 3C) qkv in double, the definition written out: forward
-// output and log-sum-exp, and the backward's dqkv for an output gradient dout.
+// Causal attention of one (N, T, (H + 2 KV) D) qkv in double, the definition written out:
+// forward output and log-sum-exp, and the backward's dqkv for an output gradient dout.
+// Query head h reads key and value head h mod KV.
 struct DirectAttention {
   std::vector<float> out, lse, dqkv;
 };
 DirectAttention direct_attention(const std::vector<float>& qkv, const std::vector<float>& dout, int64_t n, int64_t t,
-                                 int64_t c, int64_t heads, float rate, uint64_t seed) {
-  const int64_t d = c / heads;
+                                 int64_t c, int64_t heads, float rate, uint64_t seed, int64_t kv_heads = 0) {
+  if (kv_heads == 0) kv_heads = heads;
+  const int64_t d = c / heads, width = (heads + 2 * kv_heads) * d;
   const double scale = 1.0 / std::sqrt(double(d));
   DirectAttention r{std::vector<float>(size_t(n * t * c)), std::vector<float>(size_t(n * heads * t)),
-                    std::vector<float>(size_t(n * t * 3 * c))};
+                    std::vector<float>(size_t(n * t * width))};
   for (int64_t b = 0; b < n; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      const auto at = [&](int64_t i, int part, int64_t e) { return double{qkv[((b * t + i) * 3 + part) * c + h * d + e]}; };
-      const auto grad = [&](int64_t i, int part, int64_t e) -> float& { return r.dqkv[((b * t + i) * 3 + part) * c + h * d + e]; };
+      const int64_t kv = h % kv_heads;
+      const auto column = [&](int part, int64_t e) {
+        return part == 0 ? h * d + e : (heads + (part - 1) * kv_heads + kv) * d + e;
+      };
+      const auto at = [&](int64_t i, int part, int64_t e) { return double{qkv[(b * t + i) * width + column(part, e)]}; };
+      const auto grad = [&](int64_t i, int part, int64_t e) -> float& { return r.dqkv[(b * t + i) * width + column(part, e)]; };
       const int64_t row0 = (b * heads + h) * t;
       for (int64_t i = 0; i < t; ++i) {
         std::vector<double> p(size_t(i + 1)), keep(size_t(i + 1)), dp(size_t(i + 1));
@@ -345,12 +417,94 @@ TEST_CASE("attention: forward and backward equal the definition over several key
       Buffer dout(be, Shape{n, t, c}), dqkv(be, Shape{n, t, 3 * c});
       from_host(qkv_values, qkv.view());
       from_host(dout_values, dout.view());
-      be.attention(qkv.view(), heads, DType::f32, rate, 9, out.view(), lse.view());
-      be.attention_backward(qkv.view(), out.view(), lse.view(), dout.view(), heads, DType::f32, rate, 9, dqkv.view());
+      be.attention(qkv.view(), heads, heads, DType::f32, rate, 9, out.view(), lse.view());
+      be.attention_backward(qkv.view(), out.view(), lse.view(), dout.view(), heads, heads, DType::f32, rate, 9, dqkv.view());
       check_close(want.out, to_host(out.view()), 1e-5);
       check_close(want.lse, to_host(lse.view()), 1e-6);
       check_close(want.dqkv, to_host(dqkv.view()), 1e-5);
     }
+}
+
+// Grouped-query attention: 4 query heads over 2 and over 1 (multi-query) key/value heads,
+// 150 positions (three key tiles), head width 24: against the definition, each key and
+// value head's gradient the sum over the query heads that read it.
+TEST_CASE("attention: grouped-query and multi-query heads equal the definition, forward and backward") {
+  Backend& be = cpu();
+  const int64_t n = 2, t = 150, heads = 4, d = 24, c = heads * d;
+  for (const int64_t kv_heads : {2, 1})
+    for (const float rate : {0.0f, 0.1f}) {
+      CAPTURE(kv_heads);
+      CAPTURE(rate);
+      const int64_t width = (heads + 2 * kv_heads) * d;
+      const std::vector<float> qkv_values = random_vector(size_t(n * t * width), 15, -1.5, 1.5);
+      const std::vector<float> dout_values = random_vector(size_t(n * t * c), 16);
+      const DirectAttention want = direct_attention(qkv_values, dout_values, n, t, c, heads, rate, 4, kv_heads);
+      Buffer qkv(be, Shape{n, t, width}), out(be, Shape{n, t, c}), lse(be, Shape{n, heads, t});
+      Buffer dout(be, Shape{n, t, c}), dqkv(be, Shape{n, t, width});
+      from_host(qkv_values, qkv.view());
+      from_host(dout_values, dout.view());
+      be.attention(qkv.view(), heads, kv_heads, DType::f32, rate, 4, out.view(), lse.view());
+      be.attention_backward(qkv.view(), out.view(), lse.view(), dout.view(), heads, kv_heads, DType::f32, rate, 4,
+                            dqkv.view());
+      check_close(want.out, to_host(out.view()), 1e-5);
+      check_close(want.lse, to_host(lse.view()), 1e-6);
+      check_close(want.dqkv, to_host(dqkv.view()), 1e-5);
+    }
+}
+
+// Rotary positions against the definition (Llama's rotate-half pairs), the inverse turn
+// undoing the turn, and the values untouched.
+TEST_CASE("rotary: queries and keys turned by position as Llama turns them, values untouched, the inverse undoes it") {
+  Backend& be = cpu();
+  const int64_t n = 2, t = 7, heads = 4, kv_heads = 2, d = 8, width = (heads + 2 * kv_heads) * d;
+  RotarySpec spec;
+  spec.theta = 500.0;
+  const std::vector<float> angles = rotary_angles(spec, t, d);
+  const std::vector<float> x = random_vector(size_t(n * t * width), 21, -1, 1);
+  Buffer qkv(be, Shape{n, t, width}), a(be, Shape{2, t, d / 2});
+  from_host(x, qkv.view());
+  from_host(angles, a.view());
+  be.rotary(qkv.view(), heads, kv_heads, a.view(), false);
+  const std::vector<float> turned = to_host(qkv.view());
+  std::vector<float> want = x;
+  for (int64_t row = 0; row < n * t; ++row)
+    for (int64_t h = 0; h < heads + kv_heads; ++h)
+      for (int64_t e = 0; e < d / 2; ++e) {
+        const double angle = double(row % t) / std::pow(500.0, 2.0 * double(e) / double(d));
+        const size_t i = size_t(row * width + h * d + e), j = i + size_t(d / 2);
+        want[i] = float(x[i] * std::cos(angle) - x[j] * std::sin(angle));
+        want[j] = float(x[j] * std::cos(angle) + x[i] * std::sin(angle));
+      }
+  check_close(want, turned, 1e-5);
+  be.rotary(qkv.view(), heads, kv_heads, a.view(), true);
+  check_close(x, to_host(qkv.view()), 1e-6);
+}
+
+// Llama 3.1's frequency scaling as transformers' _compute_llama3_parameters writes it:
+// short wavelengths kept, long ones divided by the factor, those between blended.
+TEST_CASE("rotary: Llama 3 frequency scaling keeps short wavelengths, slows long ones, blends between") {
+  RotarySpec plain, scaled;
+  plain.theta = scaled.theta = 500000.0;
+  scaled.scaling = Llama3Scaling{};
+  const std::vector<double> f = plain.frequencies(128), g = scaled.frequencies(128);
+  int kept = 0, slowed = 0, blended = 0;
+  for (size_t e = 0; e < f.size(); ++e) {
+    const double wavelength = 2 * M_PI / f[e];
+    if (wavelength < 8192.0 / 4) {
+      CHECK(g[e] == f[e]);
+      ++kept;
+    } else if (wavelength > 8192.0) {
+      CHECK(g[e] == doctest::Approx(f[e] / 8).epsilon(1e-12));
+      ++slowed;
+    } else {
+      CHECK(g[e] < f[e]);
+      CHECK(g[e] > f[e] / 8);
+      ++blended;
+    }
+  }
+  CHECK(kept > 0);
+  CHECK(slowed > 0);
+  CHECK(blended > 0);
 }
 
 TEST_CASE("gpt: weight decay applies to kernels only, and an optimizer decays just the ranges it is given") {

@@ -20,15 +20,35 @@ namespace {
 constexpr int64_t kKeyTile = 64;       // keys scored at once
 constexpr int64_t kQueryBlock = 256;   // queries whose probabilities the backward holds for a key tile
 
-// Where one head's queries, keys and values sit in a (N, T, 3C) qkv tensor.
+// Where one query head's queries, and the keys and values it reads, sit in a qkv tensor
+// (N, T, (H + 2 KV) D): all heads' queries, then the KV key heads, then the value heads.
+// Query head h reads key and value head h mod KV (grouped-query attention; KV = H for
+// multi-head attention, GPT-2's [q | k | v]).
 struct HeadView {
-  int64_t t, c, d;  // sequence, width, head dimension
-  int64_t base;     // element of (n, 0, head h's query)
-  int64_t q(int64_t i) const { return base + i * 3 * c; }
-  int64_t k(int64_t j) const { return base + j * 3 * c + c; }
-  int64_t v(int64_t j) const { return base + j * 3 * c + 2 * c; }
-  int64_t row_stride() const { return 3 * c; }
+  int64_t t, stride, d;          // sequence, row width, head dimension
+  int64_t q_base, k_base, v_base;  // elements of (n, 0, the head's query, key, value)
+  int64_t q(int64_t i) const { return q_base + i * stride; }
+  int64_t k(int64_t j) const { return k_base + j * stride; }
+  int64_t v(int64_t j) const { return v_base + j * stride; }
+  int64_t row_stride() const { return stride; }
 };
+
+// The heads of a qkv (N, T, (H + 2 KV) D).
+struct QkvGeometry {
+  int64_t n, t, heads, kv_heads, d;
+  int64_t width() const { return (heads + 2 * kv_heads) * d; }
+  HeadView head(int64_t b, int64_t h) const {
+    const int64_t row0 = b * t * width(), kv = h % kv_heads;
+    return HeadView{t, width(), d, row0 + h * d, row0 + (heads + kv) * d, row0 + (heads + kv_heads + kv) * d};
+  }
+};
+
+QkvGeometry qkv_geometry(const Tensor& qkv, int64_t heads, int64_t kv_heads) {
+  DT_CHECK(qkv.shape.rank() == 3 && heads > 0 && kv_heads > 0 && heads % kv_heads == 0 &&
+               qkv.shape[2] % (heads + 2 * kv_heads) == 0,
+           "attention over {} with {} heads and {} key/value heads", qkv.shape.str(), heads, kv_heads);
+  return QkvGeometry{qkv.shape[0], qkv.shape[1], heads, kv_heads, qkv.shape[2] / (heads + 2 * kv_heads)};
+}
 
 // One (example, head)'s queries, keys and values as attention reads them: in place where
 // qkv is float32; where it is bf16 (Backend::attention), unpacked into `local` (t rows of
@@ -40,12 +60,15 @@ struct HeadOperands {
 HeadOperands head_operands(const Tensor& qkv, const HeadView& whole, std::vector<float>& local) {
   if (qkv.dtype != DType::bf16) return {qkv.f32(), whole};
   const auto* packed = static_cast<const uint16_t*>(qkv.data);
-  local.resize(static_cast<size_t>(whole.t * 3 * whole.d));
+  const int64_t d = whole.d;
+  local.resize(static_cast<size_t>(whole.t * 3 * d));
   for (int64_t i = 0; i < whole.t; ++i)
-    for (int64_t part = 0; part < 3; ++part)
-      for (int64_t e = 0; e < whole.d; ++e)
-        local[static_cast<size_t>((i * 3 + part) * whole.d + e)] = from_bf16_bits(packed[whole.q(i) + part * whole.c + e]);
-  return {local.data(), HeadView{whole.t, whole.d, whole.d, 0}};
+    for (int64_t e = 0; e < d; ++e) {
+      local[static_cast<size_t>(i * 3 * d + e)] = from_bf16_bits(packed[whole.q(i) + e]);
+      local[static_cast<size_t>(i * 3 * d + d + e)] = from_bf16_bits(packed[whole.k(i) + e]);
+      local[static_cast<size_t>(i * 3 * d + 2 * d + e)] = from_bf16_bits(packed[whole.v(i) + e]);
+    }
+  return {local.data(), HeadView{whole.t, 3 * d, d, 0, d, 2 * d}};
 }
 
 void check_qkv(const Tensor& qkv, DType operands) {
@@ -256,9 +279,12 @@ struct BackwardScratch {
 
 // Backward: probabilities recomputed from the kept log-sum-exp. For each tile of keys and
 // block of queries: dQ's rows as each query's probabilities are made, then dV and dK's rows
-// of the tile over the block's queries. `whole`: where the head's gradients sit in dqkv.
-DT_VECTOR_CLONES void attend_backward(const AttentionHead& a, const HeadView& whole, const float* po, const float* plse,
-                                      const float* pdo, float* pd, BackwardScratch& s) {
+// of the tile over the block's queries. `whole`: where the head's gradients sit in dqkv;
+// the key and value rows are added into, after being cleared by the first query head of
+// their group (`first_of_group`).
+DT_VECTOR_CLONES void attend_backward(const AttentionHead& a, const HeadView& whole, bool first_of_group,
+                                      const float* po, const float* plse, const float* pdo, float* pd,
+                                      BackwardScratch& s) {
   const int64_t t = a.hv.t, d = a.hv.d, stride = a.hv.row_stride();
   transposed(a.qkv, a.hv, false, s.keys);
   transposed(a.qkv, a.hv, true, s.values);
@@ -273,6 +299,7 @@ DT_VECTOR_CLONES void attend_backward(const AttentionHead& a, const HeadView& wh
     s.big_d[i] = big_d;
     for (int64_t e = 0; e < d; ++e) s.dout[i * d + e] = attention_operand(a.operands, dout_i[e]);
     std::fill(pd + whole.q(i), pd + whole.q(i) + d, 0.0f);
+    if (!first_of_group) continue;
     std::fill(pd + whole.k(i), pd + whole.k(i) + d, 0.0f);
     std::fill(pd + whole.v(i), pd + whole.v(i) + d, 0.0f);
   }
@@ -302,37 +329,42 @@ DT_VECTOR_CLONES void attend_backward(const AttentionHead& a, const HeadView& wh
 
 }  // namespace
 
-void CpuBackend::attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
-                           Tensor lse) {
-  const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
-  DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
+void CpuBackend::attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                           Tensor out, Tensor lse) {
+  const QkvGeometry g = qkv_geometry(qkv, heads, kv_heads);
   check_qkv(qkv, operands);
   float *po = out.f32(), *plse = lse.f32();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(g.d));
   std::vector<float> local, keys;  // a thread's head of a bf16 qkv, its keys transposed (firstprivate: one each)
 #pragma omp parallel for schedule(dynamic) firstprivate(local, keys)
-  for (int64_t nh = 0; nh < n * heads; ++nh) {
+  for (int64_t nh = 0; nh < g.n * heads; ++nh) {
     const int64_t b = nh / heads, h = nh % heads;
-    const auto [pqkv, hv] = head_operands(qkv, HeadView{t, c, d, b * t * 3 * c + h * d}, local);
-    attend(AttentionHead{pqkv, hv, b, h, nh, c, operands, rate, scale, seed}, keys, po, plse);
+    const auto [pqkv, hv] = head_operands(qkv, g.head(b, h), local);
+    attend(AttentionHead{pqkv, hv, b, h, nh, heads * g.d, operands, rate, scale, seed}, keys, po, plse);
   }
 }
 
+// Threads own whole (example, key/value head) groups: a group's query heads add into the
+// same key and value gradients, in a fixed order.
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                    int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
-  const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3, d = c / heads;
+                                    int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                                    Tensor dqkv) {
+  const QkvGeometry g = qkv_geometry(qkv, heads, kv_heads);
   check_qkv(qkv, operands);
   const float *po = out.f32(), *plse = lse.f32(), *pdo = dout.f32();
   float* pd = dqkv.f32();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(g.d));
   std::vector<float> local;  // a thread's head of a bf16 qkv
   BackwardScratch scratch;
 #pragma omp parallel for schedule(dynamic) firstprivate(local, scratch)
-  for (int64_t nh = 0; nh < n * heads; ++nh) {
-    const int64_t b = nh / heads, h = nh % heads;
-    const HeadView whole{t, c, d, b * t * 3 * c + h * d};  // where dqkv is written
-    const auto [pqkv, hv] = head_operands(qkv, whole, local);  // what is read
-    attend_backward(AttentionHead{pqkv, hv, b, h, nh, c, operands, rate, scale, seed}, whole, po, plse, pdo, pd, scratch);
+  for (int64_t group = 0; group < g.n * kv_heads; ++group) {
+    const int64_t b = group / kv_heads;
+    for (int64_t h = group % kv_heads; h < heads; h += kv_heads) {
+      const HeadView whole = g.head(b, h);                        // where dqkv is written
+      const auto [pqkv, hv] = head_operands(qkv, whole, local);  // what is read
+      attend_backward(AttentionHead{pqkv, hv, b, h, b * heads + h, heads * g.d, operands, rate, scale, seed}, whole,
+                      h < kv_heads, po, plse, pdo, pd, scratch);
+    }
   }
 }
 

@@ -66,10 +66,19 @@ class CpuBackend final : public Backend {
                            Tensor dx, Tensor dgamma, Tensor dbeta) override;
   void gelu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
-  void attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
-                 Tensor lse) override;
+  void attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                 Tensor out, Tensor lse) override;
   void attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t heads,
-                          DType operands, float rate, uint64_t seed, Tensor dqkv) override;
+                          int64_t kv_heads, DType operands, float rate, uint64_t seed, Tensor dqkv) override;
+  void rotary(Tensor qkv, int64_t heads, int64_t kv_heads, const Tensor& angles, bool inverse) override;
+  void rms_norm(const Tensor& x, const Tensor& gamma, float epsilon, Tensor y, Tensor rstd,
+                const OutputRounding& rounding = {}) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& rstd, Tensor dx,
+                         Tensor dgamma) override;
+  void silu(const Tensor& x, Tensor y, const OutputRounding& rounding = {}) override;
+  void silu_backward(const Tensor& x, const Tensor& dy, Tensor dx) override;
+  void gated_unit(const Tensor& h, GateActivation act, Tensor y, const OutputRounding& rounding = {}) override;
+  void gated_unit_backward(const Tensor& h, GateActivation act, const Tensor& dy, Tensor dh) override;
 
   void sparse_cross_entropy(const Tensor& logits, const Tensor& labels, bool from_logits, float grad_scale,
                             Tensor dlogits, Tensor stats) override;

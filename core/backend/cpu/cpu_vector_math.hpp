@@ -40,4 +40,21 @@ namespace distrain {
   return 1.0f - 2.0f / (vector_exp(x) + 1.0f);
 }
 
+// GPT-2's GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its slope.
+inline constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+[[gnu::always_inline]] inline float vector_gelu(float x) {
+  return 0.5f * x * (1.0f + vector_tanh(kGeluC * (x + 0.044715f * x * x * x)));
+}
+[[gnu::always_inline]] inline float vector_gelu_slope(float x) {
+  const float t = vector_tanh(kGeluC * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// SiLU, x / (1 + e^-x), and its slope s (1 + x (1 - s)) with s the sigmoid.
+[[gnu::always_inline]] inline float vector_silu(float x) { return x / (1.0f + vector_exp(-x)); }
+[[gnu::always_inline]] inline float vector_silu_slope(float x) {
+  const float s = 1.0f / (1.0f + vector_exp(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
 }  // namespace distrain

@@ -1,5 +1,6 @@
-// The CPU backend's transformer ops: embedding, layer norm and GELU (attention:
-// cpu_attention.cpp). Loops over rows or tiles in parallel; each output element is computed
+// The CPU backend's transformer ops: embedding, layer norm, RMS norm and GELU (attention:
+// cpu_attention.cpp; rotary positions: cpu_rotary.cpp; SiLU and gated units:
+// cpu_gated_units.cpp). Loops over rows or tiles in parallel; each output element is computed
 // by one thread in a fixed order, so results do not depend on the thread count. The row and
 // tile bodies are cloned for AVX-512 and AVX2 (DT_VECTOR_CLONES).
 #include <algorithm>
@@ -14,7 +15,6 @@ namespace distrain {
 
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr int64_t kTile = 1 << 14;             // elements of an element-wise pass a thread takes at once
 
 // y += x over n elements.
@@ -121,24 +121,49 @@ DT_VECTOR_CLONES void layer_norm_input_grad_row(const float* x, const float* dy,
   }
 }
 
+// One row of RMS norm: its reciprocal root mean square, and y.
+DT_VECTOR_CLONES void rms_norm_row(const float* x, const float* g, int64_t c, float epsilon, float* y, float* rstd) {
+  double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t j = 0; j < c; ++j) squares += double{x[j]} * x[j];
+  const auto s = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(c) + epsilon));
+  *rstd = s;
+#pragma omp simd
+  for (int64_t j = 0; j < c; ++j) y[j] = x[j] * s * g[j];
+}
+
+// RMS norm's gamma gradient, summed over rows in order (rows outer).
+DT_VECTOR_CLONES void rms_norm_gamma_grad(const float* __restrict x, const float* __restrict dy, const float* rstd,
+                                          int64_t rows, int64_t c, float* __restrict dg) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * c, *dyr = dy + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) dg[j] += dyr[j] * (xr[j] * rstd[r]);
+  }
+}
+
+// One row of RMS norm's input gradient: rstd (dy g - x rstd^2 mean(dy g x)).
+DT_VECTOR_CLONES void rms_norm_input_grad_row(const float* x, const float* dy, const float* g, float rstd, int64_t c,
+                                              float* dx) {
+  float mean_dn_x = 0.0f;
+#pragma omp simd reduction(+ : mean_dn_x)
+  for (int64_t j = 0; j < c; ++j) mean_dn_x += dy[j] * g[j] * x[j];
+  mean_dn_x /= static_cast<float>(c);
+  const float k = rstd * rstd * mean_dn_x;
+#pragma omp simd
+  for (int64_t j = 0; j < c; ++j) dx[j] = (dy[j] * g[j] - x[j] * k) * rstd;
+}
+
 // GELU's tiles may be computed in place (no __restrict): GCC checks the overlap at run time.
 DT_VECTOR_CLONES void gelu_tile(const float* x, float* y, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + vector_tanh(kGeluC * (v + 0.044715f * v * v * v)));
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = vector_gelu(x[i]);
 }
 
 DT_VECTOR_CLONES void gelu_backward_tile(const float* x, const float* dy, float* dx,
                                          int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float t = vector_tanh(kGeluC * (v + 0.044715f * v * v * v));
-    const float slope = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
-    dx[i] = dy[i] * slope;
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vector_gelu_slope(x[i]);
 }
 
 }  // namespace
@@ -162,6 +187,27 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& dy, const Te
   float* pdx = dx.f32();
 #pragma omp parallel for if (rows > kParallelRows)
   for (int64_t r = 0; r < rows; ++r) layer_norm_input_grad_row(px + r * c, pdy + r * c, g, pm[r], pr[r], c, pdx + r * c);
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& gamma, float epsilon, Tensor y, Tensor rstd,
+                          const OutputRounding& rounding) {
+  const int64_t c = gamma.numel(), rows = x.numel() / c;
+  const float *px = x.f32(), *g = gamma.f32();
+  float *py = y.f32(), *pr = rstd.f32();
+#pragma omp parallel for if (rows > kParallelRows)
+  for (int64_t r = 0; r < rows; ++r) rms_norm_row(px + r * c, g, c, epsilon, py + r * c, pr + r);
+  round_output(y, rounding);
+}
+
+void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& rstd, Tensor dx,
+                                   Tensor dgamma) {
+  const int64_t c = gamma.numel(), rows = x.numel() / c;
+  const float *px = x.f32(), *pdy = dy.f32(), *g = gamma.f32(), *pr = rstd.f32();
+  rms_norm_gamma_grad(px, pdy, pr, rows, c, dgamma.f32());
+  if (dx.empty()) return;
+  float* pdx = dx.f32();
+#pragma omp parallel for if (rows > kParallelRows)
+  for (int64_t r = 0; r < rows; ++r) rms_norm_input_grad_row(px + r * c, pdy + r * c, g, pr[r], c, pdx + r * c);
 }
 
 void CpuBackend::gelu(const Tensor& x, Tensor y, const OutputRounding& rounding) {

@@ -90,35 +90,76 @@ namespace {
 struct AttentionDims {
   int64_t n, t, c;
 };
-AttentionDims attention_dims(const Tensor& qkv, int64_t heads) {
-  const int64_t n = qkv.shape[0], t = qkv.shape[1], c = qkv.shape[2] / 3;
-  DT_CHECK(qkv.shape[2] == 3 * c && c % heads == 0, "attention over {} with {} heads", qkv.shape.str(), heads);
-  if (c / heads > cuda::kMaxHeadDim)
-    throw UserError(fmt::format("attention: heads of {} features on a GPU (at most {}); use more heads", c / heads,
+// The multi-head kernels' dims of a qkv widened to 3 H d (kv_heads = heads: as it is).
+AttentionDims attention_dims(const Tensor& qkv, int64_t heads, int64_t kv_heads) {
+  const int64_t n = qkv.shape[0], t = qkv.shape[1], d = qkv.shape[2] / (heads + 2 * kv_heads);
+  DT_CHECK(qkv.shape.rank() == 3 && kv_heads > 0 && heads % kv_heads == 0 && qkv.shape[2] == (heads + 2 * kv_heads) * d,
+           "attention over {} with {} heads and {} key/value heads", qkv.shape.str(), heads, kv_heads);
+  if (d > cuda::kMaxHeadDim)
+    throw UserError(fmt::format("attention: heads of {} features on a GPU (at most {}); use more heads", d,
                                 cuda::kMaxHeadDim));
-  return {n, t, c};
+  return {n, t, heads * d};
+}
+
+// Device memory for one op, freed in stream order when it goes.
+struct StreamScratch {
+  Backend& backend;
+  void* p;
+  StreamScratch(Backend& b, size_t bytes) : backend(b), p(b.allocate(bytes)) {}
+  ~StreamScratch() { backend.deallocate(p); }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+};
+
+// Grouped-query attention runs on the multi-head kernels: qkv with each query head's key
+// and value heads copied beside it (cuda::expand_kv), in its own element type.
+struct WideQkv {
+  std::unique_ptr<StreamScratch> memory;
+  Tensor qkv;
+};
+WideQkv widened(Backend& backend, const Tensor& qkv, int64_t heads, int64_t kv_heads, cudaStream_t stream) {
+  if (kv_heads == heads) return {nullptr, qkv};
+  const int64_t n = qkv.shape[0], t = qkv.shape[1], d = qkv.shape[2] / (heads + 2 * kv_heads);
+  const Shape wide{n, t, 3 * heads * d};
+  auto memory = std::make_unique<StreamScratch>(backend, static_cast<size_t>(wide.numel()) * dtype_size(qkv.dtype));
+  if (qkv.dtype == DType::bf16)
+    cuda::expand_kv(bf16_data(qkv), n * t, heads, kv_heads, d, static_cast<uint16_t*>(memory->p), stream);
+  else
+    cuda::expand_kv(qkv.f32(), n * t, heads, kv_heads, d, static_cast<float*>(memory->p), stream);
+  void* p = memory->p;
+  return {std::move(memory), Tensor{p, wide, qkv.dtype, qkv.device}};
 }
 }  // namespace
 
-void CudaBackend::attention(const Tensor& qkv, int64_t heads, DType operands, float rate, uint64_t seed, Tensor out,
-                            Tensor lse) {
+void CudaBackend::attention(const Tensor& qkv, int64_t heads, int64_t kv_heads, DType operands, float rate,
+                            uint64_t seed, Tensor out, Tensor lse) {
   auto lock = enter();
-  const auto [n, t, c] = attention_dims(qkv, heads);
+  const auto [n, t, c] = attention_dims(qkv, heads, kv_heads);
+  const WideQkv wide = widened(*this, qkv, heads, kv_heads, stream_);
   const bool bf16 = operands == DType::bf16;
-  const cuda::AttentionInput in = attention_input(qkv, bf16);
+  const cuda::AttentionInput in = attention_input(wide.qkv, bf16);
   cuda::attention(in, n, heads, t, c, bf16, rate, seed, out.f32(), lse.f32(),
                   workspace(cuda::attention_scratch(n, t, c, bf16 && !in.qkv16)), stream_);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                     int64_t heads, DType operands, float rate, uint64_t seed, Tensor dqkv) {
+                                     int64_t heads, int64_t kv_heads, DType operands, float rate, uint64_t seed,
+                                     Tensor dqkv) {
   auto lock = enter();
-  const auto [n, t, c] = attention_dims(qkv, heads);
+  const auto [n, t, c] = attention_dims(qkv, heads, kv_heads);
+  const WideQkv wide = widened(*this, qkv, heads, kv_heads, stream_);
   const bool bf16 = operands == DType::bf16;
-  const cuda::AttentionInput in = attention_input(qkv, bf16);
-  cuda::attention_backward(in, out.f32(), lse.f32(), dout.f32(), n, heads, t, c, bf16, rate, seed, dqkv.f32(),
+  const cuda::AttentionInput in = attention_input(wide.qkv, bf16);
+  std::unique_ptr<StreamScratch> wide_grad;
+  float* grad = dqkv.f32();
+  if (kv_heads != heads) {
+    wide_grad = std::make_unique<StreamScratch>(*this, static_cast<size_t>(n * t * 3 * c) * sizeof(float));
+    grad = static_cast<float*>(wide_grad->p);
+  }
+  cuda::attention_backward(in, out.f32(), lse.f32(), dout.f32(), n, heads, t, c, bf16, rate, seed, grad,
                            workspace(cuda::attention_backward_scratch(n, heads, t, c, bf16, bf16 && !in.qkv16)),
                            stream_);
+  if (wide_grad) cuda::sum_kv(grad, n * t, heads, kv_heads, c / heads, dqkv.f32(), stream_);
 }
 
 std::string CudaBackend::bf16_matmul_unavailable() const { return ""; }

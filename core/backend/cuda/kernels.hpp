@@ -76,6 +76,30 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          cudaStream_t stream);
 void gelu(const float* x, float* y, int64_t n, RoundOut out, cudaStream_t stream);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
+// --- Llama-family ops (llama_kernels.cu) ---
+void rms_norm(const float* x, const float* gamma, float epsilon, int64_t rows, int64_t c, float* y, float* rstd,
+              RoundOut out, cudaStream_t stream);
+size_t rms_norm_backward_scratch(int64_t rows, int64_t c);
+// dx written unless null; dgamma accumulated.
+void rms_norm_backward(const float* x, const float* dy, const float* gamma, const float* rstd, int64_t rows, int64_t c,
+                       float* dx, float* dgamma, void* scratch, cudaStream_t stream);
+// qkv (n, t, (heads + 2 kv_heads) d) turned in place by angles (2, t, d/2) (Backend::rotary).
+void rotary(float* qkv, int64_t n, int64_t t, int64_t heads, int64_t kv_heads, int64_t d, const float* angles,
+            bool inverse, cudaStream_t stream);
+void silu(const float* x, float* y, int64_t n, RoundOut out, cudaStream_t stream);
+void silu_backward(const float* x, const float* dy, float* dx, int64_t n, cudaStream_t stream);  // dx may be dy
+// h (rows, 2f) = [gate | up] -> y (rows, f) = act(gate) * up; silu, else GELU.
+void gated_unit(const float* h, int64_t rows, int64_t f, bool silu, float* y, RoundOut out, cudaStream_t stream);
+void gated_unit_backward(const float* h, const float* dy, int64_t rows, int64_t f, bool silu, float* dh,
+                         cudaStream_t stream);
+// Grouped-query attention on the multi-head kernels: qkv (rows, (heads + 2 kv_heads) d)
+// widened to (rows, 3 heads d), query head h given key and value head h mod kv_heads; and
+// the widened gradients summed back, each key or value head's over its query heads.
+template <typename T>
+void expand_kv(const T* grouped, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, T* wide,
+               cudaStream_t stream);
+void sum_kv(const float* wide, int64_t rows, int64_t heads, int64_t kv_heads, int64_t d, float* grouped,
+            cudaStream_t stream);
 // --- causal attention (attention_kernels.cu; bf16 operands: attention_bf16_kernels.cu) ---
 // The largest head dimension the attention kernels take.
 constexpr int64_t kMaxHeadDim = 128;
