@@ -5,6 +5,7 @@
 // gzip) or a dataset of an HDF5 file. Class names where the checkpoint has them (a model
 // trained on an image folder). Without --out the CSV goes to standard output; progress goes
 // to standard error.
+#include <fstream>
 #include <filesystem>
 #include <system_error>
 
@@ -12,6 +13,7 @@
 #include "cli/inference.hpp"
 #include "core/base/h5_id.hpp"
 #include "core/io/predictions_file.hpp"
+#include "core/model/model.hpp"
 #include "core/train/predict.hpp"
 #include "datasets/dataset.hpp"
 #include "datasets/hdf5_data.hpp"
@@ -47,8 +49,41 @@ Dataset read_inputs(const PredictArgs& a, const Shape& input_shape) {
   return H5Fis_hdf5(a.data.c_str()) > 0 ? read_hdf5_images(a.data, a.dataset) : read_idx_images(a.data);
 }
 
+// A language model's logits (N, T, V) float32 for token windows (N, T) in an NPY file,
+// eval_batch windows at a time, into --out FILE.npy.
+void predict_logits(const PredictArgs& a, const LoadedCheckpoint& loaded) {
+  DT_USER_CHECK(a.out.ends_with(".npy") && !a.probabilities,
+                "--out: a language model's predictions are its logits, written as FILE.npy (N, T, vocabulary)");
+  DT_USER_CHECK(is_npy_file(a.data), "--data {}: token windows as an NPY array (N, {}) of int32 or int64 ids", a.data,
+                loaded.recipe.model().input_shape[0]);
+  check_output_file({"--out", a.out}, {{"--ckpt", loaded.header.path}, {"--data", a.data}});
+  auto strategy = strategy_with_weights(loaded);
+  Model& model = strategy->model();
+  const int64_t t = model.input_shape()[0], vocab = model.output_shape().numel() / t;
+  const TokenWindows windows = read_npy_token_windows(a.data, t);
+  std::ofstream out(a.out, std::ios::binary | std::ios::trunc);
+  out << npy_header("<f4", {windows.count, t, vocab});
+  const int64_t batch = std::max<int64_t>(1, loaded.recipe.train.eval_batch);
+  std::vector<float> host;
+  for (int64_t first = 0; first < windows.count; first += batch) {
+    const int64_t n = std::min(batch, windows.count - first);
+    Buffer ids(model.backend(), Shape{n, t}, DType::i32);
+    model.backend().upload(windows.ids.data() + first * t, ids.view());
+    Ctx ctx{model.backend(), false};
+    const Tensor logits = model.forward(ctx, ids.view());
+    host.resize(static_cast<size_t>(logits.numel()));
+    model.backend().download(logits, host.data());
+    out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(host.size() * sizeof(float)));
+  }
+  out.flush();
+  DT_USER_CHECK(out.good(), "{}: cannot write", a.out);
+  fmt::print(stderr, "wrote the logits of {} windows of {} tokens over {} classes to {}\n", windows.count, t, vocab, a.out);
+}
+
 void predict_classes(const PredictArgs& a) {
   const LoadedCheckpoint loaded = load_for_inference("predict", a.ckpt, a.overrides, a.device);
+  if (!loaded.header.vocabulary.empty() || loaded.recipe.data.dataset == "text" || loaded.recipe.data.dataset == "tokens")
+    return predict_logits(a, loaded);
   if (!a.out.empty()) {
     check_predictions_format(a.out);
     check_output_file({"--out", a.out}, {{"--ckpt", loaded.header.path}, {"--data", a.data}});

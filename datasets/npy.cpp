@@ -71,8 +71,10 @@ bool is_npy_file(const std::string& path) {
   return in.gcount() == 6 && std::memcmp(magic, kMagic, 6) == 0;
 }
 
-Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
-  std::ifstream in(path, std::ios::binary);
+namespace {
+
+// Reads `path`'s NPY header from `in` (just opened), leaving `in` at the data.
+NpyHeader read_npy_header(std::ifstream& in, const std::string& path) {
   DT_USER_CHECK(in, "{}: cannot open", path);
   char start[10] = {};
   in.read(start, 10);
@@ -89,8 +91,30 @@ Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
   std::string dict(length, '\0');
   in.read(dict.data(), length);
   DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(length), "{}: the NPY header is cut short", path);
-  const NpyHeader h = parse_header(dict, path);
+  NpyHeader h = parse_header(dict, path);
   DT_USER_CHECK(!h.fortran_order, "{}: a Fortran-order array; save it in C order (numpy.ascontiguousarray)", path);
+  return h;
+}
+
+// The data's bytes, checked against what is left of the file before any is allocated.
+std::vector<char> read_npy_data(std::ifstream& in, const std::string& path, size_t bytes) {
+  std::error_code ec;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  const int64_t left = ec ? 0 : file_bytes - static_cast<int64_t>(in.tellg());
+  DT_USER_CHECK(static_cast<int64_t>(bytes) <= left, "{}: {} bytes of data where the shape needs {}", path, left, bytes);
+  std::vector<char> raw(bytes);
+  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+  DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(raw.size()), "{}: {} bytes of data where the shape needs {}",
+                path, in.gcount(), raw.size());
+  return raw;
+}
+
+}  // namespace
+
+Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
+  std::ifstream in(path, std::ios::binary);
+  DT_USER_CHECK(in, "{}: cannot open", path);
+  const NpyHeader h = read_npy_header(in, path);
   const bool bytes = h.descr == "|u1" || h.descr == "u1" || h.descr == "<u1";
   const bool f32 = h.descr == "<f4", f64 = h.descr == "<f8";
   DT_USER_CHECK(bytes || f32 || f64, "{}: NPY type '{}'; this reader takes uint8, float32 or float64 (little-endian)", path,
@@ -108,16 +132,7 @@ Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
   d.example_shape = input_shape;
   const auto count = static_cast<size_t>(n * per);
   const size_t width = bytes ? 1 : (f32 ? 4 : 8);
-  // The bytes the shape claims are checked against the file before any is allocated.
-  std::error_code ec;
-  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  const int64_t left = ec ? 0 : file_bytes - static_cast<int64_t>(in.tellg());
-  DT_USER_CHECK(static_cast<int64_t>(count * width) <= left, "{}: {} bytes of data where the shape needs {}", path, left,
-                count * width);
-  std::vector<char> raw(count * width);
-  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-  DT_USER_CHECK(in.gcount() == static_cast<std::streamsize>(raw.size()), "{}: {} bytes of data where the shape needs {}", path,
-                in.gcount(), raw.size());
+  const std::vector<char> raw = read_npy_data(in, path, count * width);
   if (bytes) {
     d.pixels.assign(raw.begin(), raw.end());
   } else if (f32) {
@@ -132,6 +147,33 @@ Dataset read_npy_examples(const std::string& path, const Shape& input_shape) {
     }
   }
   return d;
+}
+
+TokenWindows read_npy_token_windows(const std::string& path, int64_t length) {
+  std::ifstream in(path, std::ios::binary);
+  DT_USER_CHECK(in, "{}: cannot open", path);
+  const NpyHeader h = read_npy_header(in, path);
+  const bool i32 = h.descr == "<i4", i64 = h.descr == "<i8";
+  DT_USER_CHECK(i32 || i64, "{}: NPY type '{}'; token ids are int32 or int64 (little-endian)", path, h.descr);
+  DT_USER_CHECK(h.shape.size() == 2 && h.shape[1] == length && h.shape[0] > 0 && h.shape[0] <= (int64_t{1} << 30),
+                "{}: an array of shape ({}); the model takes token windows (N, {})", path, fmt::join(h.shape, ", "), length);
+  TokenWindows w{h.shape[0], {}};
+  const auto count = static_cast<size_t>(w.count * length);
+  const std::vector<char> raw = read_npy_data(in, path, count * (i32 ? 4 : 8));
+  w.ids.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t v = 0;
+    if (i32) {
+      int32_t x;
+      std::memcpy(&x, raw.data() + i * 4, 4);
+      v = x;
+    } else {
+      std::memcpy(&v, raw.data() + i * 8, 8);
+    }
+    DT_USER_CHECK(v >= 0 && v <= INT32_MAX, "{}: token id {} at {}", path, v, i);
+    w.ids[i] = static_cast<int32_t>(v);
+  }
+  return w;
 }
 
 }  // namespace distrain

@@ -303,6 +303,9 @@ class Translator {
   // blocks of its columns, each split by heads), softmax(q k^T / sqrt(C/H) + mask) v per
   // head, then the (C, C) output projection.
   Value attention(const ExportedLayer& layer, const Value& x) {
+    for (const char* llama_key : {"kv_heads", "rotary", "use_bias", "qkv_bias"})
+      if (layer.settings.contains(llama_key))
+        refuse_layer("onnx", layer, fmt::format("has {} (Llama's attention), which has no ONNX translation yet", llama_key));
     const std::string& n = layer.name;
     const int64_t c = x.shape[1], heads = layer.settings.at("heads").get<int64_t>(), d = c / heads;
     const std::string qkv = g_.op("Add", {g_.op("MatMul", {x.name, weight(layer, "qkv_kernel")}, n), weight(layer, "qkv_bias")}, n);

@@ -11,8 +11,6 @@
 
 namespace distrain {
 
-namespace {
-
 // NPY format 1.0: magic, version, a little-endian header length, then a Python dict
 // literal padded with spaces to a multiple of 64 bytes and ended by a newline.
 std::string npy_header(const std::string& descr, const std::vector<int64_t>& shape) {
@@ -26,6 +24,8 @@ std::string npy_header(const std::string& descr, const std::vector<int64_t>& sha
   const auto len = static_cast<uint16_t>(dict.size());
   return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(len & 0xff) + static_cast<char>(len >> 8) + dict;
 }
+
+namespace {
 
 void write_npy(const std::string& path, const Predictions& p) {
   const int64_t n = static_cast<int64_t>(p.classes.size());

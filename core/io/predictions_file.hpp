@@ -23,6 +23,9 @@ struct Predictions {
 
 // Throws UserError naming the file for an extension it does not know or a failed write.
 void write_predictions(const std::string& path, const Predictions& p);
+// An NPY 1.0 header for an array of `descr` ("<f4", "<i4") and `shape`, C order.
+std::string npy_header(const std::string& descr, const std::vector<int64_t>& shape);
+
 // A UserError unless `path` names a format write_predictions writes (.csv, .npy, .h5):
 // checked before predicting.
 void check_predictions_format(const std::string& path);

@@ -27,10 +27,11 @@ inline std::string random_text_file(const std::string& name, size_t chars, uint6
   return file.string();
 }
 
-// A 2-layer GPT, width 32, 2 heads, 16-token windows, 27 characters, AdamW.
-inline std::string gpt_recipe(const std::string& text_file, const std::string& strategy, const std::string& devices,
-                       int per_replica, const std::string& extra_strategy = "", double dropout = 0.0,
-                       const std::string& train_table = "steps = 5\nvalidate = false") {
+// A recipe training `model` (its [model] table) on a text file of 27 characters in
+// 16-token windows with AdamW, under `strategy` on `devices`.
+inline std::string text_model_recipe(const std::string& model, const std::string& text_file, const std::string& strategy,
+                                     const std::string& devices, int per_replica, const std::string& extra_strategy,
+                                     const std::string& train_table) {
   return fmt::format(R"(
 name = "gpt_equivalence"
 seed = 11
@@ -39,6 +40,33 @@ dataset = "text"
 path = "{}"
 vocabulary = "characters"
 seq_len = 16
+{}
+[optimizer]
+type = "adamw"
+learning_rate = 3e-3
+beta_2 = 0.99
+weight_decay = 0.1
+[optimizer.schedule]
+scaling = "none"
+warmup_steps = 2
+decay = "cosine"
+[strategy]
+name = "{}"
+devices = [{}]
+per_replica_batch = {}
+check_every = 1
+{}
+[train]
+{}
+)",
+                     text_file, model, strategy, devices, per_replica, extra_strategy, train_table);
+}
+
+// A 2-layer GPT, width 32, 2 heads, 16-token windows, 27 characters, AdamW.
+inline std::string gpt_recipe(const std::string& text_file, const std::string& strategy, const std::string& devices,
+                       int per_replica, const std::string& extra_strategy = "", double dropout = 0.0,
+                       const std::string& train_table = "steps = 5\nvalidate = false") {
+  const std::string model = fmt::format(R"(
 [model]
 input_shape = [16]
 [[model.layers]]
@@ -93,25 +121,65 @@ name = "head"
 units = 27
 tied_to = "wte"
 use_bias = false
-[optimizer]
-type = "adamw"
-learning_rate = 3e-3
-beta_2 = 0.99
-weight_decay = 0.1
-[optimizer.schedule]
-scaling = "none"
-warmup_steps = 2
-decay = "cosine"
-[strategy]
-name = "{}"
-devices = [{}]
-per_replica_batch = {}
-check_every = 1
-{}
-[train]
-{}
 )",
-                     text_file, dropout, strategy, devices, per_replica, extra_strategy, train_table);
+                                        dropout);
+  return text_model_recipe(model, text_file, strategy, devices, per_replica, extra_strategy, train_table);
+}
+
+// A 2-block Llama, width 32, 4 query heads over `kv_heads` key/value heads with rotary
+// positions, RMS norms, a SwiGLU MLP of 64 units, no biases, an untied head.
+inline std::string llama_recipe(const std::string& text_file, const std::string& strategy, const std::string& devices,
+                                int per_replica, const std::string& extra_strategy = "",
+                                const std::string& train_table = "steps = 5\nvalidate = false", int kv_heads = 2) {
+  const std::string model = fmt::format(R"(
+[model]
+input_shape = [16]
+[[model.layers]]
+type = "embedding"
+name = "embed_tokens"
+input_dim = 27
+output_dim = 32
+[[model.layers]]
+type = "repeat"
+name = "layers"
+count = 2
+  [[model.layers.layers]]
+  type = "rms_norm"
+  name = "input_layernorm"
+  [[model.layers.layers]]
+  type = "attention"
+  name = "self_attn"
+  heads = 4
+  kv_heads = {}
+  rotary = true
+  use_bias = false
+  [[model.layers.layers]]
+  type = "add"
+  name = "attn_add"
+  inputs = ["input", "self_attn"]
+  [[model.layers.layers]]
+  type = "rms_norm"
+  name = "post_attention_layernorm"
+  [[model.layers.layers]]
+  type = "gated_mlp"
+  name = "mlp"
+  units = 64
+  [[model.layers.layers]]
+  type = "add"
+  name = "mlp_add"
+  inputs = ["attn_add", "mlp"]
+[[model.layers]]
+type = "rms_norm"
+name = "norm"
+[[model.layers]]
+type = "dense"
+name = "lm_head"
+units = 27
+use_bias = false
+kernel_initializer = "normal"
+)",
+                                        kv_heads);
+  return text_model_recipe(model, text_file, strategy, devices, per_replica, extra_strategy, train_table);
 }
 
 // "cpu:0", "cpu:1", ... for a recipe's strategy.devices.

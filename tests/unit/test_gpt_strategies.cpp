@@ -533,3 +533,75 @@ TEST_CASE("gpt: check's bytes per mesh rank under shard_optimizer are the built 
 }
 
 }  // namespace distrain::test
+
+namespace distrain::test {
+
+// The Llama model (grouped-query attention with rotary positions, RMS norms, SwiGLU, an
+// untied head) under every strategy and mesh layout against one_device on the same global
+// batch of 8, after 5 steps: within 1e-5 of the largest weight.
+TEST_CASE("llama: mirrored, zero 1-3 (+ offload), central_storage and the mesh's layouts match one_device") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_llama_eq.txt", 4000, 19);
+  const auto single = train_from_text(llama_recipe(text, "one_device", "\"cpu:0\"", 8), (tmp / "distrain_llama_one").string());
+  CHECK(std::isfinite(single.loss));
+  const Run runs[] = {Run{"mirrored", ""},          Run{"central_storage", ""}, Run{"zero", "stage = 1"},
+                      Run{"zero", "stage = 2"},     Run{"zero", "stage = 3"},
+                      Run{"zero", "stage = 3\noffload_optimizer = true"}};
+  for (const Run& run : runs) {
+    INFO(run.strategy << " " << run.extra);
+    const auto other =
+        train_from_text(llama_recipe(text, run.strategy, cpu_devices(2), 4, run.extra), (tmp / "distrain_llama_other").string());
+    check_close(single.weights, other.weights);
+    CHECK(other.loss == doctest::Approx(single.loss).epsilon(1e-5));
+  }
+  const MeshLayout layouts[] = {
+      {{1, 2, 1}, ""},
+      {{1, 2, 1}, "sequence_parallel = true"},
+      {{1, 1, 2}, "micro_batches = 4"},
+      {{2, 2, 2}, "micro_batches = 2\nshard_optimizer = true\nsequence_parallel = true"},
+  };
+  for (const MeshLayout& l : layouts) {
+    INFO(l.shape.str() << "; " << std::string(l.keys));
+    const auto mesh = train_on_thread_mesh(
+        llama_recipe(text, "mesh", "\"cpu:0\"", 8 / l.shape.data, mesh_keys(l.shape, l.keys)),
+        (tmp / "distrain_llama_mesh").string(), l.shape);
+    check_close(single.weights, mesh.weights);
+    CHECK(mesh.loss == doctest::Approx(single.loss).epsilon(1e-5));
+  }
+}
+
+// Tensor 4 splits 4 key/value heads one a rank; with 2 it is a one-line error naming both.
+TEST_CASE("llama: tensor 4 splits query and key/value heads together; a degree that does not divide kv_heads is refused") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_llama_eq.txt", 4000, 19);
+  const std::string plain = "steps = 5\nvalidate = false";
+  const auto single =
+      train_from_text(llama_recipe(text, "one_device", "\"cpu:0\"", 8, "", plain, 4), (tmp / "distrain_llama_one4").string());
+  const MeshShape four{1, 4, 1};
+  const auto mesh = train_on_thread_mesh(llama_recipe(text, "mesh", "\"cpu:0\"", 8, mesh_keys(four, ""), plain, 4),
+                                         (tmp / "distrain_llama_mesh4").string(), four);
+  check_close(single.weights, mesh.weights);
+  CHECK_THROWS_WITH_AS(train_on_thread_mesh(llama_recipe(text, "mesh", "\"cpu:0\"", 8, mesh_keys(four, ""), plain, 2),
+                                            (tmp / "distrain_llama_mesh4").string(), four),
+                       doctest::Contains("kv_heads = 2 do not split over a tensor degree of 4"), UserError);
+}
+
+// Recompute and bf16 on the Llama blocks: recompute bitwise as none; bf16 under zero 2
+// near one_device bf16.
+TEST_CASE("llama: recompute = blocks trains bitwise as none; bf16 under mirrored stays near one_device bf16") {
+  const fs::path tmp = fs::temp_directory_path();
+  const std::string text = random_text_file("distrain_llama_eq.txt", 4000, 19);
+  const std::string plain = "steps = 5\nvalidate = false";
+  const auto none = train_from_text(llama_recipe(text, "mirrored", cpu_devices(2), 4, "", plain),
+                                    (tmp / "distrain_llama_none").string());
+  const auto blocks = train_from_text(llama_recipe(text, "mirrored", cpu_devices(2), 4, "", plain + "\nrecompute = \"blocks\""),
+                                      (tmp / "distrain_llama_blocks").string());
+  CHECK(none.weights == blocks.weights);
+  const std::string bf16 = plain + "\nprecision = \"bf16\"";
+  const auto one = train_from_text(llama_recipe(text, "one_device", "\"cpu:0\"", 8, "", bf16), (tmp / "distrain_llama_bf1").string());
+  const auto two = train_from_text(llama_recipe(text, "mirrored", cpu_devices(2), 4, "", bf16), (tmp / "distrain_llama_bf2").string());
+  check_close(one.weights, two.weights, 1e-3);
+  CHECK(two.loss == doctest::Approx(none.loss).epsilon(0.02));
+}
+
+}  // namespace distrain::test

@@ -1,0 +1,91 @@
+"""transformers' side of tests/e2e/hf_test.sh (reference only: distrain never needs Python).
+
+  make DIR ARCH DTYPE   a tiny random model of ARCH (gpt2, llama, llama_tied, qwen2,
+                        mistral) saved by save_pretrained in DTYPE (float32, bfloat16), and
+                        DIR/ids.npy (token windows) with DIR/logits.npy, its logits on them
+  logits REF GOT        max |REF - GOT| over the largest |REF| (NPY files)
+  same_tensors A B      every tensor of folder B equals folder A's, same dtype, bit for bit
+  load DIR IDS          DIR loaded by from_pretrained; its logits on IDS to DIR/logits.npy
+"""
+import glob
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import load_file
+
+torch.manual_seed(0)
+
+
+def config(arch):
+    common = dict(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-5)
+    if arch == "gpt2":
+        return transformers.GPT2Config(vocab_size=61, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                       resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+    if arch == "llama":
+        return transformers.LlamaConfig(num_key_value_heads=2, rope_theta=500.0, tie_word_embeddings=False, **common)
+    if arch == "llama_tied":
+        return transformers.LlamaConfig(num_key_value_heads=1, tie_word_embeddings=True,
+                                        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                      "high_freq_factor": 4.0,
+                                                      "original_max_position_embeddings": 16}, **common)
+    if arch == "qwen2":
+        return transformers.Qwen2Config(num_key_value_heads=2, tie_word_embeddings=False, **common)
+    if arch == "mistral":
+        return transformers.MistralConfig(num_key_value_heads=2, sliding_window=None, **common)
+    raise SystemExit(f"unknown architecture {arch}")
+
+
+def model_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.from_numpy(ids).long()).logits.float().numpy()
+
+
+def make(folder, arch, dtype):
+    model = transformers.AutoModelForCausalLM.from_config(config(arch))
+    with torch.no_grad():  # larger than the 0.02 initialisation, so every weight matters
+        for p in model.parameters():
+            p.normal_(0.0, 0.2)
+    model = model.to(getattr(torch, dtype)).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    ids = np.random.default_rng(1).integers(0, 61, size=(3, 16)).astype(np.int64)
+    np.save(os.path.join(folder, "ids.npy"), ids)
+    np.save(os.path.join(folder, "logits.npy"), model_logits(model.float(), ids))
+
+
+def tensors(folder):
+    out = {}
+    for f in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        out.update(load_file(f))
+    return out
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "make":
+        make(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "logits":
+        ref, got = np.load(sys.argv[2]), np.load(sys.argv[3])
+        assert ref.shape == got.shape, (ref.shape, got.shape)
+        print(f"{np.abs(ref - got).max() / np.abs(ref).max():.3e}")
+    elif cmd == "same_tensors":
+        a, b = tensors(sys.argv[2]), tensors(sys.argv[3])
+        tied = {"lm_head.weight"} if "lm_head.weight" not in b else set()
+        missing = sorted(set(a) - set(b) - tied)
+        extra = sorted(set(b) - set(a))
+        differ = [k for k in sorted(set(a) & set(b)) if a[k].dtype != b[k].dtype or not torch.equal(a[k], b[k])]
+        print(f"{len(a)} tensors: {len(missing)} missing {missing[:3]}, {len(extra)} extra {extra[:3]}, "
+              f"{len(differ)} differ {differ[:3]}")
+        sys.exit(1 if missing or extra or differ else 0)
+    elif cmd == "load":
+        model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32).eval()
+        np.save(os.path.join(sys.argv[2], "logits.npy"), model_logits(model, np.load(sys.argv[3])))
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
