@@ -22,7 +22,7 @@ namespace {
 
 struct ExportArgs {
   std::string ckpt, out, format, dtype = "float32";
-  int64_t shard_mb = 5000;
+  double shard_mb = 5000;
   bool external_data = false;
   std::vector<std::string> overrides;
 };
@@ -48,7 +48,7 @@ void export_hf(const ExportArgs& a) {
   auto strategy = strategy_with_weights(loaded);
   const ExportedModel model = export_view(strategy->model(), loaded.recipe.name);
   const StDType dtype = a.dtype == "bfloat16" ? StDType::bf16 : (a.dtype == "float16" ? StDType::f16 : StDType::f32);
-  const auto files = write_hf_model(model, a.out, dtype, static_cast<uint64_t>(a.shard_mb) * 1000000);
+  const auto files = write_hf_model(model, a.out, dtype, static_cast<uint64_t>(a.shard_mb * 1e6));
   fmt::print("wrote {} (hf, {}, {} files) from {}\n  AutoModelForCausalLM.from_pretrained(\"{}\")\n", a.out, a.dtype,
              files.size(), loaded.header.path, a.out);
 }
@@ -86,7 +86,8 @@ void register_export(CLI::App& app) {
       ->check(CLI::IsMember({"keras", "onnx", "hf"}));
   cmd->add_option("--dtype", a->dtype, "hf: float32 (default), bfloat16 or float16")
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
-  cmd->add_option("--shard-mb", a->shard_mb, "hf: at most this many MB a safetensors file (default 5000)")->check(at_least(1));
+  cmd->add_option("--shard-mb", a->shard_mb, "hf: at most this many MB a safetensors file (default 5000)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--external-data", a->external_data,
                 "ONNX: the weights in FILE.onnx.data beside the graph (always past protobuf's 2 GiB)");
   cmd->add_option("--set", a->overrides, "Override a key of the stored recipe (repeatable)");

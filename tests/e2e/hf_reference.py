@@ -1,17 +1,22 @@
 """transformers' side of tests/e2e/hf_test.sh (reference only: distrain never needs Python).
 
-  make DIR ARCH DTYPE   a tiny random model of ARCH (gpt2, llama, llama_tied, qwen2,
-                        mistral) saved by save_pretrained in DTYPE (float32, bfloat16), and
-                        DIR/ids.npy (token windows) with DIR/logits.npy, its logits on them
+  make DIR ARCH DTYPE TEXT  a tiny random model of ARCH (gpt2, llama, llama_tied, qwen2,
+                        mistral) saved by save_pretrained in DTYPE (float32, bfloat16) with a
+                        byte-level BPE tokenizer.json of its 300 tokens; DIR/ids.npy (token
+                        windows) and DIR/logits.npy, the saved model's float32 logits on them
+  bad DIR               broken copies of DIR's model.safetensors: DIR.<case>/
   logits REF GOT        max |REF - GOT| over the largest |REF| (NPY files)
   same_tensors A B      every tensor of folder B equals folder A's, same dtype, bit for bit
   load DIR IDS          DIR loaded by from_pretrained; its logits on IDS to DIR/logits.npy
 """
 import glob
+import json
 import os
+import shutil
 import sys
 
 import numpy as np
+import tokenizers
 import torch
 import transformers
 from safetensors.torch import load_file
@@ -19,11 +24,14 @@ from safetensors.torch import load_file
 torch.manual_seed(0)
 
 
+VOCAB = 300
+
+
 def config(arch):
-    common = dict(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+    common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                   num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-5)
     if arch == "gpt2":
-        return transformers.GPT2Config(vocab_size=61, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+        return transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                        resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     if arch == "llama":
         return transformers.LlamaConfig(num_key_value_heads=2, rope_theta=500.0, tie_word_embeddings=False, **common)
@@ -49,11 +57,52 @@ def make(folder, arch, dtype):
     with torch.no_grad():  # larger than the 0.02 initialisation, so every weight matters
         for p in model.parameters():
             p.normal_(0.0, 0.2)
-    model = model.to(getattr(torch, dtype)).eval()
-    model.save_pretrained(folder, safe_serialization=True)
-    ids = np.random.default_rng(1).integers(0, 61, size=(3, 16)).astype(np.int64)
+    model.to(getattr(torch, dtype)).save_pretrained(folder, safe_serialization=True)
+    tokenizer = tokenizers.ByteLevelBPETokenizer()
+    tokenizer.train_from_iterator([open(sys.argv[5]).read()], vocab_size=VOCAB, show_progress=False)
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    ids = np.random.default_rng(1).integers(0, VOCAB, size=(3, 16)).astype(np.int64)
     np.save(os.path.join(folder, "ids.npy"), ids)
-    np.save(os.path.join(folder, "logits.npy"), model_logits(model.float(), ids))
+    # From the saved files: a model cast in memory keeps its rotary frequencies rounded.
+    saved = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    np.save(os.path.join(folder, "logits.npy"), model_logits(saved, ids))
+
+
+def bad(folder):
+    """Each case a folder of its own with config.json and one broken model.safetensors."""
+    good = open(os.path.join(folder, "model.safetensors"), "rb").read()
+    n = int.from_bytes(good[:8], "little")
+    header = json.loads(good[8:8 + n])
+    data = good[8 + n:]
+    name = sorted(k for k in header if k != "__metadata__")[0]
+
+    def write(case, blob):
+        os.makedirs(f"{folder}.{case}", exist_ok=True)
+        shutil.copy(os.path.join(folder, "config.json"), f"{folder}.{case}/config.json")
+        open(f"{folder}.{case}/model.safetensors", "wb").write(blob)
+
+    def with_header(h, more=b""):
+        text = json.dumps(h).encode()
+        return len(text).to_bytes(8, "little") + text + data + more
+
+    write("truncated", good[:len(good) // 2])
+    write("huge_header", (10 ** 12).to_bytes(8, "little") + good[8:])
+    lying = json.loads(json.dumps(header))
+    lying[name]["data_offsets"][1] += 4
+    write("lying_offsets", with_header(lying))
+    far = json.loads(json.dumps(header))
+    far[name]["data_offsets"] = [len(data) - 4, len(data) + 4096]
+    write("past_the_end", with_header(far))
+    odd = json.loads(json.dumps(header))
+    odd[name]["dtype"] = "F8_E4M3"
+    write("unknown_dtype", with_header(odd))
+    extra = json.loads(json.dumps(header))
+    begin, end = header[name]["data_offsets"]
+    extra["model.layers.0.mystery.weight"] = dict(header[name], data_offsets=[len(data), len(data) + end - begin])
+    write("unknown_tensor", with_header(extra, data[begin:end]))
+    missing = {k: v for k, v in header.items() if k != name}
+    write("missing_tensor", with_header(missing))
+    write("not_json", (5).to_bytes(8, "little") + b"{nope" + data)
 
 
 def tensors(folder):
@@ -67,6 +116,8 @@ def main():
     cmd = sys.argv[1]
     if cmd == "make":
         make(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "bad":
+        bad(sys.argv[2])
     elif cmd == "logits":
         ref, got = np.load(sys.argv[2]), np.load(sys.argv[3])
         assert ref.shape == got.shape, (ref.shape, got.shape)
