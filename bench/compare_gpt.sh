@@ -4,6 +4,7 @@
 # pytorch, llm.c, repeat) so that a busy machine slows all three alike. Two sizes:
 #   gpt2_124m         recipes/gpt2_124m.toml: GPT-2 124M, batch 4 x 64 tokens (llm.c's setting)
 #   shakespeare_char  recipes/shakespeare_char_gpt.toml: 4 layers, width 128, batch 12 x 64
+#   llama_shakespeare recipes/llama_shakespeare.toml: its Llama at that size (no llm.c run)
 # Prints per size the median tokens/s of each (and each run's), the ratios distrain/llm.c and
 # distrain/pytorch, and each one's share of this machine's SGEMM peak (4096^3 fp32, best of 5,
 # same threads: the faster of torch's MKL, which on AMD may keep to AVX2, and NumPy's
@@ -61,7 +62,8 @@ for size in $sizes; do
   case $size in
     gpt2_124m) recipe=$here/recipes/gpt2_124m.toml ;;
     shakespeare_char) recipe=$here/recipes/shakespeare_char_gpt.toml ;;
-    *) echo "error: unknown size '$size' (SIZES: gpt2_124m, shakespeare_char)" >&2; exit 1 ;;
+    llama_shakespeare) recipe=$here/recipes/llama_shakespeare.toml ;;
+    *) echo "error: unknown size '$size' (SIZES: gpt2_124m, shakespeare_char, llama_shakespeare)" >&2; exit 1 ;;
   esac
   [ -f "$recipe" ] || { echo "error: recipe $recipe not found" >&2; exit 1; }
 done
@@ -146,6 +148,8 @@ peak1=$("$python" "$here/bench/gpt_pytorch_reference.py" --sgemm-peak --threads 
 for size in $sizes; do
   if [ "$size" = gpt2_124m ]; then
     recipe=$here/recipes/gpt2_124m.toml; steps=${STEPS:-8}; warmup=${WARMUP:-2}; llmc=${LLMC_BIN:-}
+  elif [ "$size" = llama_shakespeare ]; then
+    recipe=$here/recipes/llama_shakespeare.toml; steps=${STEPS:-40}; warmup=${WARMUP:-5}; llmc=""
   else
     recipe=$here/recipes/shakespeare_char_gpt.toml; steps=${STEPS:-40}; warmup=${WARMUP:-5}
     llmc=${LLMC_BIN_SHAKESPEARE:-${LLMC_BIN:-}}

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch reference for `distrain bench` on the GPTs of recipes/gpt2_124m.toml and
-recipes/shakespeare_char_gpt.toml: the same model, batch, AdamW and threads, eager mode.
+recipes/shakespeare_char_gpt.toml, and the Llama of recipes/llama_shakespeare.toml: the same
+model, batch, AdamW and threads, eager mode.
 
 GPT-2 as nanoGPT writes it: pre-LayerNorm blocks (ln_1, causal attention with one C->3C
 projection and a C->C output projection, residual add, ln_2, C->4C, GELU tanh form, 4C->C,
 residual add), final ln_f, head tied to the token table, no dropout, LayerNorm eps 1e-5.
 GPT-2 initialisation: N(0, 0.02) everywhere, N(0, 0.02/sqrt(2 layers)) on the two residual
 projections, zero biases. Random tokens, one batch in memory.
+
+The Llama as transformers' LlamaForCausalLM computes it: RMSNorm (eps 1e-6), grouped-query
+attention (scaled_dot_product_attention with enable_gqa) with rotary positions (rotate half,
+theta 10000), a SwiGLU MLP, no biases, an untied head; the same initialisation.
 
 --precision bf16 runs forward and loss under torch.autocast(device, torch.bfloat16): matrix
 products in bf16, master weights and AdamW in float32 (distrain's train.precision = "bf16").
@@ -32,6 +37,7 @@ import torch.nn.functional as F
 SIZES = {
     "gpt2_124m": dict(vocab=50257, layers=12, heads=12, width=768, max_len=1024, seq=64, batch=4),
     "shakespeare_char": dict(vocab=65, layers=4, heads=4, width=128, max_len=64, seq=64, batch=12),
+    "llama_shakespeare": dict(vocab=65, layers=4, heads=4, kv_heads=2, width=128, ffn=384, seq=64, batch=12),
 }
 
 
@@ -77,6 +83,64 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, width, heads, kv_heads, ffn, seq):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, width // heads
+        self.input_layernorm = nn.RMSNorm(width, eps=1e-6)
+        self.q_proj = nn.Linear(width, width, bias=False)
+        self.k_proj = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.v_proj = nn.Linear(width, kv_heads * self.d, bias=False)
+        self.o_proj = nn.Linear(width, width, bias=False)
+        self.post_attention_layernorm = nn.RMSNorm(width, eps=1e-6)
+        self.gate_proj = nn.Linear(width, ffn, bias=False)
+        self.up_proj = nn.Linear(width, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, width, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(B, T, self.heads, self.d).transpose(1, 2)
+        k = self.k_proj(h).view(B, T, self.kv_heads, self.d).transpose(1, 2)
+        v = self.v_proj(h).view(B, T, self.kv_heads, self.d).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, layers, heads, kv_heads, width, ffn, seq, **_):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, width)
+        self.layers = nn.ModuleList(LlamaBlock(width, heads, kv_heads, ffn, seq) for _ in range(layers))
+        self.norm = nn.RMSNorm(width, eps=1e-6)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        d = width // heads
+        inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2).float() / d))
+        angles = torch.outer(torch.arange(seq).float(), inv)
+        self.register_buffer("cos", torch.cat((angles, angles), dim=-1).cos(), persistent=False)
+        self.register_buffer("sin", torch.cat((angles, angles), dim=-1).sin(), persistent=False)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        x = self.embed_tokens(idx)
+        T = idx.shape[1]
+        for block in self.layers:
+            x = block(x, self.cos[:T], self.sin[:T])
+        logits = self.lm_head(self.norm(x))
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -134,7 +198,7 @@ def main():
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    model = GPT(**cfg).to(dev)
+    model = (Llama(**cfg) if "kv_heads" in cfg else GPT(**cfg)).to(dev)
     run = torch.compile(model) if args.compile else model
     # Weight decay on the 2-D matrices only (the tables and kernels), as nanoGPT.
     params = list(model.parameters())  # the tied table once

@@ -615,11 +615,14 @@ void Model::backward_without_examples() {
 std::string Model::summary() const {
   std::map<std::string, int64_t> counts;
   for (const Variable& v : arena_.variables()) counts[v.layer] += v.shape.numel();
-  std::string s = fmt::format("{:<22} {:<18} {:<16} {:>10}\n", "layer", "type", "output", "params");
-  s += fmt::format("{:<22} {:<18} {:<16} {:>10}\n", "(input)", "", input_shape_.str(), "");
+  size_t width = 22;  // the name column: as wide as the longest name (HF names run long)
+  for (const auto& l : layers_) width = std::max(width, l->name().size());
+  const auto row = [&](const std::string& name, const std::string& type, const std::string& output, const std::string& params) {
+    return fmt::format("{:<{}} {:<18} {:<16} {:>10}\n", name, width, type, output, params);
+  };
+  std::string s = row("layer", "type", "output", "params") + row("(input)", "", input_shape_.str(), "");
   for (size_t i = 0; i < layers_.size(); ++i)
-    s += fmt::format("{:<22} {:<18} {:<16} {:>10}\n", layers_[i]->name(), layers_[i]->type(), shapes_[i].str(),
-                     counts[layers_[i]->name()]);
+    s += row(layers_[i]->name(), layers_[i]->type(), shapes_[i].str(), std::to_string(counts[layers_[i]->name()]));
   s += fmt::format("trainable parameters: {}", arena_.trainable_elements());
   return s;
 }

@@ -69,10 +69,13 @@ std::string profile_table(const StepProfile& p) {
   if (!p.not_profiled.empty()) return fmt::format("  profile: {}\n", p.not_profiled);
   std::string s = fmt::format("  profile of this process's first replica ({}), median of {} timed steps; step median {:.3f} ms\n",
                               p.strategy, p.steps, p.step_ms);
-  s += fmt::format("  {:<22} {:<18} {:>11} {:>12} {:>7}\n", "layer", "type", "forward ms", "backward ms", "share");
+  size_t width = 22;  // the name column: as wide as the longest name
+  for (const ProfileRow& r : p.rows) width = std::max(width, r.name.size());
+  s += fmt::format("  {:<{}} {:<18} {:>11} {:>12} {:>7}\n", "layer", width, "type", "forward ms", "backward ms", "share");
   for (const ProfileRow& r : p.rows) {
     const std::string forward = r.type.empty() ? "" : fmt::format("{:.3f}", r.forward_ms);  // not a layer: one figure
-    s += fmt::format("  {:<22} {:<18} {:>11} {:>12.3f} {:>6.1f}%\n", r.name, r.type, forward, r.backward_ms, 100 * r.share);
+    s += fmt::format("  {:<{}} {:<18} {:>11} {:>12.3f} {:>6.1f}%\n", r.name, width, r.type, forward, r.backward_ms,
+                     100 * r.share);
   }
   return s;
 }

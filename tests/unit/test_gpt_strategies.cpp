@@ -571,7 +571,7 @@ TEST_CASE("llama: mirrored, zero 1-3 (+ offload), central_storage and the mesh's
 }
 
 // Tensor 4 splits 4 key/value heads one a rank; with 2 it is a one-line error naming both.
-TEST_CASE("llama: tensor 4 splits query and key/value heads together; a degree that does not divide kv_heads is refused") {
+TEST_CASE("llama: tensor 4 splits query and key/value heads together, and a degree that does not divide kv_heads is refused") {
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_llama_eq.txt", 4000, 19);
   const std::string plain = "steps = 5\nvalidate = false";
@@ -588,7 +588,7 @@ TEST_CASE("llama: tensor 4 splits query and key/value heads together; a degree t
 
 // Recompute and bf16 on the Llama blocks: recompute bitwise as none; bf16 under zero 2
 // near one_device bf16.
-TEST_CASE("llama: recompute = blocks trains bitwise as none; bf16 under mirrored stays near one_device bf16") {
+TEST_CASE("llama: recompute = blocks trains bitwise as none, and bf16 under mirrored stays near one_device bf16") {
   const fs::path tmp = fs::temp_directory_path();
   const std::string text = random_text_file("distrain_llama_eq.txt", 4000, 19);
   const std::string plain = "steps = 5\nvalidate = false";
