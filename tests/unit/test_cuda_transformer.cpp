@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/layers/rotary_angles.hpp"
 #include "tests/unit/cuda_pair.hpp"
 #include "tests/unit/gpt_fixture.hpp"
 
@@ -117,6 +118,75 @@ TEST_CASE("cuda parity: causal attention forward and backward, with and without 
       gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, heads, operands, k.rate, 77, dqkv.gv());
       check_pair(dqkv, "attention dqkv", tol);
     }
+}
+
+// Grouped-query and multi-query attention on the GPU (the key and value heads widened onto
+// the multi-head kernels, their gradients summed back) against the CPU's native kernel.
+TEST_CASE("cuda parity: grouped-query and multi-query attention, forward and backward, float32 and bf16") {
+  SKIP_WITHOUT_GPU();
+  for (const DType operands : {DType::f32, DType::bf16})
+    for (const int64_t kv_heads : {2, 1}) {
+      INFO("kv_heads " << kv_heads << ", operands " << dtype_name(operands));
+      const int64_t n = 2, t = 130, heads = 4, d = 32, c = heads * d, width = (heads + 2 * kv_heads) * d;
+      const double tol = operands == DType::bf16 ? 1e-3 : 1e-5;
+      Pair qkv(Shape{n, t, width}, 31, -2, 2), out(Shape{n, t, c}, 32), lse(Shape{n, heads, t}, 33);
+      Pair dout(Shape{n, t, c}, 34), dqkv(Shape{n, t, width}, 35);
+      if (operands == DType::bf16) {
+        cpu().to_bf16(qkv.cv(), Tensor{});
+        gpu().to_bf16(qkv.gv(), Tensor{});
+      }
+      cpu().attention(qkv.cv(), heads, kv_heads, operands, 0.1f, 7, out.cv(), lse.cv());
+      gpu().attention(qkv.gv(), heads, kv_heads, operands, 0.1f, 7, out.gv(), lse.gv());
+      check_pair(out, "gqa out", tol);
+      check_pair(lse, "gqa lse", tol);
+      cpu().attention_backward(qkv.cv(), out.cv(), lse.cv(), dout.cv(), heads, kv_heads, operands, 0.1f, 7, dqkv.cv());
+      gpu().attention_backward(qkv.gv(), out.gv(), lse.gv(), dout.gv(), heads, kv_heads, operands, 0.1f, 7, dqkv.gv());
+      check_pair(dqkv, "gqa dqkv", tol);
+    }
+}
+
+// The Llama ops: RMS norm and its gradients, rotary positions there and back, SiLU, and
+// the gated units (SwiGLU, GeGLU) with their gradients, against the CPU twins.
+TEST_CASE("cuda parity: rms_norm, rotary positions, silu and gated units, forward and backward") {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 70, c = 96;
+  Pair x(Shape{rows, c}, 41, -3, 3), gamma(Shape{c}, 42), y(Shape{rows, c}, 43), rstd(Shape{rows}, 44);
+  Pair dy(Shape{rows, c}, 45), dx(Shape{rows, c}, 46), dgamma(Shape{c}, 47);
+  cpu().rms_norm(x.cv(), gamma.cv(), 1e-6f, y.cv(), rstd.cv());
+  gpu().rms_norm(x.gv(), gamma.gv(), 1e-6f, y.gv(), rstd.gv());
+  check_pair(y, "rms_norm");
+  check_pair(rstd, "rms_norm rstd");
+  cpu().rms_norm_backward(x.cv(), dy.cv(), gamma.cv(), rstd.cv(), dx.cv(), dgamma.cv());
+  gpu().rms_norm_backward(x.gv(), dy.gv(), gamma.gv(), rstd.gv(), dx.gv(), dgamma.gv());
+  check_pair(dx, "rms_norm dx");
+  check_pair(dgamma, "rms_norm dgamma");
+
+  const int64_t n = 2, t = 20, heads = 4, kv_heads = 2, d = 16, width = (heads + 2 * kv_heads) * d;
+  RotarySpec spec;
+  Pair qkv(Shape{n, t, width}, 48), angles(Shape{2, t, d / 2}, rotary_angles(spec, t, d));
+  for (const bool inverse : {false, true}) {
+    cpu().rotary(qkv.cv(), heads, kv_heads, angles.cv(), inverse);
+    gpu().rotary(qkv.gv(), heads, kv_heads, angles.gv(), inverse);
+    check_pair(qkv, inverse ? "rotary back" : "rotary");
+  }
+
+  Pair a(Shape{10000}, 49, -6, 6), b(Shape{10000}, 50), db(Shape{10000}, 51);
+  cpu().silu(a.cv(), b.cv());
+  gpu().silu(a.gv(), b.gv());
+  check_pair(b, "silu");
+  cpu().silu_backward(a.cv(), db.cv(), db.cv());
+  gpu().silu_backward(a.gv(), db.gv(), db.gv());
+  check_pair(db, "silu_backward in place");
+
+  for (const GateActivation act : {GateActivation::silu, GateActivation::gelu}) {
+    Pair h(Shape{rows, 2 * c}, 52, -4, 4), g(Shape{rows, c}, 53), dg(Shape{rows, c}, 54), dh(Shape{rows, 2 * c}, 55);
+    cpu().gated_unit(h.cv(), act, g.cv());
+    gpu().gated_unit(h.gv(), act, g.gv());
+    check_pair(g, act == GateActivation::silu ? "swiglu" : "geglu");
+    cpu().gated_unit_backward(h.cv(), act, dg.cv(), dh.cv());
+    gpu().gated_unit_backward(h.gv(), act, dg.gv(), dh.gv());
+    check_pair(dh, act == GateActivation::silu ? "swiglu backward" : "geglu backward");
+  }
 }
 
 TEST_CASE("cuda: attention heads wider than the GPU kernels take are refused by name") {
