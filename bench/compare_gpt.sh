@@ -201,7 +201,7 @@ for r in runs["distrain"]:
     r["parameters"] = r["memory_per_replica"]["parameters"] // 4
 ref = runs["pytorch"][0]
 N, batch, seq = ref["parameters"], ref["batch"], ref["seq"]
-L, C = {"gpt2_124m": (12, 768), "shakespeare_char": (4, 128)}[size]  # layers, width
+L, C = {"gpt2_124m": (12, 768), "shakespeare_char": (4, 128), "llama_shakespeare": (4, 128)}[size]  # layers, width
 flops = 6 * N + 12 * L * seq * C
 where = "quiet" if load == "quiet" else f"beside {busy} other job(s) (bench/cpu_load.py, {threads} threads each)"
 print(f"{size} in {precision}, {where}: batch {batch} x {seq} tokens, {threads} threads, {rounds} round(s); N = {N:,} parameters, "
@@ -225,7 +225,7 @@ for name, rs in runs.items():
 ratios = [f"distrain/{n} {med['distrain'] / med[n]:.2f}x" for n in ("llmc", "pytorch") if n in med]
 print("  " + "   ".join(r.replace("llmc", "llm.c") for r in ratios))
 losses = [f"{n} {runs[n][0]['first_loss']:.3f}" for n in ("pytorch", "llmc") if runs[n]]
-vocab = {"gpt2_124m": 50257, "shakespeare_char": 65}[size]
+vocab = {"gpt2_124m": 50257, "shakespeare_char": 65, "llama_shakespeare": 65}[size]
 print(f"  first train loss: {', '.join(losses).replace('llmc', 'llm.c')} (ln V = {math.log(vocab):.3f})")
 PY
   done
