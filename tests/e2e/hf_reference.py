@@ -8,6 +8,11 @@
   logits REF GOT        max |REF - GOT| over the largest |REF| (NPY files)
   same_tensors A B      every tensor of folder B equals folder A's, same dtype, bit for bit
   load DIR IDS          DIR loaded by from_pretrained; its logits on IDS to DIR/logits.npy
+  adamw DIR TEXT B T GOT  one AdamW step (lr 1e-3, betas 0.9/0.99, eps 1e-2, no decay) of
+                        DIR's model on the first B windows of T tokens of TEXT's training
+                        split (DIR's tokenizer, 10% held out at the end), shuffle off, as
+                        distrain takes them; prints max |step - GOT's tensors| over the
+                        largest weight (GOT: distrain's step, exported to a folder)
 """
 import glob
 import json
@@ -131,6 +136,26 @@ def main():
         print(f"{len(a)} tensors: {len(missing)} missing {missing[:3]}, {len(extra)} extra {extra[:3]}, "
               f"{len(differ)} differ {differ[:3]}")
         sys.exit(1 if missing or extra or differ else 0)
+    elif cmd == "adamw":
+        folder, text, b, t, got = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+        ids = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json")).encode(open(text).read()).ids
+        train = ids[:int(len(ids) * (1 - 0.1))]
+        x = torch.tensor([train[k * t:k * t + t] for k in range(b)])
+        y = torch.tensor([train[k * t + 1:k * t + t + 1] for k in range(b)])
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        model.train()
+        # distrain's Adam is Keras's: epsilon joins sqrt(v) before the bias correction, so
+        # its 1e-3 is PyTorch's 1e-3 / sqrt(1 - 0.99^t), 1e-2 at the first step.
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), eps=1e-2, weight_decay=0.0)
+        logits = model(x).logits
+        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+        opt.step()
+        want = model.state_dict()
+        theirs = tensors(got)
+        largest = max(v.abs().max().item() for v in want.values())
+        diff = max((want[k] - theirs[k].float()).abs().max().item() for k in theirs)
+        moved = max((want[k] - v.float()).abs().max().item() for k, v in tensors(folder).items())
+        print(f"{diff / largest:.3e} (the step moved weights by up to {moved:.1e})")
     elif cmd == "load":
         model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32).eval()
         np.save(os.path.join(sys.argv[2], "logits.npy"), model_logits(model, np.load(sys.argv[3])))

@@ -9,6 +9,8 @@
 #     export with from_pretrained and its logits equal distrain's;
 #   - a fine-tune from the import (checkpoint.init_from, 3 steps, 2 replicas) exported and
 #     loaded by transformers, its logits distrain's within 1e-4;
+#   - one AdamW step from the imported Llama and Qwen2 against PyTorch's AdamW on
+#     transformers' model: the weights within 1e-5 of the largest;
 #   - broken safetensors files and folders: one line naming the file and the key, exit 2,
 #     nothing written.
 # The reference is transformers on torch in a virtual environment, $DISTRAIN_HF_VENV
@@ -94,6 +96,24 @@ $ref load exp_tuned llama/ids.npy >/dev/null 2>&1
 within "the fine-tuned export in transformers" tuned.logits.npy exp_tuned/logits.npy
 if $ref logits llama/logits.npy tuned.logits.npy | "$python" -c "import sys; sys.exit(0 if float(sys.stdin.read()) > 1e-3 else 1)"; then
   ok "the fine-tune moved the weights"; else bad "the fine-tune left the logits as imported"; fi
+
+# One AdamW step from the imported Llama against PyTorch's AdamW on transformers' model: the
+# same 4 windows (shuffle off), no warm-up, no decay; epsilon 1e-3 (PyTorch's 1e-2 at the
+# first step: distrain's Adam is Keras's) keeps the update proportional to the gradient (a
+# near-zero gradient's sign decides nothing).
+for arch in llama qwen2; do
+  "$distrain" train "imp_$arch/recipe.toml" --run-dir "step_$arch" --progress none --set train.steps=1 \
+    --set train.validate=false --set data.shuffle=false --set strategy.per_replica_batch=4 \
+    --set optimizer.learning_rate=0.001 --set optimizer.beta_2=0.99 --set optimizer.epsilon=0.001 \
+    --set optimizer.schedule.warmup_steps=0 >"step_$arch.log" 2>&1 &&
+    "$distrain" export --ckpt "step_$arch" --format hf --out "step_$arch.hf" >/dev/null 2>&1
+  step=$($ref adamw "$arch" text.txt 4 16 "step_$arch.hf" 2>&1 | tail -n 1)
+  if "$python" -c "import sys; sys.exit(0 if float('${step%% *}') <= 1e-5 else 1)" 2>/dev/null; then
+    ok "$arch: one AdamW step equals PyTorch's within 1e-5 of the largest weight ($step)"
+  else
+    bad "$arch: AdamW step: $step $(tail -n 1 "step_$arch.log")"
+  fi
+done
 
 # Broken files: one line naming the file, exit 2, nothing written.
 $ref bad llama >/dev/null 2>&1
