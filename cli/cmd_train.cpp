@@ -39,6 +39,10 @@ void register_train(CLI::App& app) {
   auto resume_from = std::make_shared<std::string>();
   cmd->add_option("--resume-from", *resume_from,
                   "Go on from this checkpoint (a file, a name in the run folder, or a folder's newest) instead of the newest");
+  auto init_from = std::make_shared<std::string>();
+  cmd->add_option("--init-from", *init_from,
+                  "Start from this checkpoint's weights (not its optimizer or step): a distrain checkpoint, or the "
+                  "model.h5 of `distrain import`");
   cmd->add_option("--progress", *progress,
                   "auto: a bar on an interactive terminal (never under mpirun/srun), else lines; bar: redrawn in place; "
                   "line: plain lines for logs; none: no progress")
@@ -49,6 +53,7 @@ void register_train(CLI::App& app) {
   cmd->callback([=] {
     std::vector<std::string> sets = *overrides;
     if (!resume_from->empty()) sets.push_back("checkpoint.resume_from=" + toml_quoted(*resume_from));
+    if (!init_from->empty()) sets.push_back("checkpoint.init_from=" + toml_quoted(*init_from));
     const Recipe recipe = load_recipe(*recipe_path, sets);
     options->progress.style = progress_style(*progress);
     log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
