@@ -28,10 +28,10 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OMP_NUM_THREADS=1
-declare -A max_len=([fuzz_recipe]=4096 [fuzz_idx]=512 [fuzz_checkpoint]=16384 [fuzz_images]=4096 [fuzz_tokenizer]=8192)
+declare -A max_len=([fuzz_recipe]=4096 [fuzz_idx]=512 [fuzz_checkpoint]=16384 [fuzz_images]=4096 [fuzz_tokenizer]=8192 [fuzz_safetensors]=4096)
 status=0
 summary=()
-for target in fuzz_recipe fuzz_idx fuzz_checkpoint fuzz_images fuzz_tokenizer; do
+for target in fuzz_recipe fuzz_idx fuzz_checkpoint fuzz_images fuzz_tokenizer fuzz_safetensors; do
   mkdir -p "$build/corpus/$target" "$build/artifacts"
   log=$build/$target.log
   echo "== $target: ${seconds} s on tests/fuzz/corpus/$target" >&2

@@ -22,6 +22,8 @@
 #include "core/base/h5_id.hpp"
 #include "core/base/json.hpp"
 #include "core/io/checkpoint.hpp"
+#include "core/io/hf_model.hpp"
+#include "core/io/safetensors.hpp"
 #include "core/io/recipe.hpp"
 #include "core/model/model.hpp"
 #include "core/strategy/strategy.hpp"
@@ -88,6 +90,36 @@ inline void image_input(std::span<const uint8_t> data) {
       std::vector<uint8_t> pixels;
       read_image_file(path, Shape{8, 8, data[1] % 2 ? 3 : 1}, pixels);
     }
+  } catch (const UserError&) {
+  }
+}
+
+// fuzz_safetensors: the input is a model.safetensors beside a fixed config.json of a tiny
+// Llama (vocabulary 8, width 4, 2 query heads over 1 key/value head, one block, untied
+// head): the file's header and every tensor read (SafetensorsFile), then the folder
+// imported (read_hf_model), as `distrain import` reads a Hugging Face folder.
+inline void safetensors_input(std::span<const uint8_t> data) {
+  static const std::string dir = [] {
+    std::string d = "/tmp/distrain_fuzz_safetensors.XXXXXX";
+    const std::string made = mkdtemp(d.data()) ? d : "/tmp/distrain_fuzz_safetensors";
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen((made + "/config.json").c_str(), "wb"), std::fclose);
+    if (f)
+      std::fputs(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 4, "intermediate_size": 4,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 2,
+        "max_position_embeddings": 8, "rms_norm_eps": 1e-6, "tie_word_embeddings": false})",
+                 f.get());
+    return made;
+  }();
+  const std::string path = dir + "/model.safetensors";
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
+    if (!f) return;
+    std::fwrite(data.data(), 1, data.size(), f.get());
+  }
+  try {
+    const SafetensorsFile file(path);
+    for (const auto& [name, entry] : file.entries()) (void)file.floats(name);
+    (void)read_hf_model(dir, 4);
   } catch (const UserError&) {
   }
 }

@@ -276,7 +276,7 @@ TEST_CASE("fuzz regressions: every input a fuzzer once crashed on now ends in a 
   const std::vector<std::pair<std::string, void (*)(std::span<const uint8_t>)>> targets{
       {"fuzz_recipe", fuzz::recipe_input}, {"fuzz_idx", fuzz::idx_input}, {"fuzz_checkpoint", fuzz::checkpoint_input},
       {"fuzz_checkpoint_bytes", fuzz::checkpoint_file_input}, {"fuzz_images", fuzz::image_input},
-      {"fuzz_tokenizer", fuzz::tokenizer_input}};
+      {"fuzz_tokenizer", fuzz::tokenizer_input}, {"fuzz_safetensors", fuzz::safetensors_input}};
   int replayed = 0;
   for (const auto& [target, run] : targets) {
     if (!fs::is_directory(root / target)) continue;
