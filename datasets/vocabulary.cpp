@@ -140,6 +140,12 @@ std::vector<int32_t> Vocabulary::encode(const std::string& text, const std::stri
   return ids;
 }
 
+std::optional<int32_t> Vocabulary::end_of_text() const {
+  if (kind_ == Kind::tokenizer) return tokenizer_->end_of_text();
+  if (kind_ == Kind::gpt2 && size_ > 50256) return 50256;  // <|endoftext|>
+  return std::nullopt;
+}
+
 std::string Vocabulary::decode(const std::vector<int32_t>& tokens) const {
   DT_USER_CHECK(kind_ != Kind::gpt2, "the gpt2 vocabulary cannot decode token ids in distrain (no BPE merges); decode "
                 "them with tiktoken (encoding \"gpt2\")");

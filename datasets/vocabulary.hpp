@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class Vocabulary {
   // UTF-8 text of `tokens` (bytes: the bytes as they are); an id outside the vocabulary,
   // or any gpt2 id (no decoder), is a UserError.
   std::string decode(const std::vector<int32_t>& tokens) const;
+  // Whether ids can be turned into text (all but gpt2, which has no merges here).
+  bool decodes() const { return kind_ != Kind::gpt2; }
+  // The token that ends a document: the tokenizer's end-of-text, GPT-2's 50256 in the
+  // gpt2 vocabulary; none for bytes and characters.
+  std::optional<int32_t> end_of_text() const;
 
  private:
   Vocabulary(Kind kind, int64_t size, std::vector<char32_t> characters = {});

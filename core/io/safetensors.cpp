@@ -1,6 +1,7 @@
 #include "core/io/safetensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,17 +26,35 @@ StDType parse_dtype(const std::string& path, const std::string& tensor, const st
   throw UserError(fmt::format("{}: tensor '{}' is {}; distrain reads F32, BF16 and F16", path, tensor, name));
 }
 
-float half_to_float(uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, 2);
-  return static_cast<float>(h);
+// IEEE half precision by its bits (no _Float16: not every compiler here has it on x86).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24, exact in float
+    const float f = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -f : f;
+  }
+  const uint32_t bits = exp == 31 ? (sign | 0x7f800000u | mant << 13) : (sign | (exp + 112) << 23 | mant << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
-uint16_t float_to_half(float f) {
-  const auto h = static_cast<_Float16>(f);
-  uint16_t bits;
-  std::memcpy(&bits, &h, 2);
-  return bits;
+uint16_t float_to_half(float f) {  // round to nearest even; past 65504 infinity
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (a < 0x38800000u) {  // below half's smallest normal: a subnormal (or zero) of 2^-24 steps
+    float x;
+    std::memcpy(&x, &a, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(x * 16777216.0f)));
+  }
+  uint32_t h = ((a >> 23) - 112) << 10 | (a & 0x7fffffu) >> 13;
+  const uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent, as it should
+  return static_cast<uint16_t>(sign | h);
 }
 
 uint16_t float_to_bf16(float f) {  // round to nearest even; NaN stays NaN

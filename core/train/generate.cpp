@@ -33,7 +33,7 @@ int32_t sample_token(std::vector<float> logits, const SamplingSpec& spec, double
 // A context shorter than the model's sequence is padded after its end: causal attention
 // keeps the padding from reaching the positions before it.
 void generate(Model& model, std::vector<int32_t>& context, const SamplingSpec& spec,
-              const std::function<void(int32_t)>& on_token) {
+              const std::function<bool(int32_t)>& on_token) {
   DT_CHECK(!context.empty(), "generate from an empty context");
   Backend& backend = model.backend();
   const int64_t t = model.input_shape()[0], vocabulary = model.output_shape()[1];
@@ -50,7 +50,7 @@ void generate(Model& model, std::vector<int32_t>& context, const SamplingSpec& s
     const auto last = logits.begin() + (used - 1) * vocabulary;
     const int32_t next = sample_token(std::vector<float>(last, last + vocabulary), spec, rng.uniform(0, 1));
     context.push_back(next);
-    on_token(next);
+    if (!on_token(next)) return;
   }
 }
 

@@ -22,8 +22,9 @@ struct SamplingSpec {
 // over the top_k likeliest, sampled with `uniform` in [0, 1).
 int32_t sample_token(std::vector<float> logits, const SamplingSpec& spec, double uniform);
 
-// Appends spec.tokens tokens to `context` (not empty), calling on_token with each.
+// Appends up to spec.tokens tokens to `context` (not empty), calling on_token with each;
+// stops early where on_token returns false (an end-of-text token).
 void generate(Model& model, std::vector<int32_t>& context, const SamplingSpec& spec,
-              const std::function<void(int32_t)>& on_token);
+              const std::function<bool(int32_t)>& on_token);
 
 }  // namespace distrain
