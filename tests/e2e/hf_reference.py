@@ -2,9 +2,11 @@
 
   make DIR ARCH DTYPE TEXT  a tiny random model of ARCH (gpt2, llama, llama_tied, qwen2,
                         mistral) saved by save_pretrained in DTYPE (float32, bfloat16) with a
-                        byte-level BPE tokenizer.json of its 300 tokens; DIR/ids.npy (token
+                        byte-level BPE tokenizer.json of its 300 tokens (<|endoftext|> id 0);
+                        DIR/ids.npy (token
                         windows) and DIR/logits.npy, the saved model's float32 logits on them
   bad DIR               broken copies of DIR's model.safetensors: DIR.<case>/
+  zero_head DIR OUT     DIR with every logit 0 (lm_head zeroed): greedy decoding picks id 0
   logits REF GOT        max |REF - GOT| over the largest |REF| (NPY files)
   same_tensors A B      every tensor of folder B equals folder A's, same dtype, bit for bit
   load DIR IDS          DIR loaded by from_pretrained; its logits on IDS to DIR/logits.npy
@@ -64,7 +66,8 @@ def make(folder, arch, dtype):
             p.normal_(0.0, 0.2)
     model.to(getattr(torch, dtype)).save_pretrained(folder, safe_serialization=True)
     tokenizer = tokenizers.ByteLevelBPETokenizer()
-    tokenizer.train_from_iterator([open(sys.argv[5]).read()], vocab_size=VOCAB, show_progress=False)
+    tokenizer.train_from_iterator([open(sys.argv[5]).read()], vocab_size=VOCAB, show_progress=False,
+                                  special_tokens=["<|endoftext|>"])
     tokenizer.save(os.path.join(folder, "tokenizer.json"))
     ids = np.random.default_rng(1).integers(0, VOCAB, size=(3, 16)).astype(np.int64)
     np.save(os.path.join(folder, "ids.npy"), ids)
@@ -123,6 +126,12 @@ def main():
         make(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "bad":
         bad(sys.argv[2])
+    elif cmd == "zero_head":
+        model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32)
+        with torch.no_grad():
+            model.lm_head.weight.zero_()
+        model.save_pretrained(sys.argv[3], safe_serialization=True)
+        shutil.copy(os.path.join(sys.argv[2], "tokenizer.json"), sys.argv[3])
     elif cmd == "logits":
         ref, got = np.load(sys.argv[2]), np.load(sys.argv[3])
         assert ref.shape == got.shape, (ref.shape, got.shape)

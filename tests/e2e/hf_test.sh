@@ -11,6 +11,7 @@
 #     loaded by transformers, its logits distrain's within 1e-4;
 #   - one AdamW step from the imported Llama and Qwen2 against PyTorch's AdamW on
 #     transformers' model: the weights within 1e-5 of the largest;
+#   - generate ending at the tokenizer's <|endoftext|>, as ids and as text;
 #   - broken safetensors files and folders: one line naming the file and the key, exit 2,
 #     nothing written.
 # The reference is transformers on torch in a virtual environment, $DISTRAIN_HF_VENV
@@ -114,6 +115,19 @@ for arch in llama qwen2; do
     bad "$arch: AdamW step: $step $(tail -n 1 "step_$arch.log")"
   fi
 done
+
+# generate stops at the tokenizer's end-of-text: every logit 0, greedy picks id 0, which is
+# <|endoftext|>; --ids prints the prompt's ids and it, the text the prompt alone.
+$ref zero_head llama eot >/dev/null 2>&1
+"$distrain" import eot --out imp_eot --seq-len 16 --data text.txt >/dev/null 2>&1
+prompt_ids=$("$python" -c "import tokenizers; print(' '.join(map(str, tokenizers.Tokenizer.from_file('llama/tokenizer.json').encode('ROMEO:').ids)))")
+got_ids=$("$distrain" generate --ckpt imp_eot/model.h5 --prompt "ROMEO:" --temperature 0 --tokens 5 --ids 2>&1)
+got_text=$("$distrain" generate --ckpt imp_eot/model.h5 --prompt "ROMEO:" --temperature 0 --tokens 5 2>&1)
+if [ "$got_ids" = "$prompt_ids 0" ] && [ "$got_text" = "ROMEO:" ]; then
+  ok "generate stops at <|endoftext|> (ids: $got_ids)"
+else
+  bad "generate at end-of-text: ids '$got_ids' (want '$prompt_ids 0'), text '$got_text'"
+fi
 
 # Broken files: one line naming the file, exit 2, nothing written.
 $ref bad llama >/dev/null 2>&1
