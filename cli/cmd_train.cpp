@@ -56,7 +56,8 @@ void register_train(CLI::App& app) {
     if (!init_from->empty()) sets.push_back("checkpoint.init_from=" + toml_quoted(*init_from));
     const Recipe recipe = load_recipe(*recipe_path, sets);
     options->progress.style = progress_style(*progress);
-    log::info("distrain {}: training '{}' ({}), strategy {}", DISTRAIN_VERSION, recipe.name, recipe.file, recipe.strategy.name);
+    log::info("distrain {}: training '{}' under {}\n  recipe {}", DISTRAIN_VERSION, recipe.name, recipe.strategy.name,
+              recipe.file);
     for (const std::string& notice : recipe.notices) log::info("note: {}", notice);
     enable_graceful_stop();
     const TrainSummary s = train(recipe, *options);
@@ -69,12 +70,14 @@ void register_train(CLI::App& app) {
       log::info("stopped by {} at step {}; rerun to resume", s.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", s.steps);
       throw ExitCode{kExitStopped};
     }
+    // Within 80 columns but the checkpoint's path: the figures, the speed, then the file.
     if (s.validated && recipe.data.token_data())
-      log::info("done: {} steps, validation loss {:.4f} per token (perplexity {:.2f}), next-token accuracy {:.4f}; {:.1f}s "
-                "training at {:.0f} tok/s; {}", s.steps, s.val_loss, std::exp(s.val_loss), s.val_accuracy, s.train_seconds,
-                s.images_per_sec, s.last_checkpoint);
+      log::info("done: {} steps, validation loss {:.4f} per token (perplexity {:.2f})\n  next-token accuracy {:.4f}; "
+                "{:.1f}s training at {:.0f} tok/s\n  {}",
+                s.steps, s.val_loss, std::exp(s.val_loss), s.val_accuracy, s.train_seconds, s.images_per_sec,
+                s.last_checkpoint);
     else if (s.validated)
-      log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}; {:.1f}s training at {:.0f} img/s; {}", s.steps,
+      log::info("done: {} steps, test accuracy {:.4f}, loss {:.4f}\n  {:.1f}s training at {:.0f} img/s\n  {}", s.steps,
                 s.val_accuracy, s.val_loss, s.train_seconds, s.images_per_sec, s.last_checkpoint);
     else if (!s.last_checkpoint.empty())
       log::info("done: {} steps; {}", s.steps, s.last_checkpoint);

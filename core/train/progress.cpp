@@ -148,9 +148,10 @@ void Progress::end_epoch(const EpochReport& r) {
     fmt::print(out_, "\r\033[K{}\n", line);
     bar_open_ = false;
   } else {
-    fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f}{} - lr: {:.3g} - {:.0f} {} - {:.1f}s\n",
-               r.epoch, epochs_, r.step, r.train.mean_loss(), r.train.accuracy(), val, r.learning_rate, r.images_per_sec,
-               rate_unit_, r.seconds);
+    // Two lines within 80 columns: training's figures, then validation's and the rate.
+    fmt::print(out_, "epoch {}/{} step {} - loss: {:.4f} - accuracy: {:.4f} - {:.0f} {} - {:.1f}s\n  {}lr: {:.3g}\n",
+               r.epoch, epochs_, r.step, r.train.mean_loss(), r.train.accuracy(), r.images_per_sec, rate_unit_, r.seconds,
+               val.empty() ? "" : val.substr(3) + " - ", r.learning_rate);
   }
   std::fflush(out_);
 }

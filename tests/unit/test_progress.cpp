@@ -92,7 +92,10 @@ TEST_CASE("progress: line style prints plain lines, about ten an epoch or every 
   CHECK(count(lines, "epoch 2/2 step 50 - loss: 1.2500") == 1);
 
   const std::string every = printed({ProgressStyle::line, 10}, 1, 25);
-  CHECK(count(every, "\n") == 3);  // batches 10 and 20, then the epoch
+  CHECK(count(every, "\n") == 4);  // batches 10 and 20, then the epoch's two lines
+  size_t longest = 0, start = 0;
+  for (size_t end; (end = lines.find('\n', start)) != std::string::npos; start = end + 1) longest = std::max(longest, end - start);
+  CHECK(longest <= 80);
   CHECK(every.find("epoch 1/1 batch 20/25 ") != std::string::npos);
 }
 
