@@ -74,7 +74,7 @@ TEST_CASE("safetensors: float32, bfloat16 and float16 tensors written and read b
   CHECK(n % 8 == 0);  // the header padded to 8 bytes, as the library writes it
 }
 
-TEST_CASE("safetensors: every float16 bit pattern survives float32 and back; rounding to nearest even") {
+TEST_CASE("safetensors: every float16 bit pattern survives float32 and back, rounding to nearest even") {
   std::vector<uint8_t> all(2 * 65536);
   for (uint32_t h = 0; h < 65536; ++h) {
     all[2 * h] = static_cast<uint8_t>(h);

@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build-cuda/tests/unit_tests_tests-b858cb2.cmake")
-  include("/work/main/build-cuda/tests/unit_tests_tests-b858cb2.cmake")
-else()
-  add_test(unit_tests_NOT_BUILT-b858cb2 unit_tests_NOT_BUILT-b858cb2)
-endif()
