@@ -116,18 +116,7 @@ class GatedMlp final : public Layer {
   }
 
   TensorTraffic tensor_traffic(bool input_gradient) const override {
-    using K = TensorCollective::Kind;
-    const int64_t whole = t_ * c_;
-    TensorTraffic t;
-    if (sequence_) {  // input gathered, output reduce-scattered; backward gathers the output gradient and the input
-      t.forward = {{K::all_gather, whole}, {K::reduce_scatter, whole}};
-      t.backward = {{K::all_gather, whole}, {K::all_gather, whole}};
-      if (input_gradient) t.backward.push_back({K::reduce_scatter, whole});
-    } else if (split_) {
-      t.forward.push_back({K::all_reduce, whole});
-      if (input_gradient) t.backward.push_back({K::all_reduce, whole});
-    }
-    return t;
+    return paired_split_traffic(sequence_, split_, t_ * c_, input_gradient);
   }
 
   // Backward holds a and its gradient (F each per token) and dh (2F), plus one rounded

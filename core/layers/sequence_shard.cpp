@@ -113,4 +113,18 @@ class SequenceGather final : public SequenceReshard {
 std::unique_ptr<Layer> make_sequence_scatter(const TensorPlace& place) { return std::make_unique<SequenceScatter>(place); }
 std::unique_ptr<Layer> make_sequence_gather(const TensorPlace& place) { return std::make_unique<SequenceGather>(place); }
 
+TensorTraffic paired_split_traffic(bool sequence, bool split, int64_t whole, bool input_gradient) {
+  using K = TensorCollective::Kind;
+  TensorTraffic t;
+  if (sequence) {
+    t.forward = {{K::all_gather, whole}, {K::reduce_scatter, whole}};
+    t.backward = {{K::all_gather, whole}, {K::all_gather, whole}};
+    if (input_gradient) t.backward.push_back({K::reduce_scatter, whole});
+  } else if (split) {
+    t.forward.push_back({K::all_reduce, whole});
+    if (input_gradient) t.backward.push_back({K::all_reduce, whole});
+  }
+  return t;
+}
+
 }  // namespace distrain

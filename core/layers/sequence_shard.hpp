@@ -20,6 +20,13 @@ void gather_sequence(Ctx& ctx, Communicator& group, const Tensor& shard, Tensor 
 // This rank's shard (N, T/d, C) of the sum over the group of each rank's whole (N, T, C).
 void reduce_scatter_sequence(Ctx& ctx, Communicator& group, const Tensor& whole, Tensor shard);
 
+// The tensor-axis traffic of a layer holding both halves of a column/row pair (attention,
+// gated_mlp) on a (T, C) sequence of `whole` = T C elements per example: on sequence shards
+// its input gathered and output reduce-scattered (backward: the output gradient and the
+// input gathered, the input gradient reduce-scattered); split without them, the partial
+// output and input gradient all-reduced; nothing when not split.
+TensorTraffic paired_split_traffic(bool sequence, bool split, int64_t whole, bool input_gradient);
+
 // A layer's view of a (N, T/d, C) shard as the whole (N, T, C): gathered into a buffer
 // that lives as long as this object (so a layer keeps one layer's whole input only while
 // it computes), or the tensor itself when `sharded` is false.

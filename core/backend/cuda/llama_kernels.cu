@@ -8,22 +8,12 @@
 #include "core/backend/cuda/bf16_bits.cuh"
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
+#include "core/backend/cuda/warp_rows.cuh"
 
 namespace distrain::cuda {
 
 namespace {
 
-constexpr int kWarp = 32, kWarpsPerBlock = 8;
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-
-template <typename T>
-__device__ T warp_sum(T v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-__device__ int64_t warp_index() { return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; }
-__device__ int lane() { return static_cast<int>(threadIdx.x % kWarp); }
-unsigned blocks_for_warps(int64_t warps) { return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 __device__ int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 
 // --- RMS norm: a warp per row ---
@@ -80,11 +70,6 @@ __device__ float silu_of(float x) { return x / (1.0f + expf(-x)); }
 __device__ float silu_slope(float x) {
   const float s = 1.0f / (1.0f + expf(-x));
   return s * (1.0f + x * (1.0f - s));
-}
-__device__ float gelu_of(float v) { return 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v))); }
-__device__ float gelu_slope(float v) {
-  const float t = tanhf(kGeluC * (v + 0.044715f * v * v * v));
-  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
 }
 
 __global__ void silu_kernel(const float* x, float* y, int64_t n, RoundOut out) {

@@ -11,25 +11,11 @@
 #include "core/backend/cuda/bf16_bits.cuh"
 #include "core/backend/cuda/column_sums.cuh"
 #include "core/backend/cuda/kernels.hpp"
+#include "core/backend/cuda/warp_rows.cuh"
 
 namespace distrain::cuda {
 
 namespace {
-
-constexpr int kWarp = 32, kWarpsPerBlock = 8;
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-
-template <typename T>
-__device__ T warp_sum(T v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;  // the same value in every lane
-}
-
-__device__ int64_t warp_index() {
-  return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-}
-__device__ int lane() { return static_cast<int>(threadIdx.x % kWarp); }
-unsigned blocks_for_warps(int64_t warps) { return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
 // --- embedding ---
 
@@ -118,8 +104,6 @@ struct DyTimesNorm {
 
 // --- GELU (GPT-2's tanh form) ---
 
-__device__ float gelu_of(float v) { return 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v))); }
-
 __global__ void gelu_kernel(const float* x, float* y, int64_t n, RoundOut out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = rounded_output(gelu_of(x[i]), out, i);
@@ -138,9 +122,7 @@ __global__ void gelu8_kernel(const float* x, float* y, int64_t groups, RoundOut 
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float v = x[i];
-  const float t = tanhf(kGeluC * (v + 0.044715f * v * v * v));
-  dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v));
+  dx[i] = dy[i] * gelu_slope(x[i]);
 }
 
 }  // namespace
