@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-process tests under mpirun (--oversubscribe: 4 ranks may share 2 cores).
-#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh | pipeline | gpt_mesh
+#   dist_test.sh DISTRAIN SOURCE_DIR GROUP   GROUP: equivalence | portability | parameter_server | fault | sigterm | hung | mesh | pipeline | gpt_mesh | llama_mesh
 # Prints "N passed, N failed".
 set -u
 distrain=$1
@@ -884,6 +884,36 @@ PY
   rc=$?
   [ "$rc" -ne 0 ] && grep -q "a stage cannot start at 'h.1.attn'" "$work/cut.log" &&
     ok "a stage boundary inside a block is refused" || bad "boundary h.1.attn: exit $rc: $(tail -n 2 "$work/cut.log")"
+  ;;
+llama_mesh)
+  # The Shakespeare Llama (4 blocks: grouped-query attention with rotary positions, RMS norms,
+  # SwiGLU, an untied head) across MPI ranks: 5 steps of each layout give one_device's
+  # weights with the same global batch of 12, relative to the largest weight. The thread
+  # communicators' layouts are in test_gpt_strategies.cpp; these are the process ones.
+  llama=("$src/recipes/llama_shakespeare.toml" --set "data.path=$src/data/tiny_shakespeare.txt" --set train.validate=false --set train.steps=5)
+  msh=(--set strategy.name=mesh)
+  "$distrain" train --progress none "${llama[@]}" --run-dir "$work/one" >"$work/one.log" 2>&1 || bad "one_device: $(tail -n 3 "$work/one.log")"
+  llama_case() {  # NAME NP ARGS...
+    local name=$1 np=$2
+    shift 2
+    if timeout 300 "${mpirun[@]}" -np "$np" "$distrain" train --progress none "${llama[@]}" "$@" --run-dir "$work/$name" \
+      >"$work/$name.log" 2>&1 &&
+      "$distrain" compare "$work/one/ckpt-000005.h5" "$work/$name/ckpt-000005.h5" --rtol 1e-5 --scale model >"$work/$name.cmp"; then
+      ok "llama $name matches one_device ($(grep -oE 'relative [0-9.e+-]+' "$work/$name.cmp" | sort -k2 -g | tail -n 1))"
+    else
+      bad "llama $name: $(tail -n 3 "$work/$name.log" "$work/$name.cmp" 2>/dev/null)"
+    fi
+  }
+  llama_case multi_worker_mirrored2 2 --set strategy.name=multi_worker_mirrored --set strategy.per_replica_batch=6
+  llama_case zero1_offload 2 --set strategy.name=zero --set strategy.stage=1 --set strategy.per_replica_batch=6 \
+    --set strategy.offload_optimizer=true
+  llama_case zero2_offload 2 --set strategy.name=zero --set strategy.stage=2 --set strategy.per_replica_batch=6 \
+    --set strategy.offload_optimizer=true
+  llama_case tensor2_sequence_parallel 2 "${msh[@]}" --set strategy.tensor=2 --set strategy.sequence_parallel=true
+  llama_case pipeline4 4 "${msh[@]}" --set strategy.pipeline=4 --set strategy.micro_batches=3
+  llama_case pipeline4_gpipe 4 "${msh[@]}" --set strategy.pipeline=4 --set strategy.micro_batches=4 --set strategy.schedule=gpipe
+  llama_case data2xpipeline2_shard_optimizer_offload 4 "${msh[@]}" --set strategy.data=2 --set strategy.pipeline=2 \
+    --set strategy.per_replica_batch=6 --set strategy.micro_batches=3 --set strategy.shard_optimizer=true --set strategy.offload_optimizer=true
   ;;
 *)
   echo "unknown group $group"
