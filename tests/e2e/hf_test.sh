@@ -9,7 +9,7 @@
 #     export with from_pretrained and its logits equal distrain's;
 #   - a fine-tune from the import (checkpoint.init_from, 3 steps, 2 replicas) exported and
 #     loaded by transformers, its logits distrain's within 1e-4;
-#   - one AdamW step from the imported Llama and Qwen2 against PyTorch's AdamW on
+#   - one AdamW step from each imported architecture against PyTorch's AdamW on
 #     transformers' model: the weights within 1e-5 of the largest;
 #   - generate ending at the tokenizer's <|endoftext|>, as ids and as text;
 #   - broken safetensors files and folders: one line naming the file and the key, exit 2,
@@ -102,7 +102,7 @@ if $ref logits llama/logits.npy tuned.logits.npy | "$python" -c "import sys; sys
 # same 4 windows (shuffle off), no warm-up, no decay; epsilon 1e-3 (PyTorch's 1e-2 at the
 # first step: distrain's Adam is Keras's) keeps the update proportional to the gradient (a
 # near-zero gradient's sign decides nothing).
-for arch in llama qwen2; do
+for arch in gpt2 llama qwen2 mistral; do
   "$distrain" train "imp_$arch/recipe.toml" --run-dir "step_$arch" --progress none --set train.steps=1 \
     --set train.validate=false --set data.shuffle=false --set strategy.per_replica_batch=4 \
     --set optimizer.learning_rate=0.001 --set optimizer.beta_2=0.99 --set optimizer.epsilon=0.001 \
