@@ -20,6 +20,7 @@ void register_bench(CLI::App& app);
 void register_compare(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_tokenizer(CLI::App& app);
 void register_import(CLI::App& app);
 
 // Thrown by a command to end with a given exit code and no error message.

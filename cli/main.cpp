@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   distrain::cli::register_compare(app);
   distrain::cli::register_plan(app);
   distrain::cli::register_tokenize(app);
+  distrain::cli::register_tokenizer(app);
   distrain::cli::register_import(app);
   // Under mpirun/srun every rank reports errors with its number, and one failing rank
   // ends the job (MPI_Abort) so that no other waits forever in a collective.

@@ -8,6 +8,7 @@
 
 #include "core/base/error.hpp"
 #include "datasets/bpe_tokenizer.hpp"
+#include "datasets/sentencepiece_tokenizer.hpp"
 
 namespace distrain {
 
@@ -28,11 +29,12 @@ std::string read_file(const std::string& path) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   const std::string bytes = read_file(path);
-  // Debian 12's libsentencepiece carries its own protobuf runtime (3.14), which cannot share
-  // a process with the protobuf 3.21 the ONNX export links: its models are refused here.
-  DT_USER_CHECK(std::filesystem::path(path).extension() != ".model",
-                "{}: SentencePiece .model files are not read in this version; give a byte-level BPE tokenizer.json", path);
-  return parse_bpe_tokenizer(bytes, path);
+  DT_USER_CHECK(!bytes.empty(), "{}: the tokenizer file is empty", path);
+  // A tokenizer.json starts with '{'; a .model is a protobuf message, whose first byte is
+  // a field's tag (0x0a: its pieces).
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && bytes[first] == '{') return parse_bpe_tokenizer(bytes, path);
+  return parse_sentencepiece_model(bytes, path);
 }
 
 }  // namespace distrain

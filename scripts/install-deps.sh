@@ -12,7 +12,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 packages=(build-essential cmake pkg-config
   libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-  nlohmann-json3-dev doctest-dev libonnx-dev libprotobuf-dev libzip-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev libpcre2-dev patchelf python3 python3-venv
+  nlohmann-json3-dev doctest-dev libonnx-dev libprotobuf-dev libzip-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev libpcre2-dev libsentencepiece-dev patchelf python3 python3-venv
   dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

@@ -43,6 +43,9 @@ bundle_needs() {
   done
 }
 bundle_needs "$build/distrain"
+cp "$build/libdistrain_sentencepiece.so" "$stage/lib/"
+patchelf --set-rpath '$ORIGIN' "$stage/lib/libdistrain_sentencepiece.so"
+bundle_needs "$build/libdistrain_sentencepiece.so"
 if [ -f "$build/libdistrain_cuda.so" ]; then
   cp "$build/libdistrain_cuda.so" "$stage/lib/"
   patchelf --set-rpath '$ORIGIN' "$stage/lib/libdistrain_cuda.so"

@@ -5,7 +5,13 @@
 #     pre-tokenizer with its pattern, ignore_merges): `distrain tokenize` gives the library's
 #     ids on a varied corpus (English, code, numbers, runs of spaces and newlines, emoji, CJK,
 #     special tokens inside text), and decodes them back to the bytes;
-# tokenizers comes from PyPI into a virtual environment cached under /tmp (reference only);
+#   - SentencePiece: `distrain tokenizer train` (BPE and unigram) on Tiny Shakespeare, and a
+#     model trained by the sentencepiece Python package with its defaults (NFKC, a dummy
+#     prefix, as Llama 2's): `distrain tokenize` gives the package's ids on the same corpus,
+#     distrain's own models decode it back byte for byte; a recipe trains on the .model's
+#     ids and generate prints its words;
+#   - bad tokenizer files and training inputs: one line naming the file, exit 2.
+# tokenizers and sentencepiece come from PyPI into a virtual environment cached under /tmp (reference only);
 # without PyPI that part prints why and is skipped.
 set -u
 distrain=$1
@@ -37,12 +43,12 @@ head -c 20000 "$src/data/tiny_shakespeare.txt" >>corpus.txt
 run_bpe() {
   exec 9>"$venv.lock"
   flock 9
-  if ! "$venv/bin/python" -c 'import tokenizers' 2>/dev/null; then
+  if ! "$venv/bin/python" -c 'import tokenizers, sentencepiece' 2>/dev/null; then
     rm -rf "$venv"
     if ! python3 -m venv "$venv" >venv.log 2>&1 ||
-      ! "$venv/bin/pip" install --disable-pip-version-check --timeout 20 --retries 1 -q tokenizers >pip.log 2>&1; then
+      ! "$venv/bin/pip" install --disable-pip-version-check --timeout 20 --retries 1 -q tokenizers sentencepiece >pip.log 2>&1; then
       rm -rf "$venv"
-      echo "[skipped] the tokenizers library could not be installed: $(grep -m 1 -E 'ERROR|Error' pip.log venv.log 2>/dev/null)"
+      echo "[skipped] the tokenizers and sentencepiece libraries could not be installed: $(grep -m 1 -E 'ERROR|Error' pip.log venv.log 2>/dev/null)"
       skipped=$((skipped + 1))
       flock -u 9
       return
@@ -87,6 +93,57 @@ PY
   done
 }
 
+# SentencePiece models: distrain's own (BPE and unigram, trained by `distrain tokenizer
+# train`) and one the Python package trains with its defaults; ids against the package's.
+run_sentencepiece() {
+  for type in bpe unigram; do
+    "$distrain" tokenizer train "$src/data/tiny_shakespeare.txt" --vocab 2000 --type "$type" --out "sp_$type.model" \
+      >"sp_$type.log" 2>&1 && grep -q "sp_$type.model: $type 2000 tokens" "sp_$type.log" &&
+      ok "tokenizer train --type $type: $(cut -d';' -f2 "sp_$type.log")" || bad "tokenizer train $type: $(cat "sp_$type.log")"
+    "$distrain" tokenize --tokenizer "sp_$type.model" corpus.txt >"sp_$type.ids" 2>"sp_$type.err" &&
+      "$distrain" tokenize --tokenizer "sp_$type.model" --decode "sp_$type.ids" >"sp_$type.text" &&
+      cmp -s corpus.txt "sp_$type.text" && ok "sentencepiece $type: decode(encode(text)) is the text, byte for byte" ||
+      bad "sentencepiece $type round trip: $(cat "sp_$type.err") $(cmp corpus.txt "sp_$type.text" 2>&1 | head -n 1)"
+  done
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import sentencepiece' 2>/dev/null || return
+  "$venv/bin/python" - "$src/data/tiny_shakespeare.txt" <<'PY' || { bad "sentencepiece (Python) could not train or encode"; return; }
+import sys
+import sentencepiece as spm
+corpus = open("corpus.txt", encoding="utf-8", newline="").read()
+spm.SentencePieceTrainer.train(input=sys.argv[1], model_prefix="sp_python", vocab_size=1000, minloglevel=2)
+for name in ("sp_bpe", "sp_unigram", "sp_python"):
+    ids = spm.SentencePieceProcessor(model_file=f"{name}.model").encode(corpus)
+    open(f"{name}.python.ids", "w").write(" ".join(map(str, ids)) + "\n")
+PY
+  "$distrain" tokenize --tokenizer sp_python.model corpus.txt >sp_python.ids 2>sp_python.err
+  for name in sp_bpe sp_unigram sp_python; do
+    cmp -s "$name.python.ids" "$name.ids" && ok "$name.model: the sentencepiece package's $(wc -w <"$name.ids") ids on $(wc -c <corpus.txt) bytes" ||
+      bad "$name.model: ids differ from the sentencepiece package's: $(cat "$name.err" 2>/dev/null) $(cmp "$name.python.ids" "$name.ids" 2>&1 | head -n 1)"
+  done
+}
+
+# A Llama trained on the ids of distrain's own SentencePiece model: generate prints words.
+run_sentencepiece_training() {
+  [ -f sp_bpe.model ] || return
+  cp "$src/data/tiny_shakespeare.txt" sptext.txt
+  sed '/^vocabulary = /d' "$src/recipes/llama_shakespeare.toml" >sp.toml
+  "$distrain" train sp.toml --set data.path=sptext.txt --set data.tokenizer=sp_bpe.model --set train.steps=3 \
+    --set train.validate=false --progress none --run-dir sprun >sptrain.log 2>&1 &&
+    "$distrain" generate --ckpt sprun --prompt "ROMEO:" --tokens 10 --temperature 0 >spgen.txt 2>spgen.err &&
+    grep -q "^ROMEO:" spgen.txt && [ "$(wc -c <spgen.txt)" -gt 10 ] && ok "a Llama on sp_bpe.model's ids: generate prints its words" ||
+    bad "training on a .model: $(tail -n 3 sptrain.log) $(cat spgen.txt spgen.err 2>/dev/null)"
+}
+
+# Bad training input: one line naming it, exit 2.
+expect_train_refused() {
+  local name=$1 message=$2
+  shift 2
+  "$distrain" tokenizer train "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ "$rc" -eq 2 ] && grep -qF -- "$message" err.txt && [ "$(wc -l <err.txt)" -eq 1 ] && ok "tokenizer train refuses $name" ||
+    bad "tokenizer train $name: exit $rc: $(cat err.txt)"
+}
+
 # A GPT trained on text tokenized by gpt2.json (data.tokenizer): the ids cached beside the
 # text and read back by the next run; generate prints text; a changed tokenizer is refused.
 run_training() {
@@ -121,12 +178,21 @@ expect_refused() {
 
 run_bpe
 run_training
+run_sentencepiece
+run_sentencepiece_training
+printf 'caf\xe9 au lait\n' >latin1.txt
+expect_train_refused "text that is not UTF-8" "latin1.txt: invalid UTF-8 at byte offset 3" latin1.txt --vocab 100 --out l.model
+printf 'a few words only\n' >small.txt
+expect_train_refused "a vocabulary larger than the text gives" "small.txt: SentencePiece's trainer: " small.txt --vocab 5000 --out s.model
+expect_train_refused "an output that is not a .model" "--out t.json: tokenizer train writes a SentencePiece .model" small.txt --vocab 100 --out t.json
+expect_train_refused "a missing input" "nothing.txt: not found" nothing.txt --vocab 100 --out n.model
 printf '{"model": {"type": "WordPiece", "vocab": {}}}' >wordpiece.json
 expect_refused "a WordPiece tokenizer.json" 'wordpiece.json: model type "WordPiece" is not supported' wordpiece.json
 printf '{"model": {"type": "BPE", "vocab": {"a": 0' >truncated.json
 expect_refused "a truncated tokenizer.json" "truncated.json: not a tokenizer.json (JSON error at byte" truncated.json
 expect_refused "a missing file" "nope.json: tokenizer not found" nope.json
 printf 'a model' >spm.model
-expect_refused "a SentencePiece .model, said plainly" "spm.model: SentencePiece .model files are not read in this version" spm.model
+expect_refused "a .model that is not one" "spm.model: not a SentencePiece model" spm.model
+[ -f sp_bpe.model ] && head -c 5000 sp_bpe.model >cut.model && expect_refused "a truncated .model" "cut.model: not a SentencePiece model" cut.model
 echo "passed=$passed failed=$failed skipped=$skipped"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,66 @@
+#include "datasets/sentencepiece_library.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "core/base/error.hpp"
+
+namespace distrain {
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kPluginName = "libdistrain_sentencepiece.so";
+
+std::string find_plugin() {
+  if (const char* path = std::getenv("DISTRAIN_SENTENCEPIECE_PLUGIN"); path && *path) return path;
+  std::error_code ec;
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  DT_USER_CHECK(!ec, "SentencePiece: cannot find the executable's folder to look for {}", kPluginName);
+  for (const fs::path& candidate : {exe_dir / kPluginName, exe_dir / ".." / "lib" / kPluginName})
+    if (fs::exists(candidate)) return candidate.lexically_normal().string();
+  throw UserError(fmt::format("SentencePiece: this distrain has no {} (neither beside the executable nor in ../lib); "
+                              "rebuild with libsentencepiece-dev installed",
+                              kPluginName));
+}
+
+// SentencePiece's symbols, its protobuf runtime among them, must bind inside the plugin,
+// never to the process's protobuf: the plugin gets a link-map namespace of its own, with
+// its own C++ runtime. (RTLD_DEEPBIND binds them too, but the plugin's std::cerr would then
+// be the library's own copy, not the executable's initialised one; and AddressSanitizer
+// refuses it.) Only C types and buffers cross, so the two runtimes never meet.
+void* open_plugin(const std::string& path) { return dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL); }
+
+template <typename F>
+void bind(void* handle, const std::string& path, const char* name, F& function) {
+  function = reinterpret_cast<F>(dlsym(handle, name));
+  DT_USER_CHECK(function, "{}: not distrain's SentencePiece plugin (no {})", path, name);
+}
+
+SentencePieceLibrary open_library() {
+  const std::string path = find_plugin();
+  // Never closed: models from it live until exit.
+  void* handle = open_plugin(path);
+  DT_USER_CHECK(handle, "{}: cannot load: {}; install libsentencepiece0", path, dlerror());
+  SentencePieceLibrary l{};
+  bind(handle, path, "dt_sp_load", l.load);
+  bind(handle, path, "dt_sp_free", l.free);
+  bind(handle, path, "dt_sp_vocab_size", l.vocab_size);
+  bind(handle, path, "dt_sp_eos", l.eos);
+  bind(handle, path, "dt_sp_encode", l.encode);
+  bind(handle, path, "dt_sp_decode", l.decode);
+  bind(handle, path, "dt_sp_train", l.train);
+  return l;
+}
+
+}  // namespace
+
+const SentencePieceLibrary& sentencepiece_library() {
+  static const SentencePieceLibrary library = open_library();
+  return library;
+}
+
+}  // namespace distrain
