@@ -11,7 +11,7 @@
 #   e2e_bundle       packages the executable with its libraries for other machines; an
 #                    ASan executable is not what ships and needs libasan first in the
 #                    load order, which the bundle's empty-environment run does not give.
-#   dist_equivalence, dist_mesh, dist_pipeline, dist_gpt_mesh, e2e_recipes
+#   dist_equivalence, dist_mesh, dist_pipeline, dist_gpt_mesh, dist_llama_mesh, e2e_recipes
 #                    long numerical runs (compare weights with one_device's, train every
 #                    shipped recipe) of code the unit tests already run under ASan
 #                    in-process (every strategy, mesh layout and pipeline schedule); under
@@ -35,7 +35,7 @@ export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 (cd "$build" && ctest --output-on-failure -j 1 --timeout 900 \
-  -E '^(e2e_bundle|dist_equivalence|dist_mesh|dist_pipeline|dist_gpt_mesh|e2e_recipes|e2e_tensorboard|e2e_hdf5_docs|e2e_export)$') || status=$?
+  -E '^(e2e_bundle|dist_equivalence|dist_mesh|dist_pipeline|dist_gpt_mesh|dist_llama_mesh|e2e_recipes|e2e_tensorboard|e2e_hdf5_docs|e2e_export)$') || status=$?
 end=$(date +%s)
 echo "sanitize-test: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
 exit $status

@@ -92,6 +92,15 @@ if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" info >"$work/info" 2>&1 &&
 else
   bad "info: $(head -c 400 "$work/info")"
 fi
+# The SentencePiece plugin and its libraries come from the bundle's lib/, in a namespace of their own.
+if env -i PATH=/usr/bin:/bin "$exe" tokenizer train "$dir/data/tiny_shakespeare.txt" --vocab 500 --out "$work/sp.model" >"$work/sp" 2>&1 &&
+  env -i PATH=/usr/bin:/bin LD_DEBUG=libs "$exe" tokenize --tokenizer "$work/sp.model" --count "$dir/data/tiny_shakespeare.txt" \
+    >"$work/spcount" 2>"$work/splibs" && grep -q "tokens, 1115394 bytes" "$work/spcount" &&
+  grep -q "calling init: $dir/lib/libsentencepiece.so.0" "$work/splibs"; then
+  ok "tokenizer train and tokenize from the bundle (its own libsentencepiece)"
+else
+  bad "SentencePiece from the bundle: $(tail -c 300 "$work/sp") $(cat "$work/spcount" 2>/dev/null) $(grep -m 2 sentencepiece "$work/splibs")"
+fi
 if env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" train "$work/tiny.toml" --run-dir "$work/run" >"$work/train" 2>&1 &&
   env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 "$exe" eval --ckpt "$work/run/ckpt-000004.h5" --json >"$work/eval" 2>&1 &&
   grep -q '"accuracy"' "$work/eval"; then

@@ -573,6 +573,10 @@ recipes)
       continue
     fi
     steps=30
+    if grep -q '^tokenizer = "data/shakespeare_bpe2k.model"' "$r"; then  # the README's first command makes it
+      "$distrain" tokenizer train data/tiny_shakespeare.txt --vocab 2000 --out data/shakespeare_bpe2k.model >"$work/tok.log" 2>&1 ||
+        bad "tokenizer train for $n: $(cat "$work/tok.log")"
+    fi
     if grep -q '^dataset = "tokens"' "$r"; then  # GPT-2 BPE files a user brings: random tokens in llm.c's format
       steps=3
       python3 - "$work/tokens.bin" <<'PY'
