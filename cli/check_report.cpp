@@ -60,27 +60,70 @@ void CheckReport::launch(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) fmt::print("{}\n", line);
 }
 
-void CheckReport::run(const Recipe& recipe, const Splits& data, const std::string& strategy, int replicas,
+namespace {
+
+// Steps per epoch, planned over the epochs and run (train.steps caps them); per epoch and
+// planned are 0 without the data, and the run is then train.steps' (0: unknown).
+struct StepCounts {
+  int64_t per_epoch = 0, planned = 0, total = 0;
+};
+
+StepCounts step_counts(const Recipe& recipe, const Splits* data, int replicas) {
+  if (!data) return {0, 0, recipe.train.steps};
+  StepCounts c;
+  c.per_epoch = Loader(data->train, LoaderSpec{recipe.step_batch(), replicas, false, recipe.data.drop_remainder}).batches_per_epoch();
+  check_planned_steps(recipe, c.per_epoch);
+  c.planned = c.per_epoch * recipe.train.epochs;
+  c.total = recipe_plan(recipe, c.per_epoch).total_steps;
+  return c;
+}
+
+std::string data_line(const Recipe& recipe, const Splits* data) {
+  if (!data)
+    return fmt::format("{}: not read (--without-data); examples of {} as the model's input_shape says", recipe.data.dataset,
+                       recipe.model().input_shape.str());
+  return fmt::format("{}: {} train / {} test examples of {}, {} classes{}", recipe.data.dataset, data->train.size(),
+                     data->test.size(), data->train.example_shape.str(), data->train.num_classes,
+                     class_list(data->train.class_names));
+}
+
+std::string steps_line(const Recipe& recipe, const StepCounts& c, bool read) {
+  if (!read)
+    return c.total ? fmt::format("{} (train.steps); per epoch unknown without the data", c.total)
+                   : "per epoch unknown without the data (no train.steps caps the run)";
+  return fmt::format("{} per epoch x {} epochs = {}{}", c.per_epoch, recipe.train.epochs, c.planned,
+                     c.total < c.planned ? fmt::format(", capped at {} by train.steps", c.total) : "");
+}
+
+}  // namespace
+
+void CheckReport::run(const Recipe& recipe, const Splits* data, const std::string& strategy, int replicas,
                       const std::string& optimizer, int64_t update_batch) {
   const int64_t global = recipe.step_batch() * replicas;
-  const int64_t per_epoch =
-      Loader(data.train, LoaderSpec{recipe.step_batch(), replicas, false, recipe.data.drop_remainder}).batches_per_epoch();
-  check_planned_steps(recipe, per_epoch);
-  const int64_t planned = per_epoch * recipe.train.epochs;
-  const int64_t total = recipe_plan(recipe, per_epoch).total_steps;
-  const LrSchedule schedule(recipe.optimizer.learning_rate, recipe.schedule, update_batch, total);
-  const std::string unfinished = schedule.unfinished();
+  const StepCounts steps = step_counts(recipe, data, replicas);
+  // Without a length the schedule's warm-up and decay cannot be placed: its base rate only.
+  const std::optional<LrSchedule> schedule =
+      steps.total ? std::optional<LrSchedule>(LrSchedule(recipe.optimizer.learning_rate, recipe.schedule, update_batch, steps.total))
+                  : std::nullopt;
+  const std::string rate = schedule ? schedule->describe()
+                                    : fmt::format("{} before its schedule, whose length depends on the data",
+                                                  recipe.optimizer.learning_rate);
+  const std::string unfinished = schedule ? schedule->unfinished() : "";
   if (json_) {
     out_["recipe"] = {{"name", recipe.name}, {"file", recipe.file}};
-    out_["data"] = {{"dataset", recipe.data.dataset}, {"train_examples", data.train.size()},
-                    {"test_examples", data.test.size()}, {"example_shape", data.train.example_shape.dims()},
-                    {"classes", data.train.num_classes}, {"class_names", data.train.class_names}};
+    out_["data"] = data ? Json{{"dataset", recipe.data.dataset}, {"train_examples", data->train.size()},
+                               {"test_examples", data->test.size()}, {"example_shape", data->train.example_shape.dims()},
+                               {"classes", data->train.num_classes}, {"class_names", data->train.class_names}}
+                        : Json{{"dataset", recipe.data.dataset}, {"read", false}};
     out_["strategy"] = {{"name", recipe.strategy.name}, {"description", strategy}, {"replicas", replicas},
                         {"per_replica_batch", recipe.strategy.per_replica_batch},
                         {"accumulate_steps", recipe.train.accumulate_steps}, {"global_batch", global}};
-    out_["steps"] = {{"per_epoch", per_epoch}, {"epochs", recipe.train.epochs}, {"planned", planned}, {"total", total}};
+    out_["steps"] = data ? Json{{"per_epoch", steps.per_epoch}, {"epochs", recipe.train.epochs}, {"planned", steps.planned},
+                                {"total", steps.total}}
+                         : Json{{"per_epoch", nullptr}, {"epochs", recipe.train.epochs}, {"planned", nullptr},
+                                {"total", steps.total ? Json(steps.total) : Json(nullptr)}};
     out_["optimizer"] = optimizer;
-    out_["learning_rate"] = schedule.describe();
+    out_["learning_rate"] = rate;
     if (!unfinished.empty()) out_["warnings"] = {unfinished};
     out_["loss"] = {{"type", loss_name(recipe)}, {"from_logits", recipe.loss.from_logits}};
     out_["precision"] = recipe.train.matmul_dtype == DType::bf16 ? "bf16" : "float32";
@@ -89,18 +132,16 @@ void CheckReport::run(const Recipe& recipe, const Splits& data, const std::strin
     return;
   }
   fmt::print("recipe      {} ({})\n", recipe.name, recipe.file);
-  fmt::print("data        {}: {} train / {} test examples of {}, {} classes{}\n", recipe.data.dataset, data.train.size(),
-             data.test.size(), data.train.example_shape.str(), data.train.num_classes, class_list(data.train.class_names));
+  fmt::print("data        {}\n", data_line(recipe, data));
   const std::string micro = recipe.train.accumulate_steps > 1
                                 ? fmt::format(" ({} micro-batches of {}, train.accumulate_steps)", recipe.train.accumulate_steps,
                                               recipe.strategy.per_replica_batch)
                                 : "";
   fmt::print("strategy    {}; {} replica(s) x {} per replica{} = global batch {}\n", strategy, replicas, recipe.step_batch(),
              micro, global);
-  fmt::print("steps       {} per epoch x {} epochs = {}{}\n", per_epoch, recipe.train.epochs, planned,
-             total < planned ? fmt::format(", capped at {} by train.steps", total) : "");
+  fmt::print("steps       {}\n", steps_line(recipe, steps, data != nullptr));
   fmt::print("optimizer   {}\n", optimizer);
-  fmt::print("learn rate  {}\n", schedule.describe());
+  fmt::print("learn rate  {}\n", rate);
   if (!unfinished.empty()) fmt::print("warning     {}\n", unfinished);
   fmt::print("loss        {}{}\n", loss_name(recipe), recipe.loss.from_logits ? " (from logits)" : "");
   fmt::print("precision   {}\n", precision_text(recipe));

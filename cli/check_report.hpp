@@ -19,8 +19,9 @@ class CheckReport {
   // How the launcher starts the job's processes, and what its servers hold.
   void launch(const std::vector<std::string>& lines);
   // The run: data, strategy (`strategy` describes it) with `replicas` replicas, steps,
-  // optimizer, learning rate, loss, precision and checkpoints.
-  void run(const Recipe& recipe, const Splits& data, const std::string& strategy, int replicas, const std::string& optimizer,
+  // optimizer, learning rate, loss, precision and checkpoints. Without `data` (check
+  // --without-data) the steps are train.steps' where it sets them, else unknown.
+  void run(const Recipe& recipe, const Splits* data, const std::string& strategy, int replicas, const std::string& optimizer,
            int64_t update_batch);
   void memory(const Recipe& recipe, const MemoryUse& mem);
   // Every mesh rank's predicted bytes; returns the largest rank's device total.

@@ -1,4 +1,4 @@
-// distrain check RECIPE [--set KEY=VALUE]... [--json]: validates the recipe and its data,
+// distrain check RECIPE [--set KEY=VALUE]... [--json] [--without-data]: validates the recipe and its data,
 // builds the model (or predicts it per rank), prints the resolved plan. Trains nothing.
 #include <fmt/ranges.h>
 
@@ -51,7 +51,7 @@ void check_devices_present(const Recipe& recipe) {
 
 // Replicas this host cannot hold in one process (replicas_over_host, `mem` each): the plan
 // from the recipe alone, as one process per device would hold it, without building them.
-void check_unbuilt(CheckReport& report, const Recipe& recipe, const Splits& data, int64_t budget, const MemoryUse& mem) {
+void check_unbuilt(CheckReport& report, const Recipe& recipe, const Splits* data, int64_t budget, const MemoryUse& mem) {
   check_devices_present(recipe);
   const int replicas = planned_replicas(recipe);
   const std::string strategy = fmt::format("{}: {} replica(s), predicted without building them (host below)",
@@ -67,7 +67,7 @@ void check_unbuilt(CheckReport& report, const Recipe& recipe, const Splits& data
 // A strategy checked per rank (the mesh, whose ranks come from the launcher): the plan of
 // each, from models of each rank's part (never the whole model, which the host need not
 // hold), then the run.
-void check_per_rank(CheckReport& report, const Recipe& recipe, const Splits& data) {
+void check_per_rank(CheckReport& report, const Recipe& recipe, const Splits* data) {
   check_devices_present(recipe);
   const int64_t largest = report.mesh_ranks(recipe);
   const int replicas = planned_replicas(recipe);
@@ -79,7 +79,7 @@ void check_per_rank(CheckReport& report, const Recipe& recipe, const Splits& dat
 }
 
 // A strategy built here, its memory taken from what it holds.
-void check_built(CheckReport& report, Recipe recipe, const Splits& data) {
+void check_built(CheckReport& report, Recipe recipe, const Splits* data) {
   // check predicts past the budget, rather than stop at the first allocation over it, and
   // then says whether a device is over.
   const int64_t budget = std::exchange(recipe.strategy.device_memory, 0);
@@ -97,6 +97,15 @@ void check_built(CheckReport& report, Recipe recipe, const Splits& data) {
   check_within_budget(recipe, mem.device_total(), budget);
 }
 
+// The recipe's data; where it cannot be read, the error says how to check without it.
+Splits read_data(const Recipe& recipe) {
+  try {
+    return load_dataset(recipe.data, recipe.seed);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("{} (check --without-data plans the run without it)", e.what()));
+  }
+}
+
 }  // namespace
 
 void register_check(CLI::App& app) {
@@ -107,6 +116,9 @@ void register_check(CLI::App& app) {
   cmd->add_option("--set", *overrides, "Override a recipe key (repeatable)");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print one JSON object (its notes and progress on stderr)");
+  auto without_data = std::make_shared<bool>(false);
+  cmd->add_flag("--without-data", *without_data,
+                "Plan from the recipe alone, as plan does: the data is not read (its sizes and the steps per epoch unknown)");
   cmd->callback([=] {
     if (*json) log::set_info_stream(stderr);
     CheckReport report(*json);
@@ -117,10 +129,11 @@ void register_check(CLI::App& app) {
       report.launch(recipe.strategy.kind().launch_lines(recipe));
       recipe.strategy.name = recipe.strategy.kind().checked_alone_as();
     }
-    const Splits data = load_dataset(recipe.data, recipe.seed);
-    check_data_fits(recipe, data.train);
-    if (recipe.strategy.kind().checked_per_rank() && alone) return check_per_rank(report, recipe, data);
-    check_built(report, recipe, data);
+    const std::optional<Splits> data = *without_data ? std::nullopt : std::optional<Splits>(read_data(recipe));
+    if (data) check_data_fits(recipe, data->train);
+    const Splits* read = data ? &*data : nullptr;
+    if (recipe.strategy.kind().checked_per_rank() && alone) return check_per_rank(report, recipe, read);
+    check_built(report, recipe, read);
   });
 }
 

@@ -56,22 +56,19 @@ Json candidate_json(const Candidate& c, int64_t global_batch, double tokens_per_
   return j;
 }
 
-// The layout column is as wide as the longest layout shown, so the figures stay aligned.
+// Two lines a layout, within 80 columns whatever its name: the rank and the layout, then
+// its figures under the header's columns.
 void print_table(const std::vector<Candidate>& all, int top, double tokens_per_step) {
-  size_t width = std::string("layout").size();
-  for (int shown = 0; const Candidate& c : all) {
-    if (!c.fits || shown++ == top) break;
-    width = std::max(width, c.layout.str().size());
-  }
-  fmt::print("{:>3}  {:<{}} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}\n", "#", "layout", width, "peak/rank",
-             "step ms", "compute", "tensor", "p2p", "bubble", "data", "update", "other", "tokens/s");
+  fmt::print("{:>3}  {:>10}{:>8}{:>8}{:>7}{:>6}{:>7}{:>6}{:>7}{:>6}{:>9}\n", "#", "peak/rank", "step ms", "compute", "tensor",
+             "p2p", "bubble", "data", "update", "other", "tokens/s");
   int shown = 0;
   for (const Candidate& c : all) {
     if (!c.fits || shown == top) break;
     const StepEstimate& e = c.step;
-    fmt::print("{:>3}  {:<{}} {:>10} {:>9.1f} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>10.0f}\n",
-               ++shown, c.layout.str(), width, format_bytes(c.peak), e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms,
-               e.bubble_ms, e.data_ms, e.update_ms, e.other_ms, tokens_per_step / e.total_ms() * 1e3);
+    fmt::print("{:>3}  {}\n", ++shown, c.layout.str());
+    fmt::print("     {:>10}{:>8.1f}{:>8.1f}{:>7.1f}{:>6.1f}{:>7.1f}{:>6.1f}{:>7.1f}{:>6.1f}{:>9.0f}\n", format_bytes(c.peak),
+               e.total_ms(), e.compute_ms, e.tensor_ms, e.pipe_ms, e.bubble_ms, e.data_ms, e.update_ms, e.other_ms,
+               tokens_per_step / e.total_ms() * 1e3);
   }
 }
 
@@ -88,17 +85,18 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
                 const CoreSharing& cores, const std::vector<Candidate>& all) {
   const auto fitting = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.fits; });
   const auto refused = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return !c.refused.empty(); });
-  fmt::print("plan        {} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model\n",
-             base.name, cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
-             base.strategy.device_memory ? fmt::format(" within strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
-             refused);
-  fmt::print("links       {}{}\n", links.str(), a.measure ? " (measured by --measure)" : "");
-  fmt::print("compute     measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}\n",
-             threads_per_rank(a, cluster), a.cores, cluster.per_host(),
-             cores.measured_slowdown > 0 ? calibration_line(cores, cluster) : "");
+  fmt::print("{}", labelled_lines("plan", fmt::format(
+      "{} on {} rank(s), {} host(s) of {}; global batch {}; {} layouts: {} fit{}, {} refused by the model", base.name,
+      cluster.ranks, cluster.hosts, cluster.per_host(), global_batch, all.size(), fitting,
+      base.strategy.device_memory ? fmt::format(" within strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
+      refused)));
+  fmt::print("{}", labelled_lines("links", links.str() + (a.measure ? " (measured by --measure)" : "")));
+  fmt::print("{}", labelled_lines("compute", fmt::format(
+      "measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}",
+      threads_per_rank(a, cluster), a.cores, cluster.per_host(), cores.measured_slowdown > 0 ? calibration_line(cores, cluster) : "")));
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
-  fmt::print("choice      {}: {}\n", all.front().layout.str(), reason(all, all.front(), cluster, links));
+  fmt::print("{}", labelled_lines("choice", fmt::format("{}: {}", all.front().layout.str(), reason(all, all.front(), cluster, links))));
 }
 
 // The precisions weighed (train.precision is bf16 or not): --precision's, else the recipe's.

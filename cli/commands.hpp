@@ -58,6 +58,11 @@ void print_out(const std::string& text);
 // What is left in standard output's buffer, flushed with the same check.
 void flush_stdout();
 
+// "label       text" with the text cut between words to stay within 80 columns, its
+// further lines indented under its first (the labels of check's and plan's reports are
+// 12 columns wide).
+std::string labelled_lines(const std::string& label, const std::string& text);
+
 // Errors of the file system the user can fix (no space, no permission, not a folder, no
 // such file), as opposed to a bug in distrain.
 bool is_user_condition(const std::error_code& code);

@@ -12,6 +12,27 @@ namespace distrain::cli {
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
+std::string labelled_lines(const std::string& label, const std::string& text) {
+  constexpr size_t kWidth = 80, kIndent = 12;
+  std::string out = label + std::string(kIndent > label.size() ? kIndent - label.size() : 1, ' ');
+  size_t column = out.size();
+  for (size_t at = 0; at < text.size();) {
+    const size_t space = text.find(' ', at);
+    const std::string word = text.substr(at, space == std::string::npos ? std::string::npos : space - at);
+    at = space == std::string::npos ? text.size() : space + 1;
+    if (column > kIndent && column + 1 + word.size() > kWidth) {
+      out += "\n" + std::string(kIndent, ' ');
+      column = kIndent;
+    } else if (column > kIndent) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+  }
+  return out + "\n";
+}
+
 CLI::Validator at_least(long long lowest) {
   return CLI::Validator(
       [lowest](std::string& text) -> std::string {

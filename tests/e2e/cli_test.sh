@@ -13,6 +13,11 @@ failed=0
 
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
+# plan's report lines wrap at 80 columns, continued 12 spaces in: one line each again.
+unwrap_report() {
+  awk 'NR > 1 && /^            [^ ]/ { sub(/^ +/, " "); printf "%s", $0; next } NR > 1 { print "" } { printf "%s", $0 } END { print "" }' "$1" >"$1.flat" &&
+    mv "$1.flat" "$1"
+}
 # seconds_since START: seconds from START (date +%s.%N) to now, with awk (a bare Debian has no bc).
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 
@@ -316,6 +321,15 @@ PY
   "$distrain" bench "$tiny" --read-every 0 >"$work/out" 2>"$work/err"
   [ $? -ne 0 ] && grep -q "read-every" "$work/err" && ok "bench --read-every 0 is refused" || bad "bench --read-every 0: $(cat "$work/err")"
   "$distrain" check "$tiny" | grep -q "global batch 32" && ok "check prints the plan" || bad "check"
+  # check --without-data: the plan from the recipe alone, as plan makes it; without the
+  # flag, the missing data's error says it exists.
+  "$distrain" check "$src/recipes/fashion_mnist_cnn.toml" --set data.path=/nonexistent/data --without-data --set train.steps=40 >"$work/nodata.log" 2>&1 &&
+    grep -q "^data        .*not read (--without-data)" "$work/nodata.log" && grep -q "^steps       40 (train.steps)" "$work/nodata.log" &&
+    grep -q "^memory      per replica" "$work/nodata.log" && ok "check --without-data plans without reading the data" ||
+    bad "check --without-data: $(head -n 5 "$work/nodata.log")"
+  "$distrain" check "$src/recipes/fashion_mnist_cnn.toml" --set data.path=/nonexistent/data >"$work/nodata.log" 2>&1
+  [ $? -eq 2 ] && grep -q "(check --without-data plans the run without it)" "$work/nodata.log" &&
+    ok "check without the data names --without-data" || bad "check, missing data: $(cat "$work/nodata.log")"
   "$distrain" check "$tiny" --set strategy.name=mirrored --set 'strategy.devices=["cpu:0","cpu:1"]' >"$work/check2.log"
   grep -q "2 replica(s) x 32 per replica = global batch 64" "$work/check2.log" && grep -q "0.002 = 0.001 x linear rule for global batch 64 / base batch 32" "$work/check2.log" &&
     ok "check shows replicas, global batch and the scaled learning rate" || bad "check mirrored: $(cat "$work/check2.log")"
@@ -676,6 +690,7 @@ gpt)
   # 0.26 s, which a build under ASan (the pipeline's bubble 27x the release's) outweighed.
   "$distrain" plan "$src/recipes/shakespeare_char_gpt.toml" --set "data.path=\"$src/data/tiny_shakespeare.txt\"" --ranks 2 \
     --hosts 2 --links inter=1Mbit/s --profile-steps 2 --write "$work/planned.toml" >"$work/plan.log" 2>&1
+  unwrap_report "$work/plan.log"
   grep -q "^choice      data 1 x pipeline 2 " "$work/plan.log" && grep -q "^  1  data 1 x pipeline 2 " "$work/plan.log" &&
     "$distrain" check "$work/planned.toml" >"$work/planned.log" 2>&1 && grep -q "^mesh        data 1 x tensor 1 x pipeline 2" "$work/planned.log" &&
     ok "plan: a slow link between 2 hosts chooses pipeline 2, and --write's recipe checks" ||
@@ -686,13 +701,16 @@ gpt)
   "$distrain" check "$work/planned.toml" --json >"$work/planned.json" 2>/dev/null &&
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert len(j["memory_per_rank"]) == 2, j' "$work/planned.json" &&
     ok "check --json of a mesh: each rank's memory" || bad "check --json mesh: $(cat "$work/planned.json")"
-  python3 - "$work/plan.log" <<'PY' && ok "plan: the table's columns stay aligned whatever the layout names" || bad "plan table: $(sed -n 4,8p "$work/plan.log")"
+  python3 - "$work/plan.log" <<'PY' && ok "plan: the table within 80 columns, its figures under their headings" || bad "plan table: $(sed -n 4,8p "$work/plan.log")"
 import sys
 lines = open(sys.argv[1]).read().splitlines()
-header = next(l for l in lines if l.lstrip().startswith("#  layout"))
+at = next(i for i, l in enumerate(lines) if l.lstrip().startswith("#") and "peak/rank" in l)
+header = lines[at]
 end = header.index("peak/rank") + len("peak/rank")
-rows = [l for l in lines if l[:3].strip().isdigit()]
-assert rows and all(r[:end].endswith("B") and r[end] == " " for r in rows), rows
+names = [i for i in range(at + 1, len(lines)) if lines[i][:3].strip().isdigit()]
+figures = [lines[i + 1] for i in names]
+assert names and all(f[:end].endswith("B") and f[end] == " " and f.rstrip()[-1].isdigit() for f in figures), figures
+assert all(len(l) <= 80 for l in [header] + figures + [lines[i] for i in names]), header
 PY
   "$distrain" plan "$work/gpt.toml" --ranks 4 --hosts 2 --profile-steps 2 --json >"$work/plan.json" 2>"$work/plan.err"
   json_true '[c for c in J[0] if c["fits"]][0]["step_ms"]["total"] > 0 and all(c["data"] * c["tensor"] * c["pipeline"] == 4 and c["tensor"] <= 2 for c in J[0])' \
@@ -712,7 +730,7 @@ PY
   # A model bigger than a device (201.7M parameters, 2 GiB devices): its profile runs on its
   # first blocks and every layout is weighed without storage.
   if "$distrain" plan "$src/recipes/gpt_bigger_than_a_device.toml" --set "data.path=\"$src/data/tiny_shakespeare.txt\"" \
-    --ranks 4 --profile-steps 1 --profile-rounds 1 --top 3 >"$work/plan_big.log" 2>&1 &&
+    --ranks 4 --profile-steps 1 --profile-rounds 1 --top 3 >"$work/plan_big.log" 2>&1 && unwrap_report "$work/plan_big.log" &&
     grep -q "^choice .*the model does not fit one device" "$work/plan_big.log"; then
     ok "plan: a model bigger than a device is planned ($(grep '^choice' "$work/plan_big.log" | cut -c 13-60)...)"
   else

@@ -21,6 +21,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 passed=0 failed=0
 ok() { echo "ok: $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
+# plan's report lines wrap at 80 columns, continued 12 spaces in: one line each again.
+unwrap_report() {
+  awk 'NR > 1 && /^            [^ ]/ { sub(/^ +/, " "); printf "%s", $0; next } NR > 1 { print "" } { printf "%s", $0 } END { print "" }' "$1" >"$1.flat" &&
+    mv "$1.flat" "$1"
+}
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 ranks_alive() { pgrep -f "^$distrain train" | while read -r p; do ip netns identify "$p"; done | grep -c dt-host; }
 cleanup() {
@@ -62,6 +67,7 @@ across 300 "${gpt[@]}" --set train.steps=5 --run-dir "$work/slow" >"$work/slow.l
 # plan --measure on the hosts themselves: the links it measured, and a layout.
 timeout -k 5 300 "$hosts" mpirun -np 4 "$distrain" plan recipes/shakespeare_char_gpt.toml --ranks 4 --hosts 2 --cores 1 \
   --profile-steps 2 --profile-rounds 2 --measure </dev/null >"$work/plan.log" 2>&1
+unwrap_report "$work/plan.log"
 grep -q "^links .*(measured by --measure)" "$work/plan.log" && grep -q "^choice      data" "$work/plan.log" &&
   grep -qE "^compute .*; [0-9.]+x slower in a step of every rank \([0-9.]+x with a tensor axis\), and a data axis across hosts waits [0-9.]+% of the step.s compute \(measured: " "$work/plan.log" &&
   ok "plan --measure across the hosts: $(grep '^links' "$work/plan.log" | cut -c13-); $(grep -oE '[0-9.]+x slower in a step of every rank \([0-9.]+x with a tensor axis\), and a data axis across hosts waits [0-9.]+%' "$work/plan.log")" ||
@@ -70,6 +76,7 @@ grep -q "^links .*(measured by --measure)" "$work/plan.log" && grep -q "^choice 
 # runs the first blocks instead, and says so.
 timeout -k 5 300 "$hosts" mpirun -np 4 "$distrain" plan recipes/shakespeare_char_gpt.toml --ranks 4 --hosts 2 --cores 1 \
   --profile-steps 2 --profile-rounds 1 --device-memory 20MiB --measure </dev/null >"$work/plan_small.log" 2>&1
+unwrap_report "$work/plan_small.log"
 grep -q "calibrating on steps of its first 2 blocks (the whole model's calibration steps do not fit a rank)" \
   "$work/plan_small.log" && grep -q "^choice      data" "$work/plan_small.log" &&
   ok "plan --measure on devices of 20 MiB calibrates on the first blocks: $(grep -oE '[0-9.]+x slower in a step of every rank' "$work/plan_small.log")" ||
@@ -98,6 +105,7 @@ wait
 saved=$(ls "$work/cut" | grep -c '^ckpt-')
 "$distrain" plan recipes/shakespeare_char_gpt.toml "${keys[@]}" "${every[@]}" --set train.steps=60 --ranks 2 --hosts 1 --profile-steps 2 --write "$work/left.toml" \
   >"$work/left.log" 2>&1
+unwrap_report "$work/left.log"
 layout=$(sed -n 's/^choice      \([^:]*\):.*/\1/p' "$work/left.log")
 timeout -k 5 300 "$hosts" mpirun -np 2 --host 10.77.0.1:2 "$distrain" train "$work/left.toml" --progress none --run-dir "$work/cut" \
   </dev/null >"$work/resume.log" 2>&1
