@@ -9,6 +9,8 @@
 #include "core/base/error.hpp"
 #include "core/base/host_memory.hpp"
 #include "core/base/log.hpp"
+#include "datasets/text_files.hpp"
+#include "datasets/utf8.hpp"
 #include "datasets/token_files.hpp"
 
 namespace distrain {
@@ -16,24 +18,6 @@ namespace distrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  DT_USER_CHECK(!fs::is_directory(path, ec), "{}: a folder, not a text file (data.path)", path);
-  const std::string problem = not_a_file(path);
-  DT_USER_CHECK(problem.empty(), "{}: {} (data.path){}", path, problem, problem == "not found" ? relative_note(path) : "");
-  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
-  DT_USER_CHECK(!ec, "{}: cannot read its size ({}) (data.path)", path, ec.message());
-  // The text, its code points and its ids: about 13 bytes for each byte of a file.
-  const std::optional<int64_t> available = available_host_memory();
-  DT_USER_CHECK(!available || 13 * size <= *available, "{}: {} of text need about {} in memory, more than the {} free",
-                path, format_bytes(size), format_bytes(13 * size), format_bytes(*available));
-  std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  DT_USER_CHECK(in && in.gcount() == size, "{}: cannot read all {} bytes (data.path)", path, size);
-  return text;
-}
 
 // One split as a Dataset of windows; `what` names it in messages.
 Dataset token_split(std::vector<int32_t> ids, const DataSpec& spec, std::shared_ptr<const Vocabulary> vocabulary,
@@ -61,12 +45,48 @@ Dataset no_validation_split(const DataSpec& spec, std::shared_ptr<const Vocabula
   return d;
 }
 
-// The ids of `text` by a tokenizer, cached beside the text file as
-// <file>.<CRC-32C of the text><of the tokenizer's vocabulary text>.tokens, so that a
-// later run reads them instead of tokenizing again, and a changed text or tokenizer is
-// tokenized anew; a folder that cannot be written is not cached in.
-std::vector<int32_t> tokenized_text(const std::string& text, const Vocabulary& vocabulary, const std::string& path) {
-  const std::string cache = fmt::format("{}.{:08x}{:08x}.tokens", path, crc32c(text), crc32c(vocabulary.to_text()));
+// The hash that names a cache of `documents`' ids: their paths and texts, in order.
+uint32_t documents_crc(const std::vector<TextDocument>& documents) {
+  if (documents.size() == 1) return crc32c(documents[0].text);
+  std::string manifest;
+  for (const TextDocument& d : documents) manifest += fmt::format("{}\n{:08x}\n", d.path, crc32c(d.text));
+  return crc32c(manifest);
+}
+
+// Every document's ids by the tokenizer, the tokenizer's end-of-text between documents
+// (where it has one), saying how far it is once it takes over a second.
+std::vector<int32_t> tokenize_documents(const std::vector<TextDocument>& documents, const Vocabulary& vocabulary,
+                                        const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto said = start;
+  int64_t total = 0, done = 0;
+  for (const TextDocument& d : documents) total += static_cast<int64_t>(d.text.size());
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    if (i > 0 && vocabulary.end_of_text()) ids.push_back(*vocabulary.end_of_text());
+    const std::vector<int32_t> one = vocabulary.encode(documents[i].text, documents[i].path);
+    ids.insert(ids.end(), one.begin(), one.end());
+    done += static_cast<int64_t>(documents[i].text.size());
+    if (Clock::now() - said > std::chrono::seconds(1) && i + 1 < documents.size()) {
+      said = Clock::now();
+      const double seconds = std::chrono::duration<double>(said - start).count();
+      log::info("{}: tokenizing: {:.1f} of {:.1f} MB ({} of {} files), {:.1f} MB/s", path, done / 1e6, total / 1e6, i + 1,
+                documents.size(), done / 1e6 / seconds);
+    }
+  }
+  return ids;
+}
+
+// The ids of `documents` by a tokenizer, cached as
+// <stem>.<CRC-32C of the texts><of the tokenizer's vocabulary text>.tokens (beside a single
+// file, in the folder for several), so that a later run reads them instead of tokenizing
+// again, and a changed text or tokenizer is tokenized anew; a folder that cannot be written
+// is not cached in.
+std::vector<int32_t> tokenized_text(const std::vector<TextDocument>& documents, const Vocabulary& vocabulary,
+                                    const std::string& path) {
+  const std::string cache = fmt::format("{}.{:08x}{:08x}.tokens", token_cache_stem(path, documents), documents_crc(documents),
+                                        crc32c(vocabulary.to_text()));
   std::error_code ec;
   const auto cached_size = fs::file_size(cache, ec);
   if (!ec && cached_size % sizeof(int32_t) == 0) {
@@ -78,7 +98,7 @@ std::vector<int32_t> tokenized_text(const std::string& text, const Vocabulary& v
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> ids = vocabulary.encode(text, path);
+  std::vector<int32_t> ids = tokenize_documents(documents, vocabulary, path);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string partial = cache + ".partial";
   std::ofstream out(partial, std::ios::binary);
@@ -87,26 +107,49 @@ std::vector<int32_t> tokenized_text(const std::string& text, const Vocabulary& v
   if (out) fs::rename(partial, cache, ec);
   const bool kept = out && !ec;
   if (!kept) fs::remove(partial, ec);
-  log::info("{}: {} tokens in {:.1f} s ({:.1f} MB/s){}", path, ids.size(), seconds,
-            static_cast<double>(text.size()) / 1e6 / std::max(seconds, 1e-9),
+  int64_t bytes = 0;
+  for (const TextDocument& d : documents) bytes += static_cast<int64_t>(d.text.size());
+  log::info("{}: {} tokens{} in {:.1f} s ({:.1f} MB/s){}", path, ids.size(),
+            documents.size() > 1 ? fmt::format(" from {} files", documents.size()) : "", seconds,
+            static_cast<double>(bytes) / 1e6 / std::max(seconds, 1e-9),
             kept ? ", cached in " + cache : " (not cached: its folder cannot be written)");
   return ids;
 }
 
-// The vocabulary of dataset = "text": the tokenizer's, or bytes, or `text`'s characters.
-Vocabulary text_vocabulary(const DataSpec& spec, const std::string& text) {
+// The documents' text, one after another (the characters vocabulary is made from all of it).
+std::string joined_text(const std::vector<TextDocument>& documents) {
+  std::string text;
+  for (const TextDocument& d : documents) text += d.text;
+  return text;
+}
+
+// The ids of the bytes or characters vocabulary: each document's, one after another.
+std::vector<int32_t> character_ids(const std::vector<TextDocument>& documents, const Vocabulary& vocabulary) {
+  std::vector<int32_t> ids;
+  for (const TextDocument& d : documents) {
+    const std::vector<int32_t> one = vocabulary.encode(d.text, d.path);
+    ids.insert(ids.end(), one.begin(), one.end());
+  }
+  return ids;
+}
+
+// The vocabulary of dataset = "text": the tokenizer's, or bytes, or the documents' characters.
+Vocabulary text_vocabulary(const DataSpec& spec, const std::vector<TextDocument>& documents) {
   if (!spec.tokenizer.empty()) return Vocabulary::tokenizer(spec.tokenizer);
-  return spec.vocabulary == "bytes" ? Vocabulary::bytes() : Vocabulary::characters(text, spec.path);
+  if (spec.vocabulary == "bytes") return Vocabulary::bytes();
+  if (documents.size() == 1) return Vocabulary::characters(documents[0].text, documents[0].path);
+  for (const TextDocument& d : documents) check_utf8(d.text, d.path);  // a bad byte named in its own file
+  return Vocabulary::characters(joined_text(documents), spec.path);
 }
 
 }  // namespace
 
 Splits read_text_splits(const DataSpec& spec) {
-  const std::string text = read_text_file(spec.path);
-  auto vocabulary = std::make_shared<const Vocabulary>(text_vocabulary(spec, text));
-  std::vector<int32_t> ids = vocabulary->kind() == Vocabulary::Kind::tokenizer ? tokenized_text(text, *vocabulary, spec.path)
-                                                                                : vocabulary->encode(text, spec.path);
-  // The file's end validates, as nanoGPT: int(n * 0.9) tokens train.
+  const std::vector<TextDocument> documents = read_text_documents(spec.path);
+  auto vocabulary = std::make_shared<const Vocabulary>(text_vocabulary(spec, documents));
+  std::vector<int32_t> ids = vocabulary->kind() == Vocabulary::Kind::tokenizer ? tokenized_text(documents, *vocabulary, spec.path)
+                                                                                : character_ids(documents, *vocabulary);
+  // The text's end validates, as nanoGPT: int(n * 0.9) tokens train.
   const auto train_count = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - spec.validation_fraction));
   std::vector<int32_t> validation(ids.begin() + static_cast<std::ptrdiff_t>(train_count), ids.end());
   ids.resize(train_count);
@@ -119,7 +162,8 @@ Splits read_text_splits(const DataSpec& spec) {
 int64_t token_vocabulary_size(const DataSpec& spec) {
   if (!spec.tokenizer.empty()) return Vocabulary::tokenizer(spec.tokenizer).size();
   if (spec.dataset == "tokens") return spec.vocab_size;
-  return text_vocabulary(spec, spec.vocabulary == "bytes" ? "" : read_text_file(spec.path)).size();
+  if (spec.vocabulary == "bytes") return Vocabulary::bytes().size();
+  return text_vocabulary(spec, read_text_documents(spec.path)).size();
 }
 
 Splits read_token_splits(const DataSpec& given) {

@@ -2,6 +2,7 @@
 // training and validation, nanoGPT and llm.c token files and their errors, and the
 // loader's windows (labels shifted by one, seeded offsets, contiguous without shuffle).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -178,6 +179,80 @@ TEST_CASE("text data: Tiny Shakespeare has 65 characters, its last 10% validates
   spec.path = "no_such_text.txt";
   CHECK_THROWS_WITH_AS(read_text_splits(spec), doctest::Contains("no_such_text.txt: not found (data.path); a relative"),
                        UserError);
+}
+
+// A byte-level BPE tokenizer.json of the 256 byte characters and <|endoftext|> (id 256),
+// no merges: each byte one token, whose id is the byte's place in GPT-2's byte table.
+std::string byte_tokenizer_json() {
+  std::string vocab;
+  int id = 0;
+  auto add = [&](char32_t c) {
+    std::string utf8;
+    if (c < 0x80) {
+      utf8 = (c == '"' || c == '\\') ? std::string("\\") + static_cast<char>(c) : std::string(1, static_cast<char>(c));
+    } else {
+      utf8 += static_cast<char>(0xC0 | (c >> 6));
+      utf8 += static_cast<char>(0x80 | (c & 0x3F));
+    }
+    vocab += fmt::format("{}\"{}\": {}", id ? ", " : "", utf8, id);
+    ++id;
+  };
+  for (char32_t b = 0; b < 256; ++b) {  // GPT-2's bytes_to_unicode
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    if (printable) add(b);
+  }
+  for (char32_t b = 0, n = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    if (!printable) add(256 + n++);
+  }
+  return fmt::format(R"({{"added_tokens": [{{"id": 256, "content": "<|endoftext|>", "special": true}}],
+    "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}},
+    "model": {{"type": "BPE", "vocab": {{{}, "<|endoftext|>": 256}}, "merges": []}}}})", vocab);
+}
+
+TEST_CASE("text data: a folder or a pattern of files, documents apart by end-of-text, cached in the folder") {
+  const fs::path dir = temp_dir("text_documents");
+  fs::create_directories(dir / "b");
+  std::ofstream(dir / "a.txt") << std::string(40, 'a');
+  std::ofstream(dir / "b" / "c.txt") << std::string(40, 'c');
+  std::ofstream(dir / ".hidden.txt") << "hidden";
+  std::ofstream(dir / ".tokenizer.json") << byte_tokenizer_json();  // hidden: no document
+  DataSpec spec;
+  spec.dataset = "text";
+  spec.seq_len = 8;
+  spec.validation_fraction = 0.25;
+  SUBCASE("characters: the files one after another, in path order, hidden files left out") {
+    spec.path = dir.string();
+    const Splits s = read_text_splits(spec);
+    CHECK(s.train.vocabulary->size() == 2);
+    CHECK(s.train.tokens.size() + s.test.tokens.size() == 80);
+    CHECK(s.train.vocabulary->decode({s.train.tokens.begin() + 39, s.train.tokens.begin() + 41}) == "ac");
+  }
+  SUBCASE("a tokenizer: <|endoftext|> between documents; the ids cached in the folder and read back") {
+    spec.tokenizer = (dir / ".tokenizer.json").string();
+    spec.path = (dir / "*" / "*.txt").string();  // b/c.txt alone
+    const Splits c = read_text_splits(spec);
+    CHECK(c.train.tokens.size() + c.test.tokens.size() == 40);
+    spec.path = dir.string();  // a.txt, b/c.txt
+    const Splits s = read_text_splits(spec);
+    std::vector<int32_t> all = s.train.tokens;
+    all.insert(all.end(), s.test.tokens.begin(), s.test.tokens.end());
+    REQUIRE(all.size() == 81);
+    CHECK(all[40] == 256);
+    CHECK(s.train.vocabulary->decode({all.begin() + 39, all.begin() + 42}) == "a<|endoftext|>c");
+    int caches = 0;
+    for (const auto& e : fs::directory_iterator(dir)) caches += e.path().filename().string().starts_with(".distrain.");
+    CHECK(caches == 2);  // the folder's and the pattern's (the same folder before its wildcard)
+    const Splits again = read_text_splits(spec);  // from the cache
+    CHECK(again.train.tokens == s.train.tokens);
+  }
+  SUBCASE("a pattern that matches nothing, an empty folder") {
+    spec.path = (dir / "*.md").string();
+    CHECK_THROWS_WITH_AS(read_text_splits(spec), doctest::Contains("*.md: the pattern matches no file (data.path)"), UserError);
+    fs::create_directories(dir / "empty");
+    spec.path = (dir / "empty").string();
+    CHECK_THROWS_WITH_AS(read_text_splits(spec), doctest::Contains("empty: the folder holds no text files"), UserError);
+  }
 }
 
 TEST_CASE("token loader: labels are the inputs shifted by one token") {
