@@ -1,6 +1,7 @@
 #include "core/train/preflight.hpp"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/base/host_memory.hpp"
+#include "core/base/json.hpp"
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
 #include "core/io/strategy_kind.hpp"
@@ -60,6 +62,19 @@ std::string replicas_holding(const Recipe& recipe, const MemoryUse& m) {
 
 int64_t available_or_unlimited() { return available_host_memory().value_or(kMax - 1); }
 
+// A language model's sizes that its data's vocabulary outgrows, as "key = value": every
+// embedding reading the token ids (its rows) and the last layer (its units).
+std::vector<std::string> vocabulary_too_small(const Recipe& recipe, int64_t outputs, int64_t vocabulary) {
+  std::vector<std::string> keys;
+  for (const LayerSpec& layer : recipe.model().layers) {
+    if (layer.prototype->type() != "embedding" || layer.inputs != std::vector<int>{-1}) continue;
+    const auto rows = layer.prototype->settings().at("input_dim").get<int64_t>();
+    if (rows < vocabulary) keys.push_back(fmt::format("{}.input_dim = {}", layer.key, rows));
+  }
+  if (outputs < vocabulary) keys.push_back(fmt::format("{}.units = {}", recipe.model().layers.back().key, outputs));
+  return keys;
+}
+
 }  // namespace
 
 void check_data_fits(const Recipe& recipe, const Dataset& train) {
@@ -70,9 +85,15 @@ void check_data_fits(const Recipe& recipe, const Dataset& train) {
                 model.input_shape().str(), train.example_shape.str(), train.source);
   const Shape& out = model.output_shape();
   const int64_t classes = out[out.rank() - 1];  // (classes,) or a language model's (sequence, vocabulary)
+  if (train.token_data()) {
+    const std::vector<std::string> small = vocabulary_too_small(recipe, classes, train.num_classes);
+    DT_USER_CHECK(small.empty(), "{}: {} but the data has {} tokens in its vocabulary ({}); write \"vocabulary\" for {}",
+                  recipe.file, fmt::join(small, " and "), train.num_classes, train.source, small.size() > 1 ? "both" : "it");
+    return;
+  }
   DT_USER_CHECK(classes >= train.num_classes,
-                "{}: the model outputs {} values but the data has {} {}; make the last layer's units {}", recipe.file,
-                classes, train.num_classes, train.token_data() ? "tokens in its vocabulary" : "classes", train.num_classes);
+                "{}: the model outputs {} values but the data has {} classes; make the last layer's units {}", recipe.file,
+                classes, train.num_classes, train.num_classes);
 }
 
 void check_last_batch(const Recipe& recipe, const Dataset& train) {

@@ -12,6 +12,7 @@
 #include "core/io/recipe.hpp"
 #include "core/strategy/strategy.hpp"
 #include "core/train/data_placement.hpp"
+#include "core/train/preflight.hpp"
 #include "datasets/loader.hpp"
 #include "datasets/token_data.hpp"
 #include "datasets/token_files.hpp"
@@ -434,6 +435,20 @@ TEST_CASE("token data: input_dim and units = \"vocabulary\" say the vocabulary's
                        doctest::Contains("sizes a layer by \"vocabulary\", the token data's vocabulary size, and "
                                          "data.dataset = \"fashion_mnist\" has none"),
                        UserError);
+  // Sizes written as numbers that the data outgrows: every one named, in one line.
+  DataSpec text;
+  text.dataset = "text";
+  text.path = kShakespeare;
+  text.seq_len = 64;
+  const Splits data = read_text_splits(text);
+  const Recipe small = load_recipe(recipe, {"data.path=\"" + kShakespeare + "\"", "model.layers.0.input_dim=60", "model.layers.4.units=60"});
+  CHECK_THROWS_WITH_AS(check_data_fits(small, data.train),
+                       doctest::Contains("model.layers[0].input_dim = 60 and model.layers[4].units = 60 but the data has 65 "
+                                         "tokens in its vocabulary"),
+                       UserError);
+  const Recipe table = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/llama_shakespeare.toml",  // untied
+                                   {"data.path=\"" + kShakespeare + "\"", "model.layers.0.input_dim=60"});
+  CHECK_THROWS_WITH_AS(check_data_fits(table, data.train), doctest::Contains("model.layers[0].input_dim = 60 but"), UserError);
 }
 
 }  // namespace distrain::test
