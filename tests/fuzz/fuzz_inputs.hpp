@@ -30,6 +30,7 @@
 #include "datasets/idx.hpp"
 #include "datasets/image_file.hpp"
 #include "datasets/bpe_tokenizer.hpp"
+#include "datasets/sentencepiece_tokenizer.hpp"
 #include "datasets/npy.hpp"
 #include "datasets/utf8.hpp"
 
@@ -359,6 +360,15 @@ inline void tokenizer_input(std::span<const uint8_t> data) {
     }
     static const auto small = parse_bpe_tokenizer(small_bpe_json(), "small.json");
     if (small->decode(small->encode(rest)) != rest) std::abort();
+  } catch (const UserError&) {
+  }
+}
+
+// A SentencePiece .model's bytes: read, then a varied text encoded and decoded with it.
+inline void sentencepiece_input(std::span<const uint8_t> data) {
+  try {
+    const auto t = parse_sentencepiece_model(std::string(reinterpret_cast<const char*>(data.data()), data.size()), "fuzz.model");
+    (void)t->decode(t->encode("the quick </s> fox  \n\n 42 \xe4\xb8\x96 \xf0\x9f\x98\x80"));
   } catch (const UserError&) {
   }
 }
