@@ -11,6 +11,7 @@
 #include "core/base/json.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
+#include "datasets/sentencepiece_library.hpp"
 
 namespace distrain::cli {
 
@@ -36,19 +37,22 @@ void register_info(CLI::App& app) {
     const std::string onednn = fmt::format("{}.{}.{}", d->major, d->minor, d->patch);
     const std::string hdf5 = fmt::format("{}.{}.{}", h5_major, h5_minor, h5_release);
     const std::string mpi = mpi_library_version();
+    const std::string sentencepiece = sentencepiece_status();
     std::vector<std::string> devices{fmt::format("cpu:0 {} ({} threads)", cpu_model(), cpu_threads())};
     devices.insert(devices.end(), gpu.devices.begin(), gpu.devices.end());
     if (*json) {
       const Json info = {{"version", DISTRAIN_VERSION}, {"onednn", onednn}, {"hdf5", hdf5}, {"mpi", mpi},
                          {"cuda_built", gpu.built}, {"cuda_runtime", gpu.cuda_runtime}, {"cudnn", gpu.cudnn},
                          {"cublas", gpu.cublas}, {"nccl", gpu.nccl}, {"cuda_compute", !gpu.cuda_runtime.empty()},
-                         {"cuda_problem", gpu.problem}, {"devices", devices}, {"openmp_wait", openmp_wait_description()}};
+                         {"cuda_problem", gpu.problem}, {"devices", devices}, {"openmp_wait", openmp_wait_description()},
+                         {"sentencepiece", sentencepiece}};
       fmt::print("{}\n", dump_line(info));
       return;
     }
     fmt::print("distrain {}\n", DISTRAIN_VERSION);
     fmt::print("  oneDNN   {} (CPU kernels)\n  HDF5     {}\n  MPI      {} (multi_worker_mirrored)\n", onednn, hdf5, mpi);
     fmt::print("  OpenMP   idle threads wait: {}\n", openmp_wait_description());
+    fmt::print("  SentencePiece {}\n", sentencepiece);
     if (gpu.built && gpu.cuda_runtime.empty()) {
       fmt::print("  CUDA     plugin present, not usable: {}\n", gpu.problem);
     } else if (gpu.built) {

@@ -46,6 +46,7 @@ SentencePieceLibrary open_library() {
   void* handle = open_plugin(path);
   DT_USER_CHECK(handle, "{}: cannot load: {}; install libsentencepiece0", path, dlerror());
   SentencePieceLibrary l{};
+  l.path = path;
   bind(handle, path, "dt_sp_load", l.load);
   bind(handle, path, "dt_sp_free", l.free);
   bind(handle, path, "dt_sp_vocab_size", l.vocab_size);
@@ -61,6 +62,14 @@ SentencePieceLibrary open_library() {
 const SentencePieceLibrary& sentencepiece_library() {
   static const SentencePieceLibrary library = open_library();
   return library;
+}
+
+std::string sentencepiece_status() {
+  try {
+    return "plugin " + sentencepiece_library().path + " (.model files, tokenizer train)";
+  } catch (const UserError& e) {
+    return std::string("not usable: ") + e.what();
+  }
 }
 
 }  // namespace distrain

@@ -310,7 +310,7 @@ PY
   json_true 'len(J[0]) == 1 and J[1]["steps"] == 8' div/metrics.jsonl div/summary.json && ! grep -qiwE 'nan|inf|infinity' div/metrics.jsonl div/summary.json &&
     ok "metrics.jsonl and summary.json hold no NaN" || bad "divergence JSON: $(cat div/metrics.jsonl div/summary.json)"
   "$distrain" info --json >"$work/info.json"
-  json_true 'J[0]["version"] and J[0]["mpi"] and J[0]["devices"][0].startswith("cpu:0 ")' "$work/info.json" && ok "info --json names versions" ||
+  json_true 'J[0]["version"] and J[0]["mpi"] and J[0]["devices"][0].startswith("cpu:0 ") and J[0]["sentencepiece"].startswith("plugin ")' "$work/info.json" && ok "info --json names versions and the SentencePiece plugin" ||
     bad "info --json: $(cat "$work/info.json")"
   "$distrain" bench "$tiny" --steps 5 --warmup 1 --json >"$work/bench.json"
   json_true 'J[0]["images_per_sec"] > 0 and J[0]["step_ms"]["min"] <= J[0]["step_ms"]["median"] and J[0]["global_batch"] == 32' "$work/bench.json" &&
