@@ -12,6 +12,21 @@ namespace {
 
 constexpr size_t kErrorBytes = 512;
 
+// The plugin's calls that fill a buffer return the whole result's size and write at most
+// the capacity given: `fill(data, capacity)` into `out`, once more into a buffer of that
+// size when the first was short; `out` ends at the result's size. Returns the size, or the
+// plugin's negative failure.
+template <typename Buffer, typename Fill>
+int64_t fill_growing(Buffer& out, Fill fill) {
+  int64_t size = fill(out.data(), out.size());
+  if (size > static_cast<int64_t>(out.size())) {
+    out.resize(static_cast<size_t>(size));
+    size = fill(out.data(), out.size());
+  }
+  if (size >= 0) out.resize(static_cast<size_t>(size));
+  return size;
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(dt_sp_model* model, std::string path)
@@ -26,30 +41,23 @@ class SentencePieceTokenizer final : public Tokenizer {
     // SentencePiece puts before the first word.
     std::vector<int32_t> ids(text.size() + 16);
     char err[kErrorBytes] = {};
-    int64_t count = lib_.encode(model_, text.data(), text.size(), ids.data(), ids.size(), err, sizeof err);
+    const int64_t count = fill_growing(ids, [&](int32_t* data, size_t capacity) {
+      return lib_.encode(model_, text.data(), text.size(), data, capacity, err, sizeof err);
+    });
     DT_USER_CHECK(count >= 0, "{}: SentencePiece cannot encode it: {}", source, err);
-    if (static_cast<size_t>(count) > ids.size()) {
-      ids.resize(static_cast<size_t>(count));
-      count = lib_.encode(model_, text.data(), text.size(), ids.data(), ids.size(), err, sizeof err);
-      DT_USER_CHECK(count >= 0, "{}: SentencePiece cannot encode it: {}", source, err);
-    }
-    ids.resize(static_cast<size_t>(count));
     return ids;
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
+    const int64_t tokens = vocab_size();  // one plugin call, not two an id
     for (const int32_t id : ids)
-      DT_USER_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside {}'s {} tokens", id, path_, vocab_size());
+      DT_USER_CHECK(id >= 0 && id < tokens, "token id {} is outside {}'s {} tokens", id, path_, tokens);
     std::string text(ids.size() * 8 + 16, '\0');
     char err[kErrorBytes] = {};
-    int64_t size = lib_.decode(model_, ids.data(), ids.size(), text.data(), text.size(), err, sizeof err);
+    const int64_t size = fill_growing(text, [&](char* data, size_t capacity) {
+      return lib_.decode(model_, ids.data(), ids.size(), data, capacity, err, sizeof err);
+    });
     DT_USER_CHECK(size >= 0, "{}: SentencePiece cannot decode the ids: {}", path_, err);
-    if (static_cast<size_t>(size) > text.size()) {
-      text.resize(static_cast<size_t>(size));
-      size = lib_.decode(model_, ids.data(), ids.size(), text.data(), text.size(), err, sizeof err);
-      DT_USER_CHECK(size >= 0, "{}: SentencePiece cannot decode the ids: {}", path_, err);
-    }
-    text.resize(static_cast<size_t>(size));
     return text;
   }
 
