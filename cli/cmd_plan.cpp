@@ -91,21 +91,24 @@ void print_plan(const Recipe& base, const PlanArgs& a, const Cluster& cluster, c
       base.strategy.device_memory ? fmt::format(" within strategy.device_memory = {}", format_bytes(base.strategy.device_memory)) : "",
       refused)));
   fmt::print("{}", labelled_lines("links", links.str() + (a.measure ? " (measured by --measure)" : "")));
-  fmt::print("{}", labelled_lines("compute", fmt::format(
-      "measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}",
-      threads_per_rank(a, cluster), a.cores, cluster.per_host(), cores.measured_slowdown > 0 ? calibration_line(cores, cluster) : "")));
+  fmt::print("{}", labelled_lines("compute", a.rate.given()
+      ? fmt::format("priced from each layer's work on a device of {} (the longer of its operations and its bytes); "
+                    "offloading not weighed (its host's update is not priced)", a.rate.str())
+      : fmt::format("measured here on one device with {} thread(s) per rank: {} core(s) per host for its {} rank(s){}",
+                    threads_per_rank(a, cluster), a.cores, cluster.per_host(),
+                    cores.measured_slowdown > 0 ? calibration_line(cores, cluster) : "")));
   if (fitting == 0) return;
   print_table(all, a.top, static_cast<double>(global_batch) * tokens_per_example(base));
   fmt::print("{}", labelled_lines("choice", fmt::format("{}: {}", all.front().layout.str(), reason(all, all.front(), cluster, links))));
 }
 
 // The precisions weighed (train.precision is bf16 or not): --precision's, else the recipe's.
-std::vector<bool> precisions(const Recipe& base, const std::string& choice) {
+std::vector<bool> precisions(const Recipe& base, const std::string& choice, bool profiled) {
   const std::vector<bool> chosen = choice.empty() ? std::vector<bool>{base.train.matmul_dtype == DType::bf16}
                                    : choice == "float32" ? std::vector<bool>{false}
                                    : choice == "bf16"    ? std::vector<bool>{true}
                                                          : std::vector<bool>{false, true};
-  if (chosen.back()) {  // its products are profiled here
+  if (chosen.back() && profiled) {  // its products are profiled here
     if (const std::string how = backend_for(Device{}).bf16_matmul_emulated(); !how.empty())
       log::info("plan: bf16 layouts are timed on this machine, where {}", how);
   }
@@ -130,6 +133,8 @@ void write_layout_recipe(const PlanArgs& a, const Recipe& chosen, const PlanLayo
 void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluster, const Links& links,
                     int64_t global_batch, const std::vector<bool>& weighed, const CoreSharing& cores) {
   std::vector<Candidate> all = weigh_memory(base, cluster, global_batch, weighed);
+  if (a.rate.given())  // an offloaded update runs on another device's host, whose rates are not given
+    std::erase_if(all, [](const Candidate& c) { return c.layout.offload; });
   weigh_time(base, cluster, links, global_batch, profiles_in_rounds(base, a, cluster, global_batch, all), cores, all);
   const double tokens_per_step = static_cast<double>(global_batch) * tokens_per_example(base);
   if (a.json) {
@@ -156,8 +161,10 @@ void run_plan(const PlanArgs& a) {
   const Cluster cluster{a.ranks, a.hosts};
   Links links = a.links.empty() ? Links{} : parse_links(a.links);
   const int64_t global_batch = recipe_global_batch(base, a.ranks);
-  const std::vector<bool> weighed = precisions(base, a.precision);
-  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, CoreSharing{ranks_per_core(a, cluster)});
+  const std::vector<bool> weighed = precisions(base, a.precision, !a.rate.given());
+  // Devices priced from their rates are whole devices, not ranks sharing this host's cores.
+  const CoreSharing sharing{a.rate.given() ? 1.0 : ranks_per_core(a, cluster)};
+  if (!a.measure) return plan_and_print(a, base, cluster, links, global_batch, weighed, sharing);
   MpiCommunicator world(60.0);
   {
     const Model shapes(base.model(), backend_for(Device{}), storage_free_seams());
@@ -195,8 +202,17 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--write", a->write, "Write the fastest layout's recipe to this file");
   cmd->add_flag("--json", a->json, "Print every layout as JSON");
   cmd->add_flag("--measure", a->measure, "Measure the links: run under mpirun -np RANKS on the cluster itself");
+  cmd->add_option("--device-tflops", a->device_tflops, "Price each layer on a device of this many TFLOP/s (its dense "
+                  "products in the precision trained) instead of profiling here; needs --device-bandwidth");
+  cmd->add_option("--device-bandwidth", a->device_bandwidth, "That device's memory bandwidth, e.g. 3.35TB/s");
   cmd->callback([a] {
     if (a->json) log::set_info_stream(stderr);
+    if (a->device_tflops > 0 || !a->device_bandwidth.empty()) {
+      DT_USER_CHECK(a->device_tflops > 0, "--device-bandwidth needs --device-tflops too (the device's rate of dense products)");
+      DT_USER_CHECK(!a->measure, "plan: --measure times steps on this cluster's own devices; --device-tflops prices "
+                    "other devices: give one or the other");
+      a->rate = parse_device_rate(a->device_tflops, a->device_bandwidth);
+    }
     run_plan(*a);
   });
 }

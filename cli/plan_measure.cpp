@@ -94,6 +94,20 @@ bool calibrates_whole_model(const Recipe& base, const Cluster& cluster, int64_t 
   return true;
 }
 
+// A profile is taken on this machine: one its memory cannot hold (a model meant for larger
+// devices, even cut to its first blocks) is refused before any is taken.
+void check_profile_fits(const Recipe& base, int64_t micro, bool bf16, int threads) {
+  const Recipe profiled = profile_recipe(base, micro, bf16, threads);
+  PlanLayout one;
+  one.bf16 = bf16;
+  const int64_t needs = largest_rank(profiled, one).total();
+  const std::optional<int64_t> available = available_host_memory();
+  DT_USER_CHECK(!available || needs <= *available, "plan {}: profiling its layers here at a micro-batch of {} needs {} "
+                "(its first {} blocks) but this machine has {} available; price a device's layers from their work "
+                "instead: --device-tflops and --device-bandwidth (e.g. 400 and 3.35TB/s)", base.file, micro,
+                format_bytes(needs), kProfiledBlocks, format_bytes(*available));
+}
+
 }  // namespace
 
 int threads_per_rank(const PlanArgs& a, const Cluster& cluster) { return std::max(1, a.cores / cluster.per_host()); }
@@ -107,9 +121,16 @@ double ranks_per_core(const PlanArgs& a, const Cluster& cluster) {
 // measurement give every size the same mix of fast and slow spells.
 LayerTimesBy profiles_in_rounds(const Recipe& base, const PlanArgs& a, const Cluster& cluster, int64_t global_batch,
                                 const std::vector<Candidate>& candidates) {
-  std::map<std::pair<int64_t, bool>, std::vector<LayerTimes>> rounds;
-  for (const auto& key : profiles_needed(candidates, global_batch)) rounds[key];
   const int64_t value_bytes = model_value_bytes(base, global_batch);
+  const auto needed = profiles_needed(candidates, global_batch);
+  if (a.rate.given()) {
+    LayerTimesBy priced;
+    for (const auto& [micro, bf16] : needed) priced.emplace(std::pair{micro, bf16}, rated_layer_times(base, micro, bf16, a.rate, value_bytes));
+    return priced;
+  }
+  for (const auto& [micro, bf16] : needed) check_profile_fits(base, micro, bf16, threads_per_rank(a, cluster));
+  std::map<std::pair<int64_t, bool>, std::vector<LayerTimes>> rounds;
+  for (const auto& key : needed) rounds[key];
   for (int64_t r = 0; r < a.profile_rounds; ++r)
     for (auto& [key, taken] : rounds)
       taken.push_back(layer_times(base, key.first, key.second, a.profile_steps, threads_per_rank(a, cluster), value_bytes));

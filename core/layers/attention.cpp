@@ -104,6 +104,13 @@ class Attention final : public Layer {
     return in;
   }
 
+  // The projections in and out, then for each query the scores against the keys up to it
+  // and the sum of their values (causal: t(t + 1)/2 pairs of each).
+  double forward_flops() const override {
+    const double t = static_cast<double>(t_), pairs = t * (t + 1) / 2;
+    return 2.0 * t * c_ * qkv_width_ + 2.0 * t * local_c_ * c_ + 4.0 * pairs * local_c_;
+  }
+
   void forward(Ctx& ctx, const Tensor& in, Tensor out) override {
     const int64_t n = in.shape[0];
     ensure_workspace(ctx.backend, n);

@@ -36,6 +36,11 @@ class Conv2D final : public Layer {
   }
   std::optional<TensorSplit> requested_split() const override { return requested_; }
 
+  double forward_flops() const override {
+    const Conv2DSpec& c = spec_;
+    return 2.0 * static_cast<double>(c.out_h) * c.out_w * c.out_c * c.kernel_h * c.kernel_w * c.in_c;
+  }
+
   // Column-parallel: this rank's slice of the filters (kernel axis 3 and bias). Row-parallel:
   // `in` holds this rank's slice of the input channels (kernel axis 2); the bias stays whole.
   Shape setup(const Shape& in, ParamArena& arena) override {

@@ -62,6 +62,8 @@ class Dense final : public Layer {
     return (column_ ? 2 : 1) * whole + std::max(products, whole);
   }
 
+  double forward_flops() const override { return 2.0 * static_cast<double>(product_rows_) * in_ * out_; }
+
   // Column-parallel: this rank's slice of the units (kernel columns and bias). Row-parallel:
   // `in` is this rank's slice of the inputs (kernel rows); the bias stays whole.
   Shape setup(const Shape& in, ParamArena& arena) override {

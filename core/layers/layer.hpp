@@ -158,6 +158,11 @@ class Layer {
   // pass over the output less).
   virtual bool rounds_output() const { return false; }
 
+  // The floating-point operations of its matrix products in one forward pass of one
+  // example (two a multiply-add), as set up: `plan --device-tflops` prices a layer's compute
+  // from them. 0 for element-wise layers and gathers, which the bytes they move price.
+  virtual double forward_flops() const { return 0; }
+
   // Bytes a layer keeps per batch of n besides its output and its gradient (attention's
   // projections, layer norm's statistics), for `check` and the memory estimate.
   virtual int64_t workspace_bytes(int64_t) const { return 0; }

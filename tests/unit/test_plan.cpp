@@ -6,12 +6,16 @@
 #include <set>
 #include <sstream>
 
+#include "core/plan/device_rate.hpp"
 #include "core/plan/mesh_plan.hpp"
 #include "core/plan/plan_cost.hpp"
 #include "core/plan/plan_layouts.hpp"
 #include "core/plan/plan_pipeline.hpp"
 #include "core/base/error.hpp"
+#include "core/model/model.hpp"
 #include "core/model/model_spec.hpp"
+#include "core/model/no_storage.hpp"
+#include "core/backend/backend.hpp"
 #include "core/io/recipe.hpp"
 #include "core/strategy/zero_memory.hpp"
 
@@ -118,6 +122,45 @@ TEST_CASE("plan: --links parses rates and units, and refuses what it cannot read
   CHECK_THROWS_WITH_AS(parse_links("inter=10 furlongs/s"), doctest::Contains("--links inter=10 furlongs/s"), UserError);
   CHECK_THROWS_WITH_AS(parse_links("inter=10Gbps"), doctest::Contains("expected intra=RATE/s,inter=RATE/s"), UserError);
   CHECK_THROWS_AS(parse_links("inter=0GB/s"), UserError);
+}
+
+TEST_CASE("plan --device-tflops: each layer's operations counted, its time the longer of them and its bytes") {
+  // The Llama recipe (64 tokens, width 128, 4 query heads over 2 key/value heads, SwiGLU of
+  // 384, vocabulary 65): each product's multiply-adds, twice.
+  const Recipe llama = load_recipe(std::string(DISTRAIN_SOURCE_DIR) + "/recipes/llama_shakespeare.toml",
+                                   {"data.path=\"" + std::string(DISTRAIN_SOURCE_DIR) + "/data/tiny_shakespeare.txt\""});
+  const Model model(llama.model(), backend_for(Device{}), storage_free_seams());
+  const auto flops = [&](const std::string& name) {
+    for (const auto& l : model.layers())
+      if (l->name() == name) return l->forward_flops();
+    FAIL("no layer " << name);
+    return 0.0;
+  };
+  const double t = 64, c = 128, kv = 2 * 2 * 32, units = 384, vocabulary = 65;
+  CHECK(flops("layers.0.self_attn") == doctest::Approx(2 * t * c * (c + kv) + 2 * t * c * c + 4 * (t * (t + 1) / 2) * c));
+  CHECK(flops("layers.0.mlp") == doctest::Approx(6 * t * c * units));
+  CHECK(flops("lm_head") == doctest::Approx(2 * t * c * vocabulary));
+  CHECK(flops("embed_tokens") == 0);
+  CHECK(flops("layers.0.input_layernorm") == 0);
+
+  const DeviceRate rate = parse_device_rate(10, "100TB/s");
+  CHECK(rate.flops_per_s == doctest::Approx(1e13));
+  CHECK(rate.bytes_per_s == doctest::Approx(1e14));
+  const LayerTimes times = rated_layer_times(llama, 4, false, rate, 1000);
+  // The head's products outweigh its bytes at this rate; the norm moves bytes only.
+  CHECK(times.layer_ms.at("lm_head").first == doctest::Approx(4 * 2 * t * c * vocabulary / 1e13 * 1e3));
+  CHECK(times.layer_ms.at("lm_head").second == doctest::Approx(2 * times.layer_ms.at("lm_head").first));
+  CHECK(times.layer_ms.at("layers.0.input_layernorm").first == doctest::Approx((2 * 4 * t * c * 4 + c * 4) / 1e14 * 1e3));
+  CHECK(rated_layer_times(llama, 4, true, rate, 1000).layer_ms.at("layers.0.input_layernorm").first ==
+        doctest::Approx((2 * 4 * t * c * 2 + c * 2) / 1e14 * 1e3));  // bf16: 2 bytes an element
+  CHECK(times.layer_ms.size() == model.layers().size());
+  CHECK(times.update_ms > 0);
+  CHECK(times.value_bytes == 1000);
+
+  CHECK_THROWS_WITH_AS(parse_device_rate(100, ""), doctest::Contains("--device-bandwidth"), UserError);
+  CHECK_THROWS_WITH_AS(parse_device_rate(100, "3 furlongs"), doctest::Contains("--device-bandwidth 3 furlongs"), UserError);
+  CHECK_THROWS_AS(parse_device_rate(0, "1TB/s"), UserError);
+  CHECK_THROWS_AS(parse_device_rate(100, "0.1GB/s"), UserError);
 }
 
 TEST_CASE("plan: a pipeline's step simulated op by op: the bubble, shared cores, messages") {
