@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/train/bench_measure.hpp"
+#include "core/base/dtype.hpp"
 #include "core/base/error.hpp"
 #include "core/base/log.hpp"
 #include "core/comm/mpi_communicator.hpp"
@@ -19,6 +20,7 @@ namespace {
 
 constexpr int kRepeats = 10, kFewestRepeats = 3;
 constexpr double kProbeSeconds = 4;  // what one probe's timed calls take at most, unless kFewestRepeats do
+constexpr double kFloatBytes = static_cast<double>(dtype_size(DType::f32));  // the probes send float32
 
 // The median seconds of `run` over timed calls after 2 untimed, the ranks of `group`
 // starting together: kRepeats, or as many as fit kProbeSeconds at the second untimed
@@ -66,7 +68,7 @@ ShardRates shard_rates(Communicator& group, Communicator& world, int64_t floats,
   });
   const auto rate = [&](double median) {
     const double moving = median - (n - 1.0) * layers * latency_s;
-    return (n - 1.0) * static_cast<double>(part) * layers * 4.0 / std::max(1e-9, moving);
+    return (n - 1.0) * static_cast<double>(part) * layers * kFloatBytes / std::max(1e-9, moving);
   };
   return {rate(scatter_s), rate(gather_s)};
 }
@@ -76,7 +78,7 @@ void fit(Communicator& group, Communicator& world, int64_t floats, double& bytes
   const int n = group.size();
   const double small = median_all_reduce_s(group, world, 2), large = median_all_reduce_s(group, world, floats);
   latency_s = small / (2.0 * (n - 1));
-  const double per_byte = std::max(1e-12, (large - small) / (2.0 * (n - 1)) / (static_cast<double>(floats) * 4.0 / n));
+  const double per_byte = std::max(1e-12, (large - small) / (2.0 * (n - 1)) / (static_cast<double>(floats) * kFloatBytes / n));
   bytes_per_s = 1.0 / per_byte;
 }
 
@@ -90,7 +92,7 @@ double message_bytes_per_s(MpiCommunicator& group, Communicator& world, int64_t 
     group.recv(host_tensor(in.data(), floats), before, 1, "the probe's message");
     group.wait_send(id);
   });
-  return static_cast<double>(floats) * 4.0 / median;
+  return static_cast<double>(floats) * kFloatBytes / median;
 }
 
 }  // namespace

@@ -2,29 +2,22 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <stdexcept>
 
 #include "core/base/error.hpp"
+#include "core/base/plugin_path.hpp"
 
 namespace distrain {
 
 namespace {
 
-namespace fs = std::filesystem;
 constexpr const char* kPluginName = "libdistrain_sentencepiece.so";
 
-std::string find_plugin() {
-  if (const char* path = std::getenv("DISTRAIN_SENTENCEPIECE_PLUGIN"); path && *path) return path;
-  std::error_code ec;
-  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  DT_USER_CHECK(!ec, "SentencePiece: cannot find the executable's folder to look for {}", kPluginName);
-  for (const fs::path& candidate : {exe_dir / kPluginName, exe_dir / ".." / "lib" / kPluginName})
-    if (fs::exists(candidate)) return candidate.lexically_normal().string();
-  throw UserError(fmt::format("SentencePiece: this distrain has no {} (neither beside the executable nor in ../lib); "
-                              "rebuild with libsentencepiece-dev installed",
-                              kPluginName));
+std::string plugin_path() {
+  const std::string path = find_plugin("DISTRAIN_SENTENCEPIECE_PLUGIN", kPluginName);
+  DT_USER_CHECK(!path.empty(), "SentencePiece: this distrain has no {} (neither beside the executable nor in ../lib); "
+                "rebuild with libsentencepiece-dev installed", kPluginName);
+  return path;
 }
 
 // SentencePiece's symbols, its protobuf runtime among them, must bind inside the plugin,
@@ -41,7 +34,7 @@ void bind(void* handle, const std::string& path, const char* name, F& function) 
 }
 
 SentencePieceLibrary open_library() {
-  const std::string path = find_plugin();
+  const std::string path = plugin_path();
   // Never closed: models from it live until exit.
   void* handle = open_plugin(path);
   DT_USER_CHECK(handle, "{}: cannot load: {}; install libsentencepiece0", path, dlerror());

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "core/base/error.hpp"
+#include "core/base/plugin_path.hpp"
 
 namespace distrain {
 
@@ -14,16 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kPluginName = "libdistrain_cuda.so";
 
-std::string find_plugin() {
-  if (const char* path = std::getenv("DISTRAIN_CUDA_PLUGIN"); path && *path) return path;
-  std::error_code ec;
-  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  if (ec) return "";
-  for (const fs::path& candidate : {exe_dir / kPluginName, exe_dir / ".." / "lib" / kPluginName})
-    if (fs::exists(candidate)) return candidate.lexically_normal().string();
-  return "";
-}
-
 struct Loaded {
   CudaPluginStatus status;
   CudaPlugin* plugin = nullptr;
@@ -31,7 +21,7 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  l.status.path = find_plugin();
+  l.status.path = find_plugin("DISTRAIN_CUDA_PLUGIN", kPluginName);
   if (!l.status.path.empty() && !fs::exists(l.status.path)) {
     l.status.problem = fmt::format("DISTRAIN_CUDA_PLUGIN={} does not exist", l.status.path);
     return l;

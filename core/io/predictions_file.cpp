@@ -32,8 +32,8 @@ void write_npy(const std::string& path, const Predictions& p) {
   const bool probs = !p.probabilities.empty();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << (probs ? npy_header("<f4", {n, p.num_classes}) : npy_header("<i4", {n}));
-  if (probs) out.write(reinterpret_cast<const char*>(p.probabilities.data()), static_cast<std::streamsize>(p.probabilities.size() * 4));
-  else out.write(reinterpret_cast<const char*>(p.classes.data()), static_cast<std::streamsize>(p.classes.size() * 4));
+  if (probs) out.write(reinterpret_cast<const char*>(p.probabilities.data()), static_cast<std::streamsize>(p.probabilities.size() * sizeof(p.probabilities[0])));
+  else out.write(reinterpret_cast<const char*>(p.classes.data()), static_cast<std::streamsize>(p.classes.size() * sizeof(p.classes[0])));
   out.flush();
   DT_USER_CHECK(out.good(), "{}: cannot write ({})", path, errno ? std::strerror(errno) : "write failed");
 }

@@ -10,6 +10,7 @@
 
 #include "core/plan/plan_pipeline.hpp"
 #include "core/backend/backend.hpp"
+#include "core/base/dtype.hpp"
 #include "core/base/error.hpp"
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
@@ -20,7 +21,8 @@ namespace distrain {
 
 namespace {
 
-constexpr double kFloatBytes = 4;
+// Activations, gradients and messages in float32.
+constexpr double kFloatBytes = static_cast<double>(dtype_size(DType::f32));
 
 // One link's figures: the hosts' or a host's own.
 struct Link {
