@@ -14,6 +14,8 @@
 #   SIZES=shakespeare_char bench/compare_gpt.sh                (one size; STEPS, WARMUP too)
 #   PRECISION=bf16 bench/compare_gpt.sh                        (distrain's train.precision = "bf16"
 #                                                              against torch.autocast(cpu, bfloat16); no llm.c)
+#   COMPILE=1 bench/compare_gpt.sh                             (also PyTorch with torch.compile, its
+#                                                              compilation inside its warm-up steps)
 #   BUSY=1 bench/compare_gpt.sh                                (each round also beside BUSY other ML jobs:
 #                                                              bench/cpu_load.py, a PyTorch matrix product loop on
 #                                                              THREADS threads; the same load for all three; quiet and
@@ -43,6 +45,7 @@ rounds=${3:-${ROUNDS:-3}}
 sizes=${SIZES:-gpt2_124m shakespeare_char}
 precision=${PRECISION:-float32}
 busy=${BUSY:-0}
+compile=${COMPILE:-0}
 loads=quiet
 [ "$busy" -gt 0 ] && loads="quiet busy"
 case $precision in
@@ -162,7 +165,9 @@ for size in $sizes; do
     mkdir -p "$tmp/$size"
     "$python" "$here/bench/llmc_files.py" --size "$size" --dir "$tmp/$size" >"$tmp/$size.files.json"
   fi
-  for load in $loads; do : >"$tmp/$size.$load.distrain" ; : >"$tmp/$size.$load.pytorch" ; : >"$tmp/$size.$load.llmc"; done
+  for load in $loads; do
+    for name in distrain pytorch compiled llmc; do : >"$tmp/$size.$load.$name"; done
+  done
   for _ in $(seq "$rounds"); do
     for load in $loads; do
       start_load "$load"
@@ -171,6 +176,10 @@ for size in $sizes; do
         tail -n 1 >>"$tmp/$size.$load.distrain"
       "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" --precision "$precision" \
         --steps "$steps" --warmup "$warmup" | tail -n 1 >>"$tmp/$size.$load.pytorch"
+      if [ "$compile" = 1 ]; then
+        "$python" "$here/bench/gpt_pytorch_reference.py" --size "$size" --threads "$threads" --precision "$precision" \
+          --steps "$steps" --warmup "$warmup" --compile | tail -n 1 >>"$tmp/$size.$load.compiled"
+      fi
       if [ -n "$llmc" ]; then
         train_tokens=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$tmp/$size.files.json")
         "$python" "$tmp/llmc_run.py" "$llmc" "$tmp/$size" "$lwarm" "$llast" "$train_tokens" 64 \
@@ -185,7 +194,8 @@ for size in $sizes; do
 import json, math, statistics, sys
 size, threads, rounds, steps, warmup, lwarm, llast, peak, tmp, precision, load, busy = sys.argv[1:]
 peak = json.loads(peak)["gflops"]
-runs = {name: [json.loads(l) for l in open(f"{tmp}/{size}.{load}.{name}") if l.strip()] for name in ("distrain", "pytorch", "llmc")}
+runs = {name: [json.loads(l) for l in open(f"{tmp}/{size}.{load}.{name}") if l.strip()]
+        for name in ("distrain", "pytorch", "compiled", "llmc")}
 quiet = None
 if load == "busy":  # each one's quiet median, for the share it keeps
     quiet = {}
@@ -209,11 +219,12 @@ print(f"{size} in {precision}, {where}: batch {batch} x {seq} tokens, {threads} 
 if runs["distrain"][0]["parameters"] != N or runs["distrain"][0]["batch"] != batch:
     print(f"  note: distrain's recipe has {runs['distrain'][0]['parameters']:,} parameters, batch {runs['distrain'][0]['batch']}")
 names = {"distrain": f"distrain   ({steps} steps after {warmup})", "pytorch": f"pytorch    ({steps} steps after {warmup})",
-         "llmc": f"llm.c      (steps {lwarm}-{llast})"}
+         "compiled": f"compiled   ({steps} steps after {warmup})", "llmc": f"llm.c      (steps {lwarm}-{llast})"}
 med = {}
 for name, rs in runs.items():
     if not rs:
-        print(f"  {names[name].split()[0]:<10} skipped (no LLMC_BIN)")
+        if name == "llmc":
+            print(f"  {names[name].split()[0]:<10} skipped (no LLMC_BIN)")
         continue
     tps = [r["tokens_per_sec"] for r in rs]
     med[name] = m = statistics.median(tps)
@@ -222,8 +233,8 @@ for name, rs in runs.items():
     kept = f", {m / quiet[name]:.0%} of quiet" if quiet and name in quiet else ""
     print(f"  {names[name]:<32} {m:9.1f} tokens/s  (runs {', '.join(f'{x:.1f}' for x in tps)})  "
           f"step {ms:.1f} ms  {m * flops / 1e9:6.1f} GFLOP/s = {m * flops / 1e9 / peak:5.1%} of the fp32 peak{extra}{kept}")
-ratios = [f"distrain/{n} {med['distrain'] / med[n]:.2f}x" for n in ("llmc", "pytorch") if n in med]
-print("  " + "   ".join(r.replace("llmc", "llm.c") for r in ratios))
+ratios = [f"distrain/{n} {med['distrain'] / med[n]:.2f}x" for n in ("llmc", "pytorch", "compiled") if n in med]
+print("  " + "   ".join(r.replace("llmc", "llm.c").replace("compiled", "torch.compile") for r in ratios))
 losses = [f"{n} {runs[n][0]['first_loss']:.3f}" for n in ("pytorch", "llmc") if runs[n]]
 vocab = {"gpt2_124m": 50257, "shakespeare_char": 65, "llama_shakespeare": 65}[size]
 print(f"  first train loss: {', '.join(losses).replace('llmc', 'llm.c')} (ln V = {math.log(vocab):.3f})")
