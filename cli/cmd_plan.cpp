@@ -1,7 +1,8 @@
 // distrain plan RECIPE --ranks N [--hosts H] [--device-memory SIZE] [--links ...]: every
 // mesh and ZeRO layout of the recipe's model and global batch on N ranks, with each rank's
 // predicted peak device memory (check's model) and step time (core/plan/plan_cost.hpp, from a
-// profile measured here); the layouts that fit, fastest first, and why the first wins.
+// profile measured here, or with --device-tflops from the layers' work on another device:
+// core/plan/device_rate.hpp); the layouts that fit, fastest first, and why the first wins.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -145,8 +146,9 @@ void plan_and_print(const PlanArgs& a, const Recipe& base, const Cluster& cluste
     print_plan(base, a, cluster, links, global_batch, cores, all);
   }
   // Printed first, so that the peaks say by how much each layout is over.
-  DT_USER_CHECK(!all.empty() && all.front().fits, "plan{}: no layout fits; raise --device-memory or add ranks",
-                a.write.empty() ? "" : " --write " + a.write);
+  DT_USER_CHECK(!all.empty() && all.front().fits, "plan{}: no layout fits; raise --device-memory or add ranks{}",
+                a.write.empty() ? "" : " --write " + a.write,
+                a.rate.given() ? " (offloading is not weighed with --device-tflops)" : "");
   if (a.write.empty()) return;
   write_layout_recipe(a, layout_recipe(base, all.front().layout, global_batch), all.front().layout);
   if (!a.json) fmt::print("written     {} (launch: mpirun -np {} distrain train {})\n", a.write, a.ranks, a.write);
@@ -203,14 +205,17 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print every layout as JSON");
   cmd->add_flag("--measure", a->measure, "Measure the links: run under mpirun -np RANKS on the cluster itself");
   cmd->add_option("--device-tflops", a->device_tflops, "Price each layer on a device of this many TFLOP/s (its dense "
-                  "products in the precision trained) instead of profiling here; needs --device-bandwidth");
+                  "products in the precision weighed) instead of profiling here; needs --device-bandwidth");
   cmd->add_option("--device-bandwidth", a->device_bandwidth, "That device's memory bandwidth, e.g. 3.35TB/s");
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
     if (a->json) log::set_info_stream(stderr);
-    if (a->device_tflops > 0 || !a->device_bandwidth.empty()) {
-      DT_USER_CHECK(a->device_tflops > 0, "--device-bandwidth needs --device-tflops too (the device's rate of dense products)");
+    const bool tflops_given = cmd->count("--device-tflops") > 0;
+    if (tflops_given || !a->device_bandwidth.empty()) {
+      DT_USER_CHECK(tflops_given, "--device-bandwidth needs --device-tflops too (the device's rate of dense products)");
       DT_USER_CHECK(!a->measure, "plan: --measure times steps on this cluster's own devices; --device-tflops prices "
                     "other devices: give one or the other");
+      DT_USER_CHECK(a->precision != "both", "plan: --device-tflops is one precision's rate of products: weigh float32 "
+                    "and bf16 apart (--precision float32, then bf16, each with its rate)");
       a->rate = parse_device_rate(a->device_tflops, a->device_bandwidth);
     }
     run_plan(*a);

@@ -95,17 +95,18 @@ bool calibrates_whole_model(const Recipe& base, const Cluster& cluster, int64_t 
 }
 
 // A profile is taken on this machine: one its memory cannot hold (a model meant for larger
-// devices, even cut to its first blocks) is refused before any is taken.
-void check_profile_fits(const Recipe& base, int64_t micro, bool bf16, int threads) {
+// devices, even with its repeat blocks cut to their first copies) is refused before any is
+// taken.
+void check_profile_fits(const Recipe& base, int64_t micro, bool bf16, int threads, bool measure) {
   const Recipe profiled = profile_recipe(base, micro, bf16, threads);
   PlanLayout one;
   one.bf16 = bf16;
   const int64_t needs = largest_rank(profiled, one).total();
   const std::optional<int64_t> available = available_host_memory();
   DT_USER_CHECK(!available || needs <= *available, "plan {}: profiling its layers here at a micro-batch of {} needs {} "
-                "(its first {} blocks) but this machine has {} available; price a device's layers from their work "
-                "instead: --device-tflops and --device-bandwidth (e.g. 400 and 3.35TB/s)", base.file, micro,
-                format_bytes(needs), kProfiledBlocks, format_bytes(*available));
+                "(its repeat blocks cut to {}) but this machine has {} available; {}price a device's layers from "
+                "their work instead: --device-tflops and --device-bandwidth (e.g. 400 and 3.35TB/s)", base.file, micro,
+                format_bytes(needs), kProfiledBlocks, format_bytes(*available), measure ? "without --measure, " : "");
 }
 
 }  // namespace
@@ -128,7 +129,7 @@ LayerTimesBy profiles_in_rounds(const Recipe& base, const PlanArgs& a, const Clu
     for (const auto& [micro, bf16] : needed) priced.emplace(std::pair{micro, bf16}, rated_layer_times(base, micro, bf16, a.rate, value_bytes));
     return priced;
   }
-  for (const auto& [micro, bf16] : needed) check_profile_fits(base, micro, bf16, threads_per_rank(a, cluster));
+  for (const auto& [micro, bf16] : needed) check_profile_fits(base, micro, bf16, threads_per_rank(a, cluster), a.measure);
   std::map<std::pair<int64_t, bool>, std::vector<LayerTimes>> rounds;
   for (const auto& key : needed) rounds[key];
   for (int64_t r = 0; r < a.profile_rounds; ++r)
@@ -148,6 +149,7 @@ CoreSharing calibrate(MpiCommunicator& world, const PlanArgs& a, const Recipe& b
                       const Links& links, int64_t global_batch, bool bf16) {
   const int64_t data_rank_batch = std::max<int64_t>(1, global_batch / a.ranks);
   const int threads = threads_per_rank(a, cluster);
+  check_profile_fits(base, data_rank_batch, bf16, threads, true);
   const Recipe whole = profile_recipe(base, data_rank_batch, bf16, threads, 0);
   CalibrationSteps on = calibration_steps(whole, cluster, bf16);
   const bool on_whole = calibrates_whole_model(base, cluster, global_batch, on);

@@ -132,10 +132,10 @@ class GatedMlp final : public Layer {
     const int64_t whole = sequence_ ? rows * c_ * element : 0;
     return 4 * local_units_ * rows * element + 3 * whole + rounded + std::max(products, whole);
   }
-  // h (2F per token) in float32.
   // x W_gate and x W_up, then the product with W_down.
   double forward_flops() const override { return 6.0 * static_cast<double>(t_) * c_ * local_units_; }
 
+  // h (2F per token) in float32.
   int64_t workspace_bytes(int64_t n) const override {
     return n * t_ * 2 * local_units_ * static_cast<int64_t>(dtype_size(kActivationDType));
   }

@@ -11,7 +11,9 @@
 #include "core/base/error.hpp"
 #include "core/model/model.hpp"
 #include "core/model/no_storage.hpp"
+#include "core/layers/layer.hpp"
 #include "core/plan/mesh_plan.hpp"
+#include "core/plan/plan_layouts.hpp"
 
 namespace distrain {
 
@@ -48,20 +50,26 @@ double roofline_ms(double flops, double bytes, const DeviceRate& rate) {
 LayerTimes rated_layer_times(const Recipe& base, int64_t micro, bool bf16, const DeviceRate& rate, int64_t value_bytes) {
   const Model model(base.model(), backend_for(Device{}), storage_free_seams());
   const double n = static_cast<double>(micro), f32 = static_cast<double>(dtype_size(DType::f32));
-  const double kept = static_cast<double>(dtype_size(bf16 ? DType::bf16 : DType::f32));  // activations and weights read
+  const double activation = static_cast<double>(dtype_size(kActivationDType));
+  const double weight = static_cast<double>(dtype_size(bf16 ? DType::bf16 : DType::f32));  // as the products read them
   LayerTimes t;
   t.value_bytes = value_bytes;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     const Layer& layer = *model.layers()[i];
     const double outputs = static_cast<double>(model.layer_shapes()[i].numel()) * n;
-    const double weights = static_cast<double>(model.trainable_range(i).size());
-    const double flops = layer.forward_flops() * n, bytes = (layer.arity() + 1) * outputs * kept + weights * kept;
+    const double flops = layer.forward_flops() * n;
+    double weights = static_cast<double>(model.trainable_range(i).size());
+    if (flops == 0) weights = std::min(weights, outputs);  // a gather reads its rows, a norm its few weights
+    const double bytes = (layer.arity() + 1) * outputs * activation + weights * weight;
     t.layer_ms[layer.name()] = {roofline_ms(flops, bytes, rate), roofline_ms(2 * flops, 2 * bytes, rate)};
   }
   // The update reads and writes the float32 weights and the optimizer's slots and reads the
-  // gradients; the rest zeroes and checks the gradients, and the loss reads the logits,
-  // writes their gradient and reads it back.
-  const RankBytes whole = mesh_rank_bytes(base).at(0);
+  // gradients (of the whole model on one device: estimate_step takes a rank's share); the
+  // rest zeroes and checks the gradients, and the loss reads the logits, writes their
+  // gradient and reads it back.
+  PlanLayout one_device;
+  one_device.bf16 = bf16;
+  const RankBytes whole = mesh_rank_bytes(layout_recipe(base, one_device, micro)).at(0);
   const double values = static_cast<double>(whole.values);
   t.update_ms = roofline_ms(0, 3 * values + 2 * static_cast<double>(whole.optimizer), rate);
   const double logits = static_cast<double>(model.output_shape().numel()) * n * f32;

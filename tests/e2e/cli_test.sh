@@ -774,6 +774,10 @@ PY
     "$distrain" plan "$work/gpt.toml" --ranks 2 --device-tflops 400 --device-bandwidth 2TB
   expect_error "plan: other devices' rates and --measure" "--device-tflops prices other devices: give one or the other" \
     "$distrain" plan "$work/gpt.toml" --ranks 2 --device-tflops 400 --device-bandwidth 2TB/s --measure
+  expect_error "plan: one device rate for two precisions" "--device-tflops is one precision's rate of products" \
+    "$distrain" plan "$work/gpt.toml" --ranks 2 --device-tflops 400 --device-bandwidth 2TB/s --precision both
+  expect_error "plan: a device rate of 0" "--device-tflops 0: a device's rate must be above 0" \
+    "$distrain" plan "$work/gpt.toml" --ranks 2 --device-tflops 0 --device-bandwidth 2TB/s
   ;;
 *)
   echo "unknown group $group"
